@@ -1,0 +1,103 @@
+"""The analyzers' entry points: one file's text in, its kernels, launch sites and problems out."""
+
+from __future__ import annotations
+
+import logging
+import traceback
+from typing import Callable
+
+from .discovery import discover_triton
+from .model import FileAnalysis, LaunchSite, Problem, Related, Severity, Span, TritonKernel
+from .nki_discovery import discover_nki
+from .rules import FILE_CHECKS, LAUNCH_CHECKS, FileContext, LaunchContext, load_rule_modules, make_problem
+from .source import ImportMap, SourceText, parse_recovering
+from .suppression import find_suppressions
+
+log = logging.getLogger(__name__)
+load_rule_modules()
+
+# Resolves a launch site to the kernel it launches and the path of the file defining it (None: same file).
+KernelLookup = Callable[[LaunchSite], "tuple[TritonKernel, str | None] | None"]
+
+
+def _internal_error(where: str, exc: BaseException) -> Problem:
+    log.error("analyzer failure in %s:\n%s", where, "".join(traceback.format_exception(exc)))
+    return make_problem("KL900", Span.point(0), f"internal error in {where}: {type(exc).__name__}: {exc}")
+
+
+def analyze_source(text: str, path: str = "<memory>") -> FileAnalysis:
+    """Discover kernels and run every per-file rule. Never raises on any input text."""
+    src = SourceText(text)
+    parsed = parse_recovering(src)
+    result = FileAnalysis(path=path, complete=parsed.error is None)
+    result.suppressions = find_suppressions(src.lines)
+    if parsed.error is not None:
+        line, col, msg = parsed.error
+        skipped = ", ".join(f"{a + 1}-{b}" for a, b in parsed.skipped_lines)
+        note = f"; lines {skipped} are not analysed until it is fixed" if skipped else ""
+        result.problems.append(make_problem("KL001", Span(line, col, line, col + 1), f"syntax error: {msg}{note}"))
+    try:
+        imports = ImportMap(parsed.body)
+        triton = discover_triton(src, imports, parsed.body)
+        nki = discover_nki(src, imports, parsed.body)
+    except Exception as exc:  # noqa: BLE001 - a discovery bug must not take the file down
+        result.problems.append(_internal_error("discovery", exc))
+        return result
+    result.kernels = [k.kernel for k in triton.kernels]
+    result.launch_sites = triton.launch_sites
+    result.nki_kernels = nki.kernels
+    ctx = FileContext(path, src, imports, parsed.body, triton, nki)
+    for check in FILE_CHECKS:
+        try:
+            check(ctx)
+        except Exception as exc:  # noqa: BLE001
+            ctx.problems.append(_internal_error(f"{check.__module__}.{check.__name__}", exc))
+    result.problems.extend(ctx.problems)
+    return result
+
+
+def check_launch_sites(analysis: FileAnalysis, lookup: KernelLookup) -> list[Problem]:
+    """Problems at launch sites whose arguments do not fit the kernel they launch (possibly in another file)."""
+    problems: list[Problem] = []
+    for site in analysis.launch_sites:
+        try:
+            found = lookup(site)
+        except Exception as exc:  # noqa: BLE001
+            problems.append(_internal_error("kernel lookup", exc))
+            continue
+        if found is None:
+            continue
+        kernel, kernel_path = found
+        ctx = LaunchContext(kernel_path)
+        for check in LAUNCH_CHECKS:
+            try:
+                problems.extend(check(site, kernel, ctx))
+            except Exception as exc:  # noqa: BLE001
+                problems.append(_internal_error(f"{check.__module__}.{check.__name__}", exc))
+    return problems
+
+
+def local_lookup(analysis: FileAnalysis) -> KernelLookup:
+    """Resolve launch sites against the kernels of the same file only."""
+
+    def lookup(site: LaunchSite):
+        if site.module is not None:
+            return None
+        k = analysis.kernel(site.target)
+        return (k, None) if k is not None else None
+
+    return lookup
+
+
+def check_source(text: str, path: str = "<memory>") -> FileAnalysis:
+    """A single file on its own: per-file rules plus launch checks against the file's own kernels."""
+    analysis = analyze_source(text, path)
+    analysis.problems.extend(check_launch_sites(analysis, local_lookup(analysis)))
+    return analysis
+
+
+def related_to_kernel(kernel: TritonKernel, kernel_path: str | None, message: str) -> Related:
+    return Related(kernel.name_span, message, kernel_path)
+
+
+__all__ = ["analyze_source", "check_launch_sites", "check_source", "local_lookup", "Severity"]

@@ -1,0 +1,317 @@
+"""Finds Triton kernels, their parameters and autotune configs, and `kernel[grid](...)` launch sites."""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass, field
+
+from .model import AutotuneConfig, LaunchArg, LaunchSite, Param, Span, TritonKernel
+from .source import ImportMap, SourceText, literal_value
+
+JIT_NAMES = {"triton.jit", "triton.runtime.jit", "triton.runtime.jit.jit", "triton.runtime.jit"}
+AUTOTUNE_NAMES = {"triton.autotune", "triton.runtime.autotune", "triton.runtime.autotuner.autotune"}
+HEURISTICS_NAMES = {"triton.heuristics", "triton.runtime.heuristics", "triton.runtime.autotuner.heuristics"}
+CONFIG_NAMES = {"triton.Config", "triton.runtime.Config", "triton.runtime.autotuner.Config"}
+CONSTEXPR_NAMES = {"triton.language.constexpr", "triton.language.core.constexpr", "tl.constexpr", "constexpr"}
+
+_SHAPE_METHODS = {"numel", "stride", "size", "dim", "nelement", "element_size"}
+_TENSOR_FACTORIES = {
+    "empty", "empty_like", "zeros", "zeros_like", "ones", "ones_like", "full", "full_like", "rand", "randn",
+    "randn_like", "rand_like", "randint", "arange", "tensor", "empty_strided", "as_strided",
+}
+
+
+@dataclass
+class KernelSyntax:
+    """A discovered kernel with its syntax tree, for rules that inspect the body."""
+
+    kernel: TritonKernel
+    node: ast.FunctionDef
+
+
+@dataclass
+class TritonDiscovery:
+    kernels: list[KernelSyntax] = field(default_factory=list)
+    launch_sites: list[LaunchSite] = field(default_factory=list)
+    # Non-jit functions defined at module level: calling one from a kernel is an error.
+    plain_functions: dict[str, ast.FunctionDef] = field(default_factory=dict)
+    # Module-level names bound to literal values (constants a kernel may read as constexpr globals).
+    module_constants: dict[str, object] = field(default_factory=dict)
+
+
+def _decorator_kind(imports: ImportMap, dec: ast.expr) -> str | None:
+    name = imports.resolve(dec.func if isinstance(dec, ast.Call) else dec)
+    if name in JIT_NAMES:
+        return "jit"
+    if name in AUTOTUNE_NAMES:
+        return "autotune"
+    if name in HEURISTICS_NAMES:
+        return "heuristics"
+    return None
+
+
+def is_constexpr_annotation(imports: ImportMap, ann: ast.expr | None) -> bool:
+    if ann is None:
+        return False
+    if isinstance(ann, ast.Constant) and isinstance(ann.value, str):
+        return ann.value.split(".")[-1] == "constexpr"
+    name = imports.resolve(ann)
+    return name in CONSTEXPR_NAMES or (name is not None and name.endswith(".constexpr"))
+
+
+def _params(src: SourceText, imports: ImportMap, fn: ast.FunctionDef) -> list[Param]:
+    args = fn.args.posonlyargs + fn.args.args + fn.args.kwonlyargs
+    defaults: list[ast.expr | None] = [None] * (len(fn.args.posonlyargs) + len(fn.args.args) - len(fn.args.defaults))
+    defaults += list(fn.args.defaults) + list(fn.args.kw_defaults)
+    out = []
+    for arg, default in zip(args, defaults):
+        span = src.span(arg)
+        name_end = (span.start_line, span.start_col + len(arg.arg))
+        out.append(
+            Param(
+                name=arg.arg,
+                annotation=src.segment(arg.annotation) if arg.annotation is not None else None,
+                is_constexpr=is_constexpr_annotation(imports, arg.annotation),
+                default=src.segment(default) if default is not None else None,
+                span=span,
+                name_end=name_end,
+            )
+        )
+    return out
+
+
+def _configs_from_list(
+    src: SourceText, imports: ImportMap, node: ast.expr | None, constants: dict[str, ast.expr]
+) -> list[AutotuneConfig] | None:
+    if isinstance(node, ast.Name) and node.id in constants:
+        node = constants[node.id]
+    if not isinstance(node, (ast.List, ast.Tuple)):
+        return None  # built by code: unknown statically
+    configs = []
+    for elt in node.elts:
+        if not (isinstance(elt, ast.Call) and imports.resolve(elt.func) in CONFIG_NAMES):
+            return None
+        kwargs_node = elt.args[0] if elt.args else next((k.value for k in elt.keywords if k.arg == "kwargs"), None)
+        if not isinstance(kwargs_node, ast.Dict):
+            return None
+        kwargs: dict[str, object] = {}
+        for key, value in zip(kwargs_node.keys, kwargs_node.values):
+            k = literal_value(key)
+            if isinstance(k, str):
+                v = literal_value(value)
+                kwargs[k] = v if v is not None else src.segment(value)
+        opts = {k.arg: literal_value(k.value) for k in elt.keywords if k.arg}
+        positional = [literal_value(a) for a in elt.args[1:3]]
+        num_warps = opts.get("num_warps", positional[0] if positional else None)
+        num_stages = opts.get("num_stages", positional[1] if len(positional) > 1 else None)
+        configs.append(AutotuneConfig(kwargs, num_warps, num_stages, src.span(elt)))
+    return configs
+
+
+def _module_assignments(body: list[ast.stmt]) -> dict[str, ast.expr]:
+    out: dict[str, ast.expr] = {}
+    for node in body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            out[node.targets[0].id] = node.value
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.value is not None:
+            out[node.target.id] = node.value
+    return out
+
+
+def _kernel_from_def(
+    src: SourceText, imports: ImportMap, fn: ast.FunctionDef, assignments: dict[str, ast.expr], qualname: str
+) -> TritonKernel | None:
+    kinds = [(_decorator_kind(imports, d), d) for d in fn.decorator_list]
+    if not any(kind == "jit" for kind, _ in kinds):
+        return None
+    start = min([d.lineno for d in fn.decorator_list] + [fn.lineno]) - 1
+    end_line = (fn.end_lineno or fn.lineno) - 1
+    def_line = fn.lineno - 1
+    name_col = src.line(def_line).find(fn.name, src.col(def_line, fn.col_offset))
+    kernel = TritonKernel(
+        name=fn.name,
+        span=Span(start, 0, end_line, len(src.line(end_line))),
+        name_span=Span(def_line, max(name_col, 0), def_line, max(name_col, 0) + len(fn.name)),
+        params=_params(src, imports, fn),
+        decorators=[kind for kind, _ in kinds if kind],
+        qualname=qualname,
+    )
+    for kind, dec in kinds:
+        if not isinstance(dec, ast.Call):
+            continue
+        kw = {k.arg: k.value for k in dec.keywords if k.arg}
+        if kind == "autotune":
+            configs_node = kw.get("configs", dec.args[0] if dec.args else None)
+            configs = _configs_from_list(src, imports, configs_node, assignments)
+            kernel.autotune_configs = configs or []
+            kernel.autotune_configs_known = configs is not None
+            keys = literal_value(kw.get("key", dec.args[1] if len(dec.args) > 1 else None))
+            if isinstance(keys, (list, tuple)):
+                kernel.autotune_keys = [k for k in keys if isinstance(k, str)]
+        elif kind == "heuristics":
+            values = kw.get("values", dec.args[0] if dec.args else None)
+            if isinstance(values, ast.Dict):
+                kernel.heuristics.extend(k for k in map(literal_value, values.keys) if isinstance(k, str))
+    return kernel
+
+
+def _arg_kind(node: ast.expr, imports: ImportMap, local_kinds: dict[str, str]) -> str:
+    if literal_value(node) is not None:
+        return "literal"
+    if isinstance(node, ast.Name):
+        return local_kinds.get(node.id, "name")
+    return _expr_kind(node, imports, local_kinds)
+
+
+def _expr_kind(node: ast.expr, imports: ImportMap, local_kinds: dict[str, str]) -> str:
+    if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Attribute) and node.value.attr == "shape":
+        return "shape"
+    if isinstance(node, ast.Attribute) and node.attr == "shape":
+        return "shape"
+    if isinstance(node, ast.Call):
+        func = node.func
+        if isinstance(func, ast.Attribute) and func.attr in _SHAPE_METHODS:
+            return "shape"
+        if isinstance(func, ast.Name) and func.id == "len":
+            return "shape"
+        name = imports.resolve(func) or ""
+        if name.startswith("torch.") and name.rsplit(".", 1)[-1] in _TENSOR_FACTORIES:
+            return "tensor"
+    if isinstance(node, ast.BinOp):
+        kinds = {_arg_kind(node.left, imports, local_kinds), _arg_kind(node.right, imports, local_kinds)}
+        if "tensor" in kinds:
+            return "tensor"
+        if "shape" in kinds:
+            return "shape"
+    return "expr"
+
+
+def _local_kinds(fn: ast.AST | None, imports: ImportMap) -> dict[str, str]:
+    """Classify names assigned in the function around a launch: tensors and runtime sizes."""
+    kinds: dict[str, str] = {}
+    reassigned: set[str] = set()  # names also bound to something that is not a runtime size
+    if fn is None:
+        return kinds
+    if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        for arg in fn.args.args + fn.args.kwonlyargs:
+            ann = imports.resolve(arg.annotation) if arg.annotation is not None else None
+            if ann in {"torch.Tensor", "Tensor"}:
+                kinds[arg.arg] = "tensor"
+    for node in ast.walk(fn):
+        if isinstance(node, ast.Assign):
+            kind = _expr_kind(node.value, imports, kinds)
+            for target in node.targets:
+                if isinstance(target, ast.Name) and kind in ("shape", "tensor"):
+                    kinds[target.id] = kind
+                elif isinstance(target, ast.Tuple) and kind == "shape":
+                    for elt in target.elts:
+                        if isinstance(elt, ast.Name):
+                            kinds[elt.id] = "shape"
+                elif isinstance(target, ast.Name):
+                    reassigned.add(target.id)
+    # `n = x.shape[0]; n = triton.next_power_of_2(n)`: a name is a runtime size only if every binding is one.
+    for name in reassigned:
+        if kinds.get(name) == "shape":
+            del kinds[name]
+    return kinds
+
+
+def _launch_sites(src: SourceText, imports: ImportMap, body: list[ast.stmt], kernel_names: set[str]) -> list[LaunchSite]:
+    sites = []
+
+    def visit(scope: ast.AST | None, nodes: list[ast.stmt]) -> None:
+        kinds: dict[str, str] | None = None
+        stack: list[ast.AST] = list(nodes)
+        while stack:
+            node = stack.pop()
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                visit(node, node.body)
+                continue
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Subscript):
+                site = _site(node, scope)
+                if site is not None:
+                    if kinds is None:
+                        kinds = _local_kinds(scope, imports)
+                    sites.append(_with_kinds(site, node, kinds))
+            stack.extend(ast.iter_child_nodes(node))
+
+    def _site(call: ast.Call, scope: ast.AST | None) -> LaunchSite | None:
+        callee_node = call.func.value  # type: ignore[attr-defined]
+        if isinstance(callee_node, ast.Name):
+            callee = callee_node.id
+            full = imports.names.get(callee)
+            if callee in kernel_names and full is None:
+                target, module = callee, None
+            elif full and "." in full:
+                module, target = full.rsplit(".", 1)
+            else:
+                target, module = callee, None
+        elif isinstance(callee_node, ast.Attribute):
+            callee = src.segment(callee_node)
+            target = callee_node.attr
+            module = imports.resolve(callee_node.value)
+        else:
+            return None
+        return LaunchSite(callee, target, module, src.span(call), src.span(callee_node), (), ())
+
+    def _with_kinds(site: LaunchSite, call: ast.Call, kinds: dict[str, str]) -> LaunchSite:
+        args = tuple(
+            LaunchArg(src.segment(a), src.span(a), None, _arg_kind(a, imports, kinds))
+            for a in call.args
+            if not isinstance(a, ast.Starred)
+        )
+        kwargs = tuple(
+            LaunchArg(src.segment(k.value), src.span(k), k.arg, _arg_kind(k.value, imports, kinds))
+            for k in call.keywords
+            if k.arg is not None
+        )
+        star = any(isinstance(a, ast.Starred) for a in call.args) or any(k.arg is None for k in call.keywords)
+        return LaunchSite(site.callee, site.target, site.module, site.span, site.callee_span, args, kwargs, star)
+
+    visit(None, body)
+    sites.sort(key=lambda s: (s.span.start_line, s.span.start_col))
+    return sites
+
+
+def _module_level_targets(body: list[ast.stmt]) -> set[str]:
+    """Names assigned by module-level statements, inside if/try/with blocks too."""
+    out: set[str] = set()
+    for node in body:
+        if isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+            for target in node.targets if isinstance(node, ast.Assign) else [node.target]:
+                out.update(n.id for n in ast.walk(target) if isinstance(n, ast.Name))
+        elif isinstance(node, (ast.If, ast.Try, ast.With)):
+            blocks = [node.body, getattr(node, "orelse", []), getattr(node, "finalbody", [])]
+            blocks += [h.body for h in getattr(node, "handlers", [])]
+            out |= _module_level_targets([s for b in blocks for s in b])
+    return out
+
+
+def discover_triton(src: SourceText, imports: ImportMap, body: list[ast.stmt]) -> TritonDiscovery:
+    found = TritonDiscovery()
+    assignments = _module_assignments(body)
+    for name, value in assignments.items():
+        v = literal_value(value)
+        if v is not None:
+            found.module_constants[name] = v
+
+    def visit(nodes: list[ast.stmt], prefix: str) -> None:
+        for node in nodes:
+            if isinstance(node, ast.FunctionDef):
+                kernel = _kernel_from_def(src, imports, node, assignments, prefix + node.name)
+                if kernel is not None:
+                    found.kernels.append(KernelSyntax(kernel, node))
+                elif not prefix:
+                    found.plain_functions[node.name] = node
+                visit(node.body, prefix + node.name + ".")
+            elif isinstance(node, ast.ClassDef):
+                visit(node.body, prefix + node.name + ".")
+            elif isinstance(node, (ast.If, ast.Try)):
+                visit(node.body + node.orelse, prefix)
+
+    visit(body, "")
+    rebound = _module_level_targets(body)
+    for ks in found.kernels:
+        ks.kernel.rebound = ks.kernel.qualname in rebound
+    found.launch_sites = _launch_sites(src, imports, body, {k.kernel.name for k in found.kernels})
+    return found

@@ -1,0 +1,197 @@
+"""Plain data exchanged by the analyzers: positions, problems, fixes, kernels, launch sites.
+
+Positions are zero-based lines and zero-based columns counted in Unicode code points, the way Python
+indexes a str. Converting to a client's position encoding happens in the protocol layer only.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+
+
+class Severity(enum.IntEnum):
+    # Same ordering as LSP: lower is more severe.
+    ERROR = 1
+    WARNING = 2
+    INFO = 3
+    HINT = 4
+
+    @classmethod
+    def parse(cls, text: str) -> "Severity":
+        return cls[text.strip().upper()]
+
+
+@dataclass(frozen=True, order=True)
+class Span:
+    start_line: int
+    start_col: int
+    end_line: int
+    end_col: int
+
+    @classmethod
+    def point(cls, line: int, col: int = 0) -> "Span":
+        return cls(line, col, line, col)
+
+    def contains_line(self, line: int) -> bool:
+        return self.start_line <= line <= self.end_line
+
+
+@dataclass(frozen=True)
+class TextEdit:
+    span: Span
+    new_text: str
+
+
+@dataclass(frozen=True)
+class Fix:
+    """A mechanical correction, applied as plain text edits to the same file."""
+
+    title: str
+    edits: tuple[TextEdit, ...]
+
+
+@dataclass(frozen=True)
+class Related:
+    """Another place that explains a problem, possibly in another file (path None: same file)."""
+
+    span: Span
+    message: str
+    path: str | None = None
+
+
+@dataclass(frozen=True)
+class Problem:
+    code: str
+    message: str
+    severity: Severity
+    span: Span
+    fix: Fix | None = None
+    related: tuple[Related, ...] = ()
+    kernel: str | None = None
+
+
+@dataclass(frozen=True)
+class Param:
+    name: str
+    annotation: str | None
+    is_constexpr: bool
+    default: str | None
+    span: Span
+    # Position of the end of the name: where a ": tl.constexpr" annotation would go.
+    name_end: tuple[int, int] = (0, 0)
+
+
+@dataclass(frozen=True)
+class AutotuneConfig:
+    kwargs: dict[str, object]
+    num_warps: object | None
+    num_stages: object | None
+    span: Span
+
+
+@dataclass
+class TritonKernel:
+    name: str
+    span: Span  # the whole function, decorators included
+    name_span: Span  # the name in the def line
+    params: list[Param]
+    decorators: list[str]  # "jit", "autotune", "heuristics"
+    autotune_configs: list[AutotuneConfig] = field(default_factory=list)
+    autotune_keys: list[str] = field(default_factory=list)
+    heuristics: list[str] = field(default_factory=list)  # parameter names computed by @triton.heuristics
+    # False when @triton.autotune's configs are built by code the analyzers cannot evaluate.
+    autotune_configs_known: bool = True
+    qualname: str = ""
+    # The name is reassigned at module level (e.g. `k = triton.autotune(...)(k)`): a launch of that name may not
+    # reach this definition as written, so launch checks leave it alone.
+    rebound: bool = False
+
+    def param(self, name: str) -> Param | None:
+        for p in self.params:
+            if p.name == name:
+                return p
+        return None
+
+    @property
+    def provided_by_decorators(self) -> set[str]:
+        names = set(self.heuristics)
+        for cfg in self.autotune_configs:
+            names.update(cfg.kwargs)
+        return names
+
+
+@dataclass(frozen=True)
+class LaunchArg:
+    text: str  # source text of the argument expression
+    span: Span
+    keyword: str | None = None
+    # A coarse classification of the value: "literal", "shape" (a runtime size like x.shape[0]),
+    # "tensor", "name", "expr".
+    kind: str = "expr"
+
+
+@dataclass(frozen=True)
+class LaunchSite:
+    """A `kernel[grid](...)` call."""
+
+    callee: str  # the name as written at the call (possibly an alias)
+    target: str  # the kernel name it refers to after resolving imports
+    module: str | None  # module the name was imported from, None when defined or unknown locally
+    span: Span  # the whole call
+    callee_span: Span
+    args: tuple[LaunchArg, ...]
+    kwargs: tuple[LaunchArg, ...]
+    has_star_args: bool = False
+
+
+@dataclass
+class NkiKernel:
+    name: str
+    span: Span
+    name_span: Span
+    api: str  # "legacy" (neuronxcc.nki) or "current" (nki)
+    decorators: list[str]
+    params: list[str] = field(default_factory=list)
+
+
+@dataclass
+class FileAnalysis:
+    """Everything the analyzers know about one file, from its text alone."""
+
+    path: str
+    kernels: list[TritonKernel] = field(default_factory=list)
+    nki_kernels: list[NkiKernel] = field(default_factory=list)
+    launch_sites: list[LaunchSite] = field(default_factory=list)
+    problems: list[Problem] = field(default_factory=list)
+    # Suppression comments: line -> codes ignored on that line (empty: all codes); line -1 holds file-wide ones.
+    suppressions: dict[int, frozenset[str]] = field(default_factory=dict)
+    # Whether the file was parsed completely; False when parts were skipped because of syntax errors.
+    complete: bool = True
+
+    def kernel(self, name: str) -> TritonKernel | None:
+        for k in self.kernels:
+            if k.name == name:
+                return k
+        return None
+
+
+def apply_edits(text: str, edits: "list[TextEdit] | tuple[TextEdit, ...]") -> str:
+    """Apply non-overlapping edits (spans in code points) to text."""
+    lines = text.splitlines(keepends=True)
+    starts = [0]
+    for line in lines:
+        starts.append(starts[-1] + len(line))
+
+    def offset(line: int, col: int) -> int:
+        if line >= len(lines):
+            return len(text)
+        content = lines[line].rstrip("\r\n")
+        return starts[line] + min(col, len(content))
+
+    out = text
+    for edit in sorted(edits, key=lambda e: (e.span.start_line, e.span.start_col), reverse=True):
+        a = offset(edit.span.start_line, edit.span.start_col)
+        b = offset(edit.span.end_line, edit.span.end_col)
+        out = out[:a] + edit.new_text + out[b:]
+    return out

@@ -1,0 +1,129 @@
+"""The rule registry: every static rule's code, severity and documentation, and the checks that produce them.
+
+A rule module registers its rules with `register(Rule(...))` and its checks with `@file_check` (run once per
+file over a FileContext) or `@launch_check` (run per launch site against the kernel it launches).
+docs/rules.md is generated from this registry; each rule's wrong/right examples are tested against the checks.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass, field
+from typing import Callable, Iterable
+
+from ..model import Fix, LaunchSite, Problem, Related, Severity, Span, TritonKernel
+from ..source import ImportMap, SourceText
+
+
+@dataclass(frozen=True)
+class Rule:
+    code: str
+    name: str  # kebab-case, stable
+    summary: str  # one line: what is wrong
+    severity: Severity
+    language: str  # "general", "triton" or "nki"
+    wrong: str  # a complete example that triggers the rule
+    right: str  # the same example, fixed; triggers no rule above information level
+    explanation: str = ""  # why it matters and how to fix it
+    fixable: bool = False  # a quick fix is offered
+
+
+RULES: dict[str, Rule] = {}
+
+
+def register(rule: Rule) -> Rule:
+    if rule.code in RULES:
+        raise ValueError(f"duplicate rule code {rule.code}")
+    RULES[rule.code] = rule
+    return rule
+
+
+@dataclass
+class FileContext:
+    """What file checks see: the parsed file plus what discovery found."""
+
+    path: str
+    src: SourceText
+    imports: ImportMap
+    body: list[ast.stmt]
+    triton: object  # discovery.TritonDiscovery
+    nki: object  # nki_discovery.NkiDiscovery
+    problems: list[Problem] = field(default_factory=list)
+
+    def report(
+        self,
+        code: str,
+        where: ast.AST | Span,
+        message: str,
+        *,
+        fix: Fix | None = None,
+        kernel: str | None = None,
+        related: tuple[Related, ...] = (),
+        severity: Severity | None = None,
+    ) -> None:
+        span = where if isinstance(where, Span) else self.src.span(where)
+        rule = RULES[code]
+        self.problems.append(Problem(code, message, severity or rule.severity, span, fix, related, kernel))
+
+
+FileCheck = Callable[[FileContext], None]
+LaunchCheck = Callable[[LaunchSite, TritonKernel, "LaunchContext"], Iterable[Problem]]
+
+FILE_CHECKS: list[FileCheck] = []
+LAUNCH_CHECKS: list[LaunchCheck] = []
+
+
+@dataclass(frozen=True)
+class LaunchContext:
+    """Where the launched kernel lives, for related information that points at its definition."""
+
+    kernel_path: str | None  # None: same file as the launch site
+
+
+def file_check(fn: FileCheck) -> FileCheck:
+    FILE_CHECKS.append(fn)
+    return fn
+
+
+def launch_check(fn: LaunchCheck) -> LaunchCheck:
+    LAUNCH_CHECKS.append(fn)
+    return fn
+
+
+def make_problem(
+    code: str, span: Span, message: str, *, fix: Fix | None = None, kernel: str | None = None,
+    related: tuple[Related, ...] = (),
+) -> Problem:
+    return Problem(code, message, RULES[code].severity, span, fix, related, kernel)
+
+
+register(Rule(
+    code="KL001", name="syntax-error", language="general", severity=Severity.ERROR,
+    summary="The file does not parse; kernels outside the broken statement are still analysed.",
+    wrong="def f(:\n    pass\n", right="def f():\n    pass\n",
+    explanation="Fix the syntax error. While it is present, top-level statements that parse on their own keep "
+    "their diagnostics, so one half-typed function does not hide the rest of the file.",
+))
+register(Rule(
+    code="KL002", name="not-utf8", language="general", severity=Severity.WARNING,
+    summary="The file is not UTF-8 text and was not analysed.",
+    wrong="", right="",
+    explanation="Python source is UTF-8 by default (PEP 3120). Re-save the file as UTF-8.",
+))
+register(Rule(
+    code="KL003", name="file-too-large", language="general", severity=Severity.INFO,
+    summary="The file is larger than the `maxFileBytes` setting and was not analysed.",
+    wrong="", right="",
+    explanation="Raise `maxFileBytes` if the file really holds kernels; generated files are usually best left out.",
+))
+register(Rule(
+    code="KL900", name="internal-error", language="general", severity=Severity.INFO,
+    summary="A rule failed on this file; the other rules' results stand.",
+    wrong="", right="",
+    explanation="An analyzer bug, reported so that it is visible instead of silent. The server log has the traceback.",
+))
+
+
+def load_rule_modules() -> None:
+    """Import every rule module so that its rules and checks register themselves."""
+    from . import nki, triton_kernel, triton_launch  # noqa: F401

@@ -1,0 +1,161 @@
+"""The `kernel-lsp` command: `serve` runs the language server, `check` runs the same analysis in batch."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+
+from . import __version__
+from .settings import Settings, parse_settings
+
+EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE = 0, 1, 2
+
+
+def _codes(text: str) -> list[str]:
+    return [c.strip() for c in text.split(",") if c.strip()]
+
+
+def _host_port(text: str) -> tuple[str, int]:
+    host, _, port = text.rpartition(":")
+    try:
+        value = int(port)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected HOST:PORT, got {text!r}") from None
+    if not host or not 0 < value < 65536:
+        raise argparse.ArgumentTypeError(f"expected HOST:PORT, got {text!r}")
+    return host, value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="kernel-lsp", description="Language server and checker for GPU kernels.")
+    parser.add_argument("--version", action="version", version=f"kernel-lsp {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    serve = sub.add_parser("serve", help="run the language server (stdio by default)")
+    mode = serve.add_mutually_exclusive_group()
+    mode.add_argument("--stdio", action="store_true", help="talk LSP over stdin/stdout (the default)")
+    mode.add_argument("--tcp", type=_host_port, metavar="HOST:PORT", help="listen on a TCP address instead")
+    serve.add_argument("--log-file", help="also write the server log to this file")
+    serve.add_argument("--log-level", choices=["debug", "info", "warning", "error"], default=None)
+
+    check = sub.add_parser("check", help="analyse files and folders; exit 1 when a problem at --fail-on is found")
+    check.add_argument("paths", nargs="+", metavar="PATH")
+    check.add_argument("--format", choices=["text", "json", "sarif"], default="text")
+    check.add_argument("--select", type=_codes, default=None, metavar="CODES",
+                       help="comma-separated rule codes or prefixes to report (e.g. TR,NK001)")
+    check.add_argument("--ignore", type=_codes, default=None, metavar="CODES",
+                       help="comma-separated rule codes or prefixes not to report")
+    check.add_argument("--config", metavar="FILE", help="a JSON file of settings (the keys of docs/configuration.md)")
+    check.add_argument("--fail-on", choices=["error", "warning", "info", "never"], default="error",
+                       help="lowest severity that makes the exit code 1 (default: error)")
+    check.add_argument("--exit-zero", action="store_true", help="exit 0 even when problems are found (same as --fail-on never)")
+    check.add_argument("--output", "-o", metavar="FILE", help="write the report to FILE instead of stdout")
+    check.add_argument("--color", choices=["auto", "always", "never"], default="auto")
+
+    rules = sub.add_parser("rules", help="list the rules, or explain one")
+    rules.add_argument("code", nargs="?")
+    return parser
+
+
+def _check(args: argparse.Namespace) -> int:
+    from analyzers.model import Severity
+
+    from .engine.check import check_paths
+    from .report import json_report, sarif_report, text_report
+
+    settings = Settings()
+    if args.config:
+        try:
+            with open(args.config, encoding="utf-8") as fh:
+                raw = json.load(fh)
+        except (OSError, ValueError) as exc:
+            print(f"kernel-lsp: cannot read --config {args.config}: {exc}", file=sys.stderr)
+            return EXIT_USAGE
+        settings, messages = parse_settings(raw)
+        for m in messages:
+            print(f"kernel-lsp: {m}", file=sys.stderr)
+    overrides = {}
+    if args.select is not None:
+        overrides["select"] = args.select
+    if args.ignore is not None:
+        overrides["ignore"] = args.ignore
+    if overrides:
+        settings, messages = parse_settings(overrides, settings)
+        if messages:
+            for m in messages:
+                print(f"kernel-lsp: {m}", file=sys.stderr)
+            return EXIT_USAGE
+
+    result = check_paths(args.paths, settings)
+    if args.format == "json":
+        out = json_report(result)
+    elif args.format == "sarif":
+        out = sarif_report(result)
+    else:
+        color = args.color == "always" or (args.color == "auto" and not args.output and sys.stdout.isatty())
+        out = text_report(result, color=color)
+    if args.output:
+        with open(args.output, "w", encoding="utf-8") as fh:
+            fh.write(out)
+    else:
+        sys.stdout.write(out)
+    if result.missing:
+        return EXIT_USAGE
+    fail_on = "never" if args.exit_zero else args.fail_on
+    worst = result.worst()
+    threshold = {"error": Severity.ERROR, "warning": Severity.WARNING, "info": Severity.INFO}.get(fail_on)
+    return EXIT_PROBLEMS if threshold is not None and worst is not None and worst <= threshold else EXIT_OK
+
+
+def _rules(args: argparse.Namespace) -> int:
+    from analyzers.rules import RULES
+
+    if args.code:
+        rule = RULES.get(args.code.upper())
+        if rule is None:
+            print(f"kernel-lsp: no rule {args.code}", file=sys.stderr)
+            return EXIT_USAGE
+        print(f"{rule.code} {rule.name} ({rule.severity.name.lower()}, {rule.language})\n\n{rule.summary}\n")
+        if rule.explanation:
+            print(rule.explanation + "\n")
+        if rule.wrong:
+            print("Wrong:\n\n" + rule.wrong + "\nRight:\n\n" + rule.right)
+        return EXIT_OK
+    for rule in sorted(RULES.values(), key=lambda r: r.code):
+        fix = " (fix)" if rule.fixable else ""
+        print(f"{rule.code}  {rule.name:32} {rule.severity.name.lower():8} {rule.summary}{fix}")
+    return EXIT_OK
+
+
+def _serve(args: argparse.Namespace) -> int:
+    handlers: list[logging.Handler] = [logging.StreamHandler(sys.stderr)]
+    if args.log_file:
+        handlers.append(logging.FileHandler(args.log_file))
+    level = (args.log_level or "info").upper()
+    logging.basicConfig(level=level, handlers=handlers, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if level != "DEBUG":
+        logging.getLogger("pygls").setLevel(logging.WARNING)  # it logs every message at INFO
+    from .server import build_server
+
+    server = build_server(log_level_from_cli=args.log_level)
+    if args.tcp:
+        host, port = args.tcp
+        server.start_tcp(host, port)
+    else:
+        server.start_io()
+    return EXIT_OK
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.command == "check":
+        return _check(args)
+    if args.command == "rules":
+        return _rules(args)
+    return _serve(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,81 @@
+"""The one place where analysis results become Language Server Protocol objects.
+
+Analysis positions are code points; clients count in UTF-8, UTF-16 or UTF-32 units as negotiated, so every
+range goes through the document's position codec with the text the analysis ran on.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Sequence
+
+from lsprotocol import types
+from pygls.uris import from_fs_path
+from pygls.workspace.position_codec import PositionCodec
+
+from analyzers.model import Fix, Problem, Severity, Span
+
+SOURCE = "kernel-lsp"
+_SEVERITY = {
+    Severity.ERROR: types.DiagnosticSeverity.Error,
+    Severity.WARNING: types.DiagnosticSeverity.Warning,
+    Severity.INFO: types.DiagnosticSeverity.Information,
+    Severity.HINT: types.DiagnosticSeverity.Hint,
+}
+
+
+class Positions:
+    """Converts spans of one document's text to client ranges and back."""
+
+    def __init__(self, lines: Sequence[str], codec: PositionCodec):
+        self.lines = lines
+        self.codec = codec
+
+    def range(self, span: Span) -> types.Range:
+        start = self.codec.position_to_client_units(self.lines, types.Position(span.start_line, span.start_col))
+        end = self.codec.position_to_client_units(self.lines, types.Position(span.end_line, span.end_col))
+        return types.Range(start, end)
+
+    def span(self, rng: types.Range) -> Span:
+        start = self.codec.position_from_client_units(self.lines, rng.start)
+        end = self.codec.position_from_client_units(self.lines, rng.end)
+        return Span(start.line, start.character, end.line, end.character)
+
+
+def diagnostic(
+    problem: Problem,
+    pos: Positions,
+    uri: str,
+    positions_of: Callable[[str], Positions | None] | None = None,
+    related_support: bool = True,
+) -> types.Diagnostic:
+    """positions_of(path) gives the Positions of another file a related location points into, or None."""
+    related = []
+    for r in problem.related if related_support else ():
+        other = pos if r.path is None else (positions_of(r.path) if positions_of else None)
+        if other is not None:
+            related.append(types.DiagnosticRelatedInformation(
+                location=types.Location(uri=uri if r.path is None else from_fs_path(r.path), range=other.range(r.span)),
+                message=r.message,
+            ))
+    return types.Diagnostic(
+        range=pos.range(problem.span),
+        message=problem.message,
+        severity=_SEVERITY[problem.severity],
+        code=problem.code,
+        source=SOURCE,
+        related_information=related or None,
+        data={"code": problem.code, "fixable": problem.fix is not None},
+    )
+
+
+def fix_edit(fix: Fix, uri: str, version: int | None, pos: Positions) -> types.WorkspaceEdit:
+    """A versioned edit: the client refuses it if the document changed since the fix was computed."""
+    edits = [types.TextEdit(range=pos.range(e.span), new_text=e.new_text) for e in fix.edits]
+    return text_edits(uri, version, edits)
+
+
+def text_edits(uri: str, version: int | None, edits: list[types.TextEdit]) -> types.WorkspaceEdit:
+    return types.WorkspaceEdit(document_changes=[types.TextDocumentEdit(
+        text_document=types.OptionalVersionedTextDocumentIdentifier(uri=uri, version=version),
+        edits=edits,
+    )])

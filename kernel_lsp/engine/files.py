@@ -1,0 +1,89 @@
+"""Reading workspace files defensively and walking a workspace without its ignored folders."""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable, Iterator
+
+from analyzers.model import Problem, Span
+from analyzers.rules import make_problem
+
+SOURCE_SUFFIXES = (".py",)
+
+
+@dataclass(frozen=True)
+class FileText:
+    text: str | None  # None when the file cannot be analysed
+    problem: Problem | None = None  # why not, when that deserves a message
+    missing: bool = False
+
+
+def too_large_problem(size: int, max_bytes: int) -> Problem:
+    return make_problem(
+        "KL003", Span.point(0),
+        f"file is {size / 1e6:.1f} MB, over the {max_bytes / 1e6:.1f} MB limit; not analysed "
+        "(raise the maxFileBytes setting to analyse it)",
+    )
+
+
+def is_excluded(name: str, patterns: Iterable[str]) -> bool:
+    return any(name == p or fnmatch.fnmatchcase(name, p) for p in patterns)
+
+
+def is_source(path: str | Path) -> bool:
+    return str(path).endswith(SOURCE_SUFFIXES)
+
+
+def read_source(path: str | Path, max_bytes: int) -> FileText:
+    """Read a source file; binary, non-UTF-8, oversized and vanished files become a FileText with a reason."""
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read(max_bytes + 1)
+    except FileNotFoundError:
+        return FileText(None, missing=True)
+    except (IsADirectoryError, NotADirectoryError):
+        return FileText(None, missing=True)
+    except OSError as exc:
+        return FileText(None, make_problem("KL002", Span.point(0), f"cannot read the file: {exc.strerror or exc}"))
+    if len(data) > max_bytes:
+        size = os.path.getsize(path) if os.path.exists(path) else len(data)
+        return FileText(None, too_large_problem(size, max_bytes))
+    if b"\0" in data:
+        return FileText(None, make_problem("KL002", Span.point(0), "binary file (contains NUL bytes); not analysed"))
+    try:
+        return FileText(data.decode("utf-8-sig"))
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n")
+        return FileText(None, make_problem(
+            "KL002", Span.point(line),
+            f"not valid UTF-8 (byte 0x{data[exc.start]:02x} at offset {exc.start}); re-save the file as UTF-8",
+        ))
+
+
+def walk_sources(root: str | Path, exclude: Iterable[str]) -> Iterator[Path]:
+    """Every source file under root, skipping excluded folders and files (and symlinked folders)."""
+    exclude = tuple(exclude)
+    root = Path(root)
+    if root.is_file():
+        if is_source(root):
+            yield root
+        return
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = sorted(d for d in dirnames if not is_excluded(d, exclude)
+                             and not os.path.islink(os.path.join(dirpath, d)))
+        for name in sorted(filenames):
+            if is_source(name) and not is_excluded(name, exclude):
+                yield Path(dirpath, name)
+
+
+def path_is_excluded(path: str | Path, root: str | Path | None, exclude: Iterable[str]) -> bool:
+    """Whether any component of path (below root, when given) matches an exclude pattern."""
+    p = Path(path)
+    try:
+        parts = p.relative_to(root).parts if root else p.parts
+    except ValueError:
+        parts = p.parts
+    return any(is_excluded(part, exclude) for part in parts)

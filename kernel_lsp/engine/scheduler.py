@@ -1,0 +1,73 @@
+"""Runs jobs off the event loop, one pending job per key: a newer submission supersedes the older one."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Callable, Hashable, TypeVar
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+
+class Scheduler:
+    def __init__(self, max_workers: int = 2):
+        self._executor = ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="kernel-lsp")
+        self._tasks: dict[Hashable, asyncio.Task] = {}
+        self.completed = 0
+        self.superseded = 0
+
+    def submit(
+        self,
+        key: Hashable,
+        work: Callable[[], T],
+        on_result: Callable[[T], Any],
+        *,
+        delay: float = 0.0,
+    ) -> asyncio.Task:
+        """Run work() in a thread after `delay` seconds, then on_result(result) on the loop.
+
+        A later submission with the same key cancels this one if it has not delivered yet; a job whose work
+        raises is logged and delivers nothing.
+        """
+        previous = self._tasks.get(key)
+        if previous is not None and not previous.done():
+            previous.cancel()
+            self.superseded += 1
+        task = asyncio.get_running_loop().create_task(self._run(key, work, on_result, delay))
+        self._tasks[key] = task
+        return task
+
+    async def _run(self, key: Hashable, work: Callable[[], T], on_result: Callable[[T], Any], delay: float) -> None:
+        try:
+            if delay > 0:
+                await asyncio.sleep(delay)
+            result = await asyncio.get_running_loop().run_in_executor(self._executor, work)
+        except asyncio.CancelledError:
+            return
+        except Exception:  # noqa: BLE001 - one failing job must not stop the others
+            log.exception("job %r failed", key)
+            return
+        finally:
+            if self._tasks.get(key) is asyncio.current_task():
+                del self._tasks[key]
+        self.completed += 1
+        try:
+            on_result(result)
+        except Exception:  # noqa: BLE001
+            log.exception("delivering the result of %r failed", key)
+
+    @property
+    def queued(self) -> int:
+        return sum(1 for t in self._tasks.values() if not t.done())
+
+    async def drain(self) -> None:
+        """Wait until no job is pending (jobs submitted meanwhile included)."""
+        while self._tasks:
+            await asyncio.gather(*list(self._tasks.values()), return_exceptions=True)
+
+    def shutdown(self) -> None:
+        for task in self._tasks.values():
+            task.cancel()
+        self._executor.shutdown(wait=False, cancel_futures=True)

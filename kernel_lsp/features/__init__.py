@@ -1,0 +1,17 @@
+"""The registration table: one module per LSP feature, each with a `register(server)` function."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from . import code_actions, commands, diagnostics, documents, lifecycle
+
+if TYPE_CHECKING:
+    from ..server import KernelLanguageServer
+
+FEATURES = (lifecycle, documents, diagnostics, code_actions, commands)
+
+
+def register_all(server: "KernelLanguageServer") -> None:
+    for feature in FEATURES:
+        feature.register(server)

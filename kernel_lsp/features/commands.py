@@ -1,0 +1,59 @@
+"""Workspace commands: `kernel-lsp.status` and `kernel-lsp.reindex`."""
+
+from __future__ import annotations
+
+import os
+import resource
+from typing import TYPE_CHECKING, Any
+
+from .. import __version__
+
+if TYPE_CHECKING:
+    from ..server import KernelLanguageServer
+
+STATUS = "kernel-lsp.status"
+REINDEX = "kernel-lsp.reindex"
+
+
+def rss_mb() -> float:
+    """Resident memory of this process now (Linux), else its peak."""
+    try:
+        with open("/proc/self/statm") as fh:
+            pages = int(fh.read().split()[1])
+        return round(pages * os.sysconf("SC_PAGE_SIZE") / 2**20, 1)
+    except (OSError, ValueError, IndexError):
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        return round(peak / (2**20 if os.uname().sysname == "Darwin" else 2**10), 1)
+
+
+def status(ls: "KernelLanguageServer") -> dict[str, Any]:
+    state = ls.state
+    watcher = state.watcher
+    return {
+        "version": __version__,
+        "roots": state.roots,
+        "indexed": state.index.stats(),
+        "ready": state.ready,
+        "indexing": state.indexing,
+        "queued": state.scheduler.queued,
+        "completedJobs": state.scheduler.completed,
+        "supersededJobs": state.scheduler.superseded,
+        "staleResultsDropped": state.stale_dropped,
+        "diagnostics": "pull" if state.pull else "push",
+        "watchedFolders": len(watcher.watched_folders) if watcher else 0,
+        "memoryMB": rss_mb(),
+        "pid": os.getpid(),
+    }
+
+
+def register(server: "KernelLanguageServer") -> None:
+    @server.command(STATUS)
+    def status_command(ls, *args) -> dict[str, Any]:
+        return status(ls)
+
+    @server.command(REINDEX)
+    async def reindex_command(ls, *args) -> dict[str, Any]:
+        for path in [p for p in ls.state.index.files if ls.open_document(p) is None]:
+            ls.state.index.remove(path)
+        await ls.index_workspace()
+        return status(ls)

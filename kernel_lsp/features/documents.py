@@ -1,0 +1,32 @@
+"""Document synchronisation: pygls keeps the text (incremental sync); each change schedules an analysis."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from lsprotocol import types
+from pygls.uris import to_fs_path
+
+if TYPE_CHECKING:
+    from ..server import KernelLanguageServer
+
+
+def register(server: "KernelLanguageServer") -> None:
+    @server.feature(types.TEXT_DOCUMENT_DID_OPEN)
+    def did_open(ls: "KernelLanguageServer", params: types.DidOpenTextDocumentParams) -> None:
+        ls.analyze_document(params.text_document.uri)
+
+    @server.feature(types.TEXT_DOCUMENT_DID_CHANGE)
+    def did_change(ls: "KernelLanguageServer", params: types.DidChangeTextDocumentParams) -> None:
+        ls.analyze_document(params.text_document.uri)
+
+    @server.feature(types.TEXT_DOCUMENT_DID_CLOSE)
+    def did_close(ls: "KernelLanguageServer", params: types.DidCloseTextDocumentParams) -> None:
+        path = to_fs_path(params.text_document.uri)
+        if path is None:
+            return
+        # The buffer is gone: what counts now is the file on disk (if it is part of the workspace).
+        if ls.in_workspace(path) and not ls.is_excluded(path):
+            ls.reload_from_disk([path])
+        else:
+            ls.forget([path])

@@ -1,0 +1,109 @@
+"""initialize / initialized / configuration changes / workspace folders / shutdown."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import TYPE_CHECKING, Any
+
+from lsprotocol import types
+from pygls.uris import to_fs_path
+
+from ..settings import SECTION, Settings, parse_settings
+
+if TYPE_CHECKING:
+    from ..server import KernelLanguageServer
+
+log = logging.getLogger(__name__)
+
+
+def _apply_settings(server: "KernelLanguageServer", raw: Any, source: str) -> bool:
+    """Validate and install settings; returns whether anything that affects results changed."""
+    state = server.state
+    settings, messages = parse_settings(raw, Settings())
+    for m in messages:
+        server.message(f"{m} ({source})")
+    changed = settings != state.settings
+    state.settings = settings
+    state.index.settings = settings
+    level = (state.log_level_from_cli or settings.log_level).upper()
+    logging.getLogger().setLevel(level)
+    return changed
+
+
+async def _pull_configuration(server: "KernelLanguageServer") -> Any:
+    if not server.state.configuration_support:
+        return None
+    try:
+        result = await asyncio.wait_for(
+            server.workspace_configuration_async(
+                types.ConfigurationParams(items=[types.ConfigurationItem(section=SECTION)])
+            ),
+            timeout=5,
+        )
+    except Exception as exc:  # noqa: BLE001 - a client that fails here still gets a working server
+        log.warning("workspace/configuration failed: %s", exc)
+        return None
+    return result[0] if result else None
+
+
+def register(server: "KernelLanguageServer") -> None:
+    @server.feature(types.INITIALIZE)
+    def initialize(ls: "KernelLanguageServer", params: types.InitializeParams) -> None:
+        caps = params.capabilities
+        state = ls.state
+        td = caps.text_document
+        state.pull = bool(td and td.diagnostic is not None)
+        ws = caps.workspace
+        state.refresh_support = bool(ws and ws.diagnostics and ws.diagnostics.refresh_support)
+        state.configuration_support = bool(ws and ws.configuration)
+        state.related_support = bool(td and td.publish_diagnostics and td.publish_diagnostics.related_information) \
+            or bool(td and td.diagnostic and td.diagnostic.related_information)
+        roots = [to_fs_path(f.uri) for f in params.workspace_folders or []]
+        if not roots and (params.root_uri or params.root_path):
+            roots = [to_fs_path(params.root_uri) if params.root_uri else params.root_path]
+        state.roots = [r for r in roots if r]
+        _apply_settings(ls, params.initialization_options, "initializationOptions")
+        log.info("initialize: roots=%s diagnostics=%s", state.roots, "pull" if state.pull else "push")
+
+    @server.feature(types.INITIALIZED)
+    async def initialized(ls: "KernelLanguageServer", params: types.InitializedParams) -> None:
+        raw = await _pull_configuration(ls)
+        if raw is not None:
+            _apply_settings(ls, raw, "workspace/configuration")
+        ls.start_watching()
+        await ls.index_workspace()
+
+    @server.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)
+    async def did_change_configuration(ls: "KernelLanguageServer", params: types.DidChangeConfigurationParams) -> None:
+        raw = await _pull_configuration(ls)
+        if raw is None:
+            # Clients without workspace/configuration send the settings in the notification itself.
+            raw = params.settings
+        old = ls.state.settings
+        if not _apply_settings(ls, raw, "configuration change"):
+            return
+        new = ls.state.settings
+        if (old.exclude, old.max_file_bytes, old.watch_files) != (new.exclude, new.max_file_bytes, new.watch_files):
+            ls.start_watching()
+            for path in [p for p in ls.state.index.files if ls.open_document(p) is None]:
+                ls.state.index.remove(path)
+            await ls.index_workspace()
+            for doc in list(ls.workspace.text_documents.values()):
+                ls.analyze_document(doc.uri)
+        # Problems are filtered at publication, so select/ignore/severity need no re-analysis.
+        ls.publish(path for path, e in ls.state.index.files.items() if e.is_interesting or path in ls.state.pushed)
+
+    @server.feature(types.WORKSPACE_DID_CHANGE_WORKSPACE_FOLDERS)
+    async def did_change_folders(ls: "KernelLanguageServer", params: types.DidChangeWorkspaceFoldersParams) -> None:
+        removed = {to_fs_path(f.uri) for f in params.event.removed}
+        ls.state.roots = [r for r in ls.state.roots if r not in removed]
+        ls.state.roots += [p for p in (to_fs_path(f.uri) for f in params.event.added) if p]
+        ls.forget([p for p in ls.state.index.files if not ls.in_workspace(p)])
+        ls.start_watching()
+        await ls.index_workspace()
+
+    @server.feature(types.SHUTDOWN)
+    def shutdown(ls: "KernelLanguageServer", params: None) -> None:
+        ls.stop_watching()
+        ls.state.scheduler.shutdown()

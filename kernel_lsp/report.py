@@ -1,0 +1,145 @@
+"""`kernel-lsp check` output: human text, JSON, and SARIF 2.1.0 for code-scanning services."""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+from analyzers.model import Problem, Severity
+from analyzers.rules import RULES
+
+from . import __version__
+from .engine.check import CheckResult
+
+_LEVEL = {Severity.ERROR: "error", Severity.WARNING: "warning", Severity.INFO: "info", Severity.HINT: "hint"}
+_SARIF_LEVEL = {Severity.ERROR: "error", Severity.WARNING: "warning", Severity.INFO: "note", Severity.HINT: "note"}
+
+
+def _display(path: str) -> str:
+    rel = os.path.relpath(path)
+    return path if rel.startswith("..") else rel
+
+
+def text_report(result: CheckResult, color: bool = False) -> str:
+    lines = []
+    paint = (lambda code, s: f"\033[{code}m{s}\033[0m") if color else (lambda code, s: s)
+    colors = {Severity.ERROR: "31", Severity.WARNING: "33", Severity.INFO: "36", Severity.HINT: "2"}
+    for path, problems in result.problems.items():
+        for p in problems:
+            fix = " [fix available]" if p.fix else ""
+            where = f"{_display(path)}:{p.span.start_line + 1}:{p.span.start_col + 1}"
+            lines.append(f"{paint('1', where)}: {paint(colors[p.severity], _LEVEL[p.severity])} "
+                         f"{paint('1', p.code)} {p.message}{fix}")
+    for path in result.missing:
+        lines.append(f"{path}: no such file or directory")
+    stats = result.index.stats()
+    total = sum(len(ps) for ps in result.problems.values())
+    counts = ", ".join(f"{result.count(s)} {_LEVEL[s]}{'s' if result.count(s) != 1 else ''}"
+                       for s in (Severity.ERROR, Severity.WARNING, Severity.INFO) if result.count(s))
+    summary = (f"{len(result.problems)} files, {stats['tritonKernels']} Triton kernels, {stats['nkiKernels']} NKI "
+               f"kernels, {stats['launchSites']} launch sites checked: ")
+    summary += f"{total} problems ({counts})" if total else "no problems"
+    fixable = sum(1 for ps in result.problems.values() for p in ps if p.fix)
+    if fixable:
+        summary += f"; {fixable} with a quick fix in the editor"
+    lines.append(summary)
+    return "\n".join(lines) + "\n"
+
+
+def _problem_json(path: str, p: Problem) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "path": path,
+        "code": p.code,
+        "rule": RULES[p.code].name if p.code in RULES else None,
+        "severity": _LEVEL[p.severity],
+        "message": p.message,
+        "line": p.span.start_line + 1,
+        "column": p.span.start_col + 1,
+        "endLine": p.span.end_line + 1,
+        "endColumn": p.span.end_col + 1,
+        "kernel": p.kernel,
+    }
+    if p.fix:
+        out["fix"] = {
+            "title": p.fix.title,
+            "edits": [{"line": e.span.start_line + 1, "column": e.span.start_col + 1, "endLine": e.span.end_line + 1,
+                       "endColumn": e.span.end_col + 1, "text": e.new_text} for e in p.fix.edits],
+        }
+    if p.related:
+        out["related"] = [{"path": r.path or path, "line": r.span.start_line + 1, "column": r.span.start_col + 1,
+                           "message": r.message} for r in p.related]
+    return out
+
+
+def json_report(result: CheckResult) -> str:
+    doc = {
+        "version": __version__,
+        "summary": {**result.index.stats(), "errors": result.count(Severity.ERROR),
+                    "warnings": result.count(Severity.WARNING), "infos": result.count(Severity.INFO)},
+        "problems": [_problem_json(path, p) for path, ps in result.problems.items() for p in ps],
+        "missing": result.missing,
+        "kernels": [
+            {"path": path, "name": k.name, "line": k.name_span.start_line + 1, "language": "triton",
+             "decorators": k.decorators, "params": [{"name": p.name, "constexpr": p.is_constexpr} for p in k.params],
+             "autotuneConfigs": len(k.autotune_configs)}
+            for path, e in result.index.files.items() if e.analysis for k in e.analysis.kernels
+        ] + [
+            {"path": path, "name": k.name, "line": k.name_span.start_line + 1, "language": "nki", "api": k.api,
+             "decorators": k.decorators}
+            for path, e in result.index.files.items() if e.analysis for k in e.analysis.nki_kernels
+        ],
+    }
+    return json.dumps(doc, indent=2) + "\n"
+
+
+def _region(p_span) -> dict[str, int]:
+    return {"startLine": p_span.start_line + 1, "startColumn": p_span.start_col + 1,
+            "endLine": p_span.end_line + 1, "endColumn": p_span.end_col + 1}
+
+
+def sarif_report(result: CheckResult) -> str:
+    used = sorted({p.code for ps in result.problems.values() for p in ps})
+    rule_index = {code: i for i, code in enumerate(used)}
+    rules = []
+    for code in used:
+        r = RULES[code]
+        rules.append({
+            "id": code, "name": r.name,
+            "shortDescription": {"text": r.summary},
+            "fullDescription": {"text": r.explanation or r.summary},
+            "help": {"text": f"See docs/rules.md, {code}."},
+            "defaultConfiguration": {"level": _SARIF_LEVEL[r.severity]},
+        })
+    results = []
+    for path, problems in result.problems.items():
+        uri = _display(path).replace(os.sep, "/")
+        for p in problems:
+            entry: dict[str, Any] = {
+                "ruleId": p.code, "ruleIndex": rule_index[p.code], "level": _SARIF_LEVEL[p.severity],
+                "message": {"text": p.message},
+                "locations": [{"physicalLocation": {"artifactLocation": {"uri": uri}, "region": _region(p.span)}}],
+            }
+            if p.related:
+                entry["relatedLocations"] = [
+                    {"id": i, "message": {"text": r.message}, "physicalLocation": {
+                        "artifactLocation": {"uri": _display(r.path or path).replace(os.sep, "/")},
+                        "region": _region(r.span)}}
+                    for i, r in enumerate(p.related)
+                ]
+            if p.fix:
+                entry["fixes"] = [{"description": {"text": p.fix.title}, "artifactChanges": [{
+                    "artifactLocation": {"uri": uri},
+                    "replacements": [{"deletedRegion": _region(e.span), "insertedContent": {"text": e.new_text}}
+                                     for e in p.fix.edits]}]}]
+            results.append(entry)
+    doc = {
+        "$schema": "https://json.schemastore.org/sarif-2.1.0.json",
+        "version": "2.1.0",
+        "runs": [{
+            "tool": {"driver": {"name": "kernel-lsp", "version": __version__, "rules": rules}},
+            "columnKind": "unicodeCodePoints",
+            "results": results,
+        }],
+    }
+    return json.dumps(doc, indent=2) + "\n"

@@ -1,0 +1,275 @@
+"""The language server: state, document analysis flow, and the feature registration table.
+
+Features live one per module in kernel_lsp/features/; this module owns what they share: the workspace
+index, the settings, the scheduler and the watcher, and the flow from a change to published results.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from dataclasses import dataclass, field
+from typing import Iterable
+
+from lsprotocol import types
+from pygls.lsp.server import LanguageServer
+from pygls.uris import from_fs_path, to_fs_path
+
+from analyzers import analyze_source
+from analyzers.model import FileAnalysis
+
+from . import __version__
+from .convert import Positions
+from .engine.files import path_is_excluded, read_source, walk_sources
+from .engine.index import WorkspaceIndex
+from .engine.scheduler import Scheduler
+from .engine.watcher import DELETED, DELETED_DIR, WorkspaceWatcher
+from .settings import Settings
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class ServerState:
+    settings: Settings = field(default_factory=Settings)
+    index: WorkspaceIndex = field(default_factory=WorkspaceIndex)
+    scheduler: Scheduler = field(default_factory=Scheduler)
+    roots: list[str] = field(default_factory=list)
+    watcher: WorkspaceWatcher | None = None
+    pull: bool = False  # the client pulls diagnostics (textDocument/diagnostic); otherwise we push
+    refresh_support: bool = False  # the client accepts workspace/diagnostic/refresh
+    related_support: bool = True
+    configuration_support: bool = False
+    pushed: set[str] = field(default_factory=set)  # paths with non-empty pushed diagnostics
+    stale_dropped: int = 0
+    indexing: bool = False
+    ready: bool = False  # the first workspace index is complete
+    log_level_from_cli: str | None = None
+
+
+class KernelLanguageServer(LanguageServer):
+    def __init__(self) -> None:
+        super().__init__("kernel-lsp", __version__, text_document_sync_kind=types.TextDocumentSyncKind.Incremental)
+        self.state = ServerState()
+
+    # -- helpers shared by features ------------------------------------------------------------------------
+
+    def message(self, text: str, kind: types.MessageType = types.MessageType.Warning) -> None:
+        log.log(logging.WARNING if kind <= types.MessageType.Warning else logging.INFO, "%s", text)
+        try:
+            self.window_show_message(types.ShowMessageParams(type=kind, message=f"kernel-lsp: {text}"))
+        except Exception:  # noqa: BLE001 - not connected yet (tests, shutdown)
+            log.debug("could not show message", exc_info=True)
+
+    def open_document(self, path: str):
+        """The open document for a path, or None when the file is only known from disk."""
+        doc = self.workspace.text_documents.get(from_fs_path(path) or "")
+        return doc
+
+    def positions(self, path: str) -> Positions | None:
+        """Positions for a file's current text: the open buffer, else the file on disk."""
+        doc = self.open_document(path)
+        if doc is not None:
+            return Positions(doc.lines, doc.position_codec)
+        read = read_source(path, self.state.settings.max_file_bytes)
+        if read.text is None:
+            return None
+        return Positions(read.text.splitlines(keepends=True), self.workspace.position_codec)
+
+    def in_workspace(self, path: str) -> bool:
+        return any(path == r or path.startswith(r.rstrip(os.sep) + os.sep) for r in self.state.roots)
+
+    def is_excluded(self, path: str) -> bool:
+        root = next((r for r in self.state.roots if path.startswith(r.rstrip(os.sep) + os.sep)), None)
+        return path_is_excluded(path, root, self.state.settings.exclude)
+
+    # -- analysis flow -------------------------------------------------------------------------------------
+
+    def analyze_document(self, uri: str) -> None:
+        """Schedule the analysis of an open document's current version; the result is published if still current."""
+        doc = self.workspace.get_text_document(uri)
+        path = to_fs_path(uri)
+        if path is None:
+            return
+        version, text = doc.version, doc.source
+        self.state.scheduler.submit(
+            ("analyze", path), lambda: self._analyze_text(path, text), lambda a: self._deliver(path, uri, version, a)
+        )
+
+    def _analyze_text(self, path: str, text: str) -> FileAnalysis | None:
+        limit = self.state.settings.max_file_bytes
+        if len(text) > limit or (len(text) * 4 > limit and len(text.encode("utf-8", "replace")) > limit):
+            return None  # set_text records the size problem
+        return analyze_source(text, path)
+
+    def ensure_current(self, uri: str) -> str | None:
+        """Bring the index up to the open document's version now (for pull requests); returns the path."""
+        path = to_fs_path(uri)
+        if path is None:
+            return None
+        doc = self.workspace.text_documents.get(uri)
+        if doc is None:
+            if self.state.index.get(path) is None:
+                self.state.index.load_from_disk(path)
+            return path
+        entry = self.state.index.get(path)
+        if entry is None or not entry.from_buffer or entry.version != doc.version:
+            self._store(path, doc.version, None, doc.source)
+        return path
+
+    def _deliver(self, path: str, uri: str, version: int, analysis: FileAnalysis | None) -> None:
+        doc = self.workspace.text_documents.get(uri)
+        if doc is None or doc.version != version:
+            self.state.stale_dropped += 1  # superseded by a newer edit or closed: never publish old results
+            return
+        entry = self.state.index.get(path)
+        if entry is not None and entry.from_buffer and entry.version == version:
+            return  # a pull request already brought the index to this version
+        self._store(path, version, analysis, doc.source)
+        self.publish([path])
+
+    def _store(self, path: str, version: int | None, analysis: FileAnalysis | None, text: str) -> None:
+        index = self.state.index
+        before = _signatures(index, path)
+        if analysis is None:
+            index.set_text(path, text, version, from_buffer=version is not None)
+        else:
+            index.store_analysis(path, analysis, version, from_buffer=version is not None)
+        changed = {n for n in before.keys() | _signatures(index, path).keys()
+                   if before.get(n) != _signatures(index, path).get(n)}
+        dependents = index.dependents(changed, exclude=path)
+        if dependents:
+            self.publish(dependents)
+
+    def reload_from_disk(self, paths: Iterable[str]) -> None:
+        """Re-read files that changed on disk (unless open in the editor, whose buffer wins)."""
+        touched = []
+        for path in paths:
+            if self.open_document(path) is not None:
+                continue
+            before = _signatures(self.state.index, path)
+            entry = self.state.index.load_from_disk(path)
+            touched.append(path)
+            after = _signatures(self.state.index, path) if entry else {}
+            changed = {n for n in before.keys() | after.keys() if before.get(n) != after.get(n)}
+            touched.extend(self.state.index.dependents(changed, exclude=path))
+        self.publish(touched)
+
+    def forget(self, paths: Iterable[str]) -> None:
+        touched = []
+        for path in paths:
+            if self.open_document(path) is not None:
+                continue
+            entry = self.state.index.remove(path)
+            touched.append(path)
+            if entry is not None:
+                touched.extend(self.state.index.dependents(entry.kernel_names))
+        self.publish(touched)
+
+    def publish(self, paths: Iterable[str]) -> None:
+        """Make the client show the current problems of these files: push them, or ask a pulling client to pull."""
+        from .features.diagnostics import push_diagnostics
+
+        paths = set(paths)
+        if not paths:
+            return
+        if self.state.pull:
+            if self.state.refresh_support:
+                try:
+                    self.workspace_diagnostic_refresh(None)
+                except Exception:  # noqa: BLE001
+                    log.debug("diagnostic refresh failed", exc_info=True)
+            return
+        for path in sorted(paths):
+            push_diagnostics(self, path)
+
+    # -- workspace -----------------------------------------------------------------------------------------
+
+    async def index_workspace(self) -> None:
+        """Index every source file under the workspace folders (in a thread), then publish what was found."""
+        state = self.state
+        state.indexing = True
+        settings, roots = state.settings, list(state.roots)
+
+        def scan() -> list[tuple[str, object, FileAnalysis | None]]:
+            found = []
+            for root in roots:
+                for p in walk_sources(root, settings.exclude):
+                    path = str(p)
+                    read = read_source(path, settings.max_file_bytes)
+                    if read.missing:
+                        continue
+                    analysis = analyze_source(read.text, path) if read.text is not None else None
+                    found.append((path, read, analysis))
+            return found
+
+        try:
+            found = await asyncio.get_running_loop().run_in_executor(None, scan)
+        finally:
+            state.indexing = False
+        for path, read, analysis in found:
+            if self.open_document(path) is not None:
+                continue  # the buffer's version is already indexed
+            if analysis is not None:
+                state.index.store_analysis(path, analysis, None, False)
+            else:
+                state.index.store_unreadable(path, read.problem)
+        state.ready = True
+        log.info("indexed %s", state.index.stats())
+        self.publish({p for p, e in state.index.files.items() if e.is_interesting} | state.pushed)
+
+    def start_watching(self) -> None:
+        self.stop_watching()
+        if not self.state.settings.watch_files or not self.state.roots:
+            return
+        try:
+            self.state.watcher = WorkspaceWatcher(
+                self.state.roots, self.state.settings.exclude, self.on_disk_changes, asyncio.get_running_loop()
+            )
+            self.state.watcher.start()
+        except Exception as exc:  # noqa: BLE001 - no watching is better than no server
+            self.message(f"cannot watch the workspace for changes on disk: {exc}")
+            self.state.watcher = None
+
+    def stop_watching(self) -> None:
+        if self.state.watcher is not None:
+            self.state.watcher.stop()
+            self.state.watcher = None
+
+    def on_disk_changes(self, changes: list[tuple[str, str]]) -> None:
+        changed, deleted = [], []
+        for path, kind in changes:
+            if kind == DELETED_DIR:
+                prefix = path.rstrip(os.sep) + os.sep
+                deleted.extend(p for p in self.state.index.files if p.startswith(prefix))
+            elif kind == DELETED:
+                deleted.append(path)
+            elif not self.is_excluded(path):
+                changed.append(path)
+        log.debug("disk changes: %d changed, %d deleted", len(changed), len(deleted))
+        self.forget(deleted)
+        self.reload_from_disk(changed)
+
+
+def _signatures(index: WorkspaceIndex, path: str) -> dict[str, tuple]:
+    """What launch checks depend on, per kernel of a file: parameters and decorator-provided names."""
+    entry = index.get(path)
+    if entry is None or entry.analysis is None:
+        return {}
+    return {
+        k.name: (
+            tuple((p.name, p.is_constexpr, p.default is not None) for p in k.params),
+            tuple(sorted(k.provided_by_decorators)), k.autotune_configs_known,
+        )
+        for k in entry.analysis.kernels
+    }
+
+
+def build_server(log_level_from_cli: str | None = None) -> KernelLanguageServer:
+    from .features import register_all
+
+    server = KernelLanguageServer()
+    server.state.log_level_from_cli = log_level_from_cli
+    register_all(server)
+    return server

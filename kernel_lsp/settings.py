@@ -1,0 +1,203 @@
+"""The single definition of kernel-lsp's settings: defaults, validation and documentation.
+
+Settings come from the client's initializationOptions and from workspace/configuration (section "kernelLsp"),
+and from command-line options in `kernel-lsp check`. An invalid value is reported and replaced by its default;
+the rest of the settings still apply. docs/configuration.md and the editor extensions' setting lists are
+generated from SETTINGS.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+SECTION = "kernelLsp"
+_CODE = re.compile(r"^[A-Z]{2}\d{0,3}$")
+_SEVERITIES = ("error", "warning", "information", "hint", "off")
+_LOG_LEVELS = ("debug", "info", "warning", "error")
+
+
+@dataclass(frozen=True)
+class Setting:
+    key: str  # camelCase, as clients send it
+    attr: str  # snake_case attribute of Settings
+    type: str  # JSON type shown in docs: "boolean", "integer", "string", "array", "object"
+    default: Any
+    description: str
+    validate: Callable[[Any], Any]  # returns the normalised value or raises ValueError with a reason
+    enum: tuple[str, ...] = ()
+
+
+def _codes(value: Any) -> tuple[str, ...]:
+    if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
+        raise ValueError("expected a list of rule codes such as [\"TR002\", \"NK\"]")
+    codes = tuple(v.strip().upper() for v in value)
+    bad = [c for c in codes if not _CODE.match(c)]
+    if bad:
+        raise ValueError(f"not a rule code or prefix: {', '.join(bad)}")
+    return codes
+
+
+def _strings(value: Any) -> tuple[str, ...]:
+    if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) and v for v in value):
+        raise ValueError("expected a list of non-empty strings")
+    return tuple(value)
+
+
+def _int_range(lo: int, hi: int) -> Callable[[Any], int]:
+    def check(value: Any) -> int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ValueError(f"expected an integer between {lo} and {hi}")
+        if not lo <= value <= hi:
+            raise ValueError(f"{value} is outside {lo}..{hi}")
+        return value
+
+    return check
+
+
+def _boolean(value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise ValueError("expected true or false")
+    return value
+
+
+def _choice(options: tuple[str, ...]) -> Callable[[Any], str]:
+    def check(value: Any) -> str:
+        if not isinstance(value, str) or value.lower() not in options:
+            raise ValueError(f"expected one of {', '.join(options)}")
+        return value.lower()
+
+    return check
+
+
+def _severity_map(value: Any) -> dict[str, str]:
+    if not isinstance(value, dict):
+        raise ValueError("expected an object mapping rule codes to " + "/".join(_SEVERITIES))
+    out = {}
+    for code, sev in value.items():
+        if not isinstance(code, str) or not _CODE.match(code.upper()):
+            raise ValueError(f"not a rule code or prefix: {code!r}")
+        if not isinstance(sev, str) or sev.lower() not in _SEVERITIES:
+            raise ValueError(f"{code}: expected one of {', '.join(_SEVERITIES)}")
+        out[code.upper()] = sev.lower()
+    return out
+
+
+DEFAULT_EXCLUDE = (
+    ".git", ".hg", ".svn", ".venv", "venv", ".env", "env", "__pycache__", "node_modules", "build", "dist",
+    ".kernel-lsp", ".mypy_cache", ".pytest_cache", ".ruff_cache", ".tox", ".nox", "site-packages", "*.egg-info",
+)
+
+SETTINGS: tuple[Setting, ...] = (
+    Setting("select", "select", "array", (), "Rule codes or prefixes to report (for example `[\"TR\", \"NK001\"]`). "
+            "Empty: every rule.", _codes),
+    Setting("ignore", "ignore", "array", (), "Rule codes or prefixes never to report.", _codes),
+    Setting("severity", "severity", "object", {}, "Per-rule severity override: a code or prefix mapped to "
+            "`error`, `warning`, `information`, `hint` or `off`.", _severity_map),
+    Setting("exclude", "exclude", "array", DEFAULT_EXCLUDE, "Folder or file names (glob patterns) that are neither "
+            "indexed nor watched.", _strings),
+    Setting("maxFileBytes", "max_file_bytes", "integer", 2_000_000, "Files larger than this are not analysed "
+            "(a KL003 note says so).", _int_range(1_000, 1_000_000_000)),
+    Setting("watchFiles", "watch_files", "boolean", True, "Watch the workspace on disk so that files changed by "
+            "other tools (a git checkout, a generator) are re-analysed.", _boolean),
+    Setting("logLevel", "log_level", "string", "info", "Server log verbosity (written to stderr, which editors show "
+            "in their output panel).", _choice(_LOG_LEVELS), _LOG_LEVELS),
+)
+_BY_KEY = {s.key: s for s in SETTINGS}
+
+
+@dataclass(frozen=True)
+class Settings:
+    select: tuple[str, ...] = ()
+    ignore: tuple[str, ...] = ()
+    severity: dict[str, str] = field(default_factory=dict)
+    exclude: tuple[str, ...] = DEFAULT_EXCLUDE
+    max_file_bytes: int = 2_000_000
+    watch_files: bool = True
+    log_level: str = "info"
+
+    def severity_for(self, code: str) -> str | None:
+        """The override for a code: the longest matching code or prefix wins."""
+        best = None
+        for key, value in self.severity.items():
+            if code.startswith(key) and (best is None or len(key) > len(best[0])):
+                best = (key, value)
+        return best[1] if best else None
+
+
+def parse_settings(raw: Any, base: Settings | None = None) -> tuple[Settings, list[str]]:
+    """Validate raw settings (a JSON object). Returns the settings and one message per rejected value.
+
+    Accepts the object itself or one wrapped in {"kernelLsp": {...}}. Keys absent from raw keep `base`'s values.
+    """
+    settings = base or Settings()
+    messages: list[str] = []
+    if raw is None:
+        return settings, messages
+    if isinstance(raw, dict) and isinstance(raw.get(SECTION), dict) and len(raw) == 1:
+        raw = raw[SECTION]
+    if not isinstance(raw, dict):
+        return settings, [f"kernel-lsp settings must be an object, got {type(raw).__name__}; using defaults"]
+    changes: dict[str, Any] = {}
+    for key, value in raw.items():
+        setting = _BY_KEY.get(key)
+        if setting is None:
+            close = [k for k in _BY_KEY if k.lower() == str(key).lower()]
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            messages.append(f"unknown kernel-lsp setting {key!r}{hint}; ignored")
+            continue
+        if value is None:
+            changes[setting.attr] = setting.default
+            continue
+        try:
+            changes[setting.attr] = setting.validate(value)
+        except ValueError as exc:
+            messages.append(f"invalid kernel-lsp setting {key}: {exc}; using the default {_show(setting.default)}")
+            changes[setting.attr] = setting.default
+    return dataclasses.replace(settings, **changes), messages
+
+
+def _show(value: Any) -> str:
+    return json.dumps(list(value) if isinstance(value, tuple) else value)
+
+
+def markdown() -> str:
+    """docs/configuration.md, generated from SETTINGS."""
+    out = [
+        "# Configuration",
+        "",
+        "<!-- Generated by `python -m kernel_lsp.settings`; do not edit by hand. -->",
+        "",
+        "kernel-lsp reads its settings from the editor: the `initializationOptions` sent when the server starts,",
+        f"and the `{SECTION}` section of `workspace/configuration`, read again whenever the editor reports a",
+        "configuration change. Both take the same keys. A value of the wrong type or out of range is reported in a",
+        "message and replaced by its default; the other settings still apply. `kernel-lsp check` takes",
+        "`--select`, `--ignore` and `--config FILE` (a JSON object with these keys).",
+        "",
+        "| Setting | Type | Default | Description |",
+        "| --- | --- | --- | --- |",
+    ]
+    for s in SETTINGS:
+        kind = s.type + (f" ({' / '.join(s.enum)})" if s.enum else "")
+        out.append(f"| `{s.key}` | {kind} | `{_show(s.default)}` | {s.description} |")
+    out += [
+        "",
+        "Example (Neovim):",
+        "",
+        "```lua",
+        "vim.lsp.config('kernel_lsp', { settings = { kernelLsp = { ignore = { 'TR009' }, severity = { NK = 'hint' } } } })",
+        "```",
+        "",
+        "Rule codes are listed in [rules.md](rules.md). A single line is silenced with a trailing",
+        "`# kernel-lsp: ignore[CODE]` comment (or `# kernel-lsp: ignore` for every code), a whole file with",
+        "`# kernel-lsp: ignore-file[CODE]`.",
+        "",
+    ]
+    return "\n".join(out)
+
+
+if __name__ == "__main__":
+    print(markdown(), end="")
