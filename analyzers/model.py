@@ -177,7 +177,12 @@ class FileAnalysis:
 
 
 def apply_edits(text: str, edits: "list[TextEdit] | tuple[TextEdit, ...]") -> str:
-    """Apply non-overlapping edits (spans in code points) to text."""
+    """Apply non-overlapping edits (spans in code points) to text; identical edits apply once.
+
+    Two problems may offer the same edit (say, annotating one parameter `tl.constexpr`): fixing all at once must
+    not write it twice.
+    """
+    edits = list(dict.fromkeys(edits))
     lines = text.splitlines(keepends=True)
     starts = [0]
     for line in lines:
