@@ -30,10 +30,13 @@ class Positions:
         self.lines = lines
         self.codec = codec
 
+    def position(self, line: int, col: int) -> types.Position:
+        if line >= len(self.lines):
+            return types.Position(line, col)  # text unknown (unreadable file): only line starts are reported
+        return self.codec.position_to_client_units(self.lines, types.Position(line, col))
+
     def range(self, span: Span) -> types.Range:
-        start = self.codec.position_to_client_units(self.lines, types.Position(span.start_line, span.start_col))
-        end = self.codec.position_to_client_units(self.lines, types.Position(span.end_line, span.end_col))
-        return types.Range(start, end)
+        return types.Range(self.position(span.start_line, span.start_col), self.position(span.end_line, span.end_col))
 
     def span(self, rng: types.Range) -> Span:
         start = self.codec.position_from_client_units(self.lines, rng.start)

@@ -67,15 +67,14 @@ class KernelLanguageServer(LanguageServer):
         doc = self.workspace.text_documents.get(from_fs_path(path) or "")
         return doc
 
-    def positions(self, path: str) -> Positions | None:
-        """Positions for a file's current text: the open buffer, else the file on disk."""
+    def positions(self, path: str) -> Positions:
+        """Positions for a file's current text: the open buffer, else the file on disk (none if unreadable)."""
         doc = self.open_document(path)
         if doc is not None:
             return Positions(doc.lines, doc.position_codec)
         read = read_source(path, self.state.settings.max_file_bytes)
-        if read.text is None:
-            return None
-        return Positions(read.text.splitlines(keepends=True), self.workspace.position_codec)
+        lines = read.text.splitlines(keepends=True) if read.text is not None else []
+        return Positions(lines, self.workspace.position_codec)
 
     def in_workspace(self, path: str) -> bool:
         return any(path == r or path.startswith(r.rstrip(os.sep) + os.sep) for r in self.state.roots)
@@ -168,21 +167,31 @@ class KernelLanguageServer(LanguageServer):
         self.publish(touched)
 
     def publish(self, paths: Iterable[str]) -> None:
-        """Make the client show the current problems of these files: push them, or ask a pulling client to pull."""
+        """Make the client show the current problems of these files.
+
+        A client that pulls is asked to pull again when it accepts a refresh. One that pulls but cannot be
+        refreshed gets the problems of files it has not opened pushed instead (it would never ask for them);
+        open documents are only ever pulled, so no document gets both.
+        """
         from .features.diagnostics import push_diagnostics
 
         paths = set(paths)
         if not paths:
             return
-        if self.state.pull:
-            if self.state.refresh_support:
-                try:
-                    self.workspace_diagnostic_refresh(None)
-                except Exception:  # noqa: BLE001
-                    log.debug("diagnostic refresh failed", exc_info=True)
+        if self.state.pull and self.state.refresh_support:
+            try:
+                self.workspace_diagnostic_refresh(None)
+            except Exception:  # noqa: BLE001
+                log.debug("diagnostic refresh failed", exc_info=True)
             return
         for path in sorted(paths):
+            if self.state.pull and self.open_document(path) is not None:
+                continue
             push_diagnostics(self, path)
+
+    @property
+    def pushes_closed_files(self) -> bool:
+        return not (self.state.pull and self.state.refresh_support)
 
     # -- workspace -----------------------------------------------------------------------------------------
 

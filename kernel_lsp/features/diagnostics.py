@@ -23,8 +23,6 @@ def diagnostics_for(ls: "KernelLanguageServer", path: str) -> list[types.Diagnos
     if not problems:
         return []
     pos = ls.positions(path)
-    if pos is None:
-        return []
     uri = from_fs_path(path) or path
     return [convert.diagnostic(p, pos, uri, ls.positions, ls.state.related_support) for p in problems]
 
@@ -34,15 +32,16 @@ def _result_id(diags: list[types.Diagnostic], version: int | None) -> str:
     return f"{version}:{hashlib.blake2s(key.encode(), digest_size=8).hexdigest()}"
 
 
-def push_diagnostics(ls: "KernelLanguageServer", path: str) -> None:
+def push_diagnostics(ls: "KernelLanguageServer", path: str, clear: bool = False) -> None:
     uri = from_fs_path(path)
     if uri is None:
         return
     entry = ls.state.index.get(path)
-    diags = diagnostics_for(ls, path) if entry is not None else []
-    if not diags and path not in ls.state.pushed:
-        return
-    version = entry.version if entry is not None and entry.from_buffer else None
+    diags = diagnostics_for(ls, path) if entry is not None and not clear else []
+    open_buffer = entry is not None and entry.from_buffer
+    if not diags and path not in ls.state.pushed and not open_buffer:
+        return  # nothing to show and nothing shown before: spare the client
+    version = entry.version if open_buffer else None
     ls.text_document_publish_diagnostics(types.PublishDiagnosticsParams(uri=uri, diagnostics=diags, version=version))
     if diags:
         ls.state.pushed.add(path)
@@ -70,6 +69,8 @@ def register(server: "KernelLanguageServer") -> None:
     def workspace_diagnostic(ls: "KernelLanguageServer", params: types.WorkspaceDiagnosticParams):
         previous = {p.uri: p.value for p in params.previous_result_ids or []}
         items: list = []
+        if ls.pushes_closed_files:
+            return types.WorkspaceDiagnosticReport(items=items)  # closed files' problems are pushed instead
         for path, entry in sorted(ls.state.index.files.items()):
             if ls.open_document(path) is not None:
                 continue  # open documents are pulled one by one

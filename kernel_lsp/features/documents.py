@@ -7,6 +7,8 @@ from typing import TYPE_CHECKING
 from lsprotocol import types
 from pygls.uris import to_fs_path
 
+from .diagnostics import push_diagnostics
+
 if TYPE_CHECKING:
     from ..server import KernelLanguageServer
 
@@ -14,6 +16,10 @@ if TYPE_CHECKING:
 def register(server: "KernelLanguageServer") -> None:
     @server.feature(types.TEXT_DOCUMENT_DID_OPEN)
     def did_open(ls: "KernelLanguageServer", params: types.DidOpenTextDocumentParams) -> None:
+        path = to_fs_path(params.text_document.uri)
+        if ls.state.pull and path in ls.state.pushed:
+            # Pushed while closed; from now on the client pulls it. Clearing avoids showing both.
+            push_diagnostics(ls, path, clear=True)
         ls.analyze_document(params.text_document.uri)
 
     @server.feature(types.TEXT_DOCUMENT_DID_CHANGE)
