@@ -6,9 +6,9 @@ import logging
 import traceback
 from typing import Callable
 
-from .discovery import discover_triton
+from .discovery import TritonDiscovery, discover_triton
 from .model import FileAnalysis, LaunchSite, Problem, Related, Severity, Span, TritonKernel
-from .nki_discovery import discover_nki
+from .nki_discovery import NkiDiscovery, discover_nki
 from .rules import FILE_CHECKS, LAUNCH_CHECKS, FileContext, LaunchContext, load_rule_modules, make_problem
 from .source import ImportMap, SourceText, parse_recovering
 from .suppression import find_suppressions
@@ -36,13 +36,18 @@ def analyze_source(text: str, path: str = "<memory>") -> FileAnalysis:
         skipped = ", ".join(f"{a + 1}-{b}" for a, b in parsed.skipped_lines)
         note = f"; lines {skipped} are not analysed until it is fixed" if skipped else ""
         result.problems.append(make_problem("KL001", Span(line, col, line, col + 1), f"syntax error: {msg}{note}"))
+    imports = ImportMap(parsed.body)
+    # Each discovery is guarded on its own: a bug in one must not hide what the other found.
     try:
-        imports = ImportMap(parsed.body)
         triton = discover_triton(src, imports, parsed.body)
+    except Exception as exc:  # noqa: BLE001
+        result.problems.append(_internal_error("Triton discovery", exc))
+        triton = TritonDiscovery()
+    try:
         nki = discover_nki(src, imports, parsed.body)
-    except Exception as exc:  # noqa: BLE001 - a discovery bug must not take the file down
-        result.problems.append(_internal_error("discovery", exc))
-        return result
+    except Exception as exc:  # noqa: BLE001
+        result.problems.append(_internal_error("NKI discovery", exc))
+        nki = NkiDiscovery()
     result.kernels = [k.kernel for k in triton.kernels]
     result.launch_sites = triton.launch_sites
     result.nki_kernels = nki.kernels

@@ -16,6 +16,10 @@ _LEVEL = {Severity.ERROR: "error", Severity.WARNING: "warning", Severity.INFO: "
 _SARIF_LEVEL = {Severity.ERROR: "error", Severity.WARNING: "warning", Severity.INFO: "note", Severity.HINT: "note"}
 
 
+def _n(count: int, noun: str) -> str:
+    return f"{count} {noun}{'' if count == 1 else 's'}"
+
+
 def _display(path: str) -> str:
     rel = os.path.relpath(path)
     return path if rel.startswith("..") else rel
@@ -35,11 +39,11 @@ def text_report(result: CheckResult, color: bool = False) -> str:
         lines.append(f"{path}: no such file or directory")
     stats = result.index.stats()
     total = sum(len(ps) for ps in result.problems.values())
-    counts = ", ".join(f"{result.count(s)} {_LEVEL[s]}{'s' if result.count(s) != 1 else ''}"
-                       for s in (Severity.ERROR, Severity.WARNING, Severity.INFO) if result.count(s))
-    summary = (f"{len(result.problems)} files, {stats['tritonKernels']} Triton kernels, {stats['nkiKernels']} NKI "
-               f"kernels, {stats['launchSites']} launch sites checked: ")
-    summary += f"{total} problems ({counts})" if total else "no problems"
+    counts = ", ".join(_n(result.count(s), _LEVEL[s]) for s in (Severity.ERROR, Severity.WARNING, Severity.INFO)
+                       if result.count(s))
+    summary = (f"{_n(len(result.problems), 'file')}, {_n(stats['tritonKernels'], 'Triton kernel')}, "
+               f"{_n(stats['nkiKernels'], 'NKI kernel')}, {_n(stats['launchSites'], 'launch site')} checked: ")
+    summary += f"{_n(total, 'problem')} ({counts})" if total else "no problems"
     fixable = sum(1 for ps in result.problems.values() for p in ps if p.fix)
     if fixable:
         summary += f"; {fixable} with a quick fix in the editor"

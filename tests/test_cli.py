@@ -1,0 +1,123 @@
+"""`kernel-lsp check` as CI runs it: formats, exit codes, rule selection, suppression comments."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = ROOT / "examples"
+BUGGY_CODES = {"TR001", "TR002", "TR004", "TR007", "TR008", "TR009", "TR010", "TR011"}
+
+KERNEL = """import triton
+import triton.language as tl
+
+
+@triton.jit
+def k(x_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offs, mask=offs < n)
+    tl.store(x_ptr + offs, tl.arrange(0, BLOCK) + x, mask=offs < n)
+"""
+
+
+def run(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "kernel_lsp", *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=60)
+
+
+def test_examples_text_report_and_exit_code():
+    proc = run("check", "examples")
+    assert proc.returncode == 1, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert all(line.startswith("examples/buggy_kernels.py:") for line in lines[:-1]), lines
+    assert {line.split()[2] for line in lines[:-1]} == BUGGY_CODES
+    assert "8 Triton kernels, 1 NKI kernel" in lines[-1]
+    assert run("check", "examples", "--exit-zero").returncode == 0
+
+
+def test_correct_examples_are_clean():
+    correct = [str(p) for p in EXAMPLES.glob("*.py") if p.name != "buggy_kernels.py"]
+    proc = run("check", *correct, "--fail-on", "info")
+    assert proc.returncode == 0, proc.stdout
+    assert "no problems" in proc.stdout
+
+
+def test_json_report():
+    proc = run("check", "examples", "--format", "json")
+    doc = json.loads(proc.stdout)
+    assert {p["code"] for p in doc["problems"]} == BUGGY_CODES
+    typo = next(p for p in doc["problems"] if p["code"] == "TR007")
+    assert typo["fix"]["edits"][0]["text"].endswith("arange")
+    names = {k["name"] for k in doc["kernels"]}
+    assert {"add_kernel", "softmax_kernel", "matmul_kernel"} <= names
+    assert any(k["language"] == "nki" for k in doc["kernels"])
+
+
+def test_sarif_report():
+    proc = run("check", "examples", "--format", "sarif")
+    doc = json.loads(proc.stdout)
+    assert doc["version"] == "2.1.0"
+    run0 = doc["runs"][0]
+    assert {r["ruleId"] for r in run0["results"]} == BUGGY_CODES
+    ids = [r["id"] for r in run0["tool"]["driver"]["rules"]]
+    for result in run0["results"]:
+        assert ids[result["ruleIndex"]] == result["ruleId"]
+        region = result["locations"][0]["physicalLocation"]["region"]
+        assert region["startLine"] >= 1 and region["startColumn"] >= 1
+
+
+def test_select_ignore_and_suppression(tmp_path):
+    f = tmp_path / "k.py"
+    f.write_text(KERNEL)
+    proc = run("check", str(f))
+    assert proc.returncode == 1 and " TR007 " in proc.stdout
+    assert run("check", str(f), "--ignore", "TR007").returncode == 0
+    assert run("check", str(f), "--select", "NK").returncode == 0
+    assert run("check", str(f), "--select", "TR0").returncode == 1
+    f.write_text(KERNEL.replace("+ x, mask=offs < n)", "+ x, mask=offs < n)  # kernel-lsp: ignore[TR007]"))
+    assert run("check", str(f)).returncode == 0
+    f.write_text("# kernel-lsp: ignore-file[TR007]\n" + KERNEL)
+    assert run("check", str(f)).returncode == 0
+
+
+def test_bad_paths_and_options(tmp_path):
+    proc = run("check", str(tmp_path / "missing.py"))
+    assert proc.returncode == 2 and "no such file" in proc.stdout
+    proc = run("check", "examples", "--select", "not a code")
+    assert proc.returncode == 2 and "not a rule code" in proc.stderr
+    bad = tmp_path / "cfg.json"
+    bad.write_text("{")
+    assert run("check", "examples", "--config", str(bad)).returncode == 2
+
+
+def test_config_file(tmp_path):
+    cfg = tmp_path / "cfg.json"
+    cfg.write_text(json.dumps({"ignore": ["TR"], "severity": {"NK": "hint"}}))
+    assert run("check", "examples", "--config", str(cfg)).returncode == 0
+
+
+@pytest.mark.parametrize("content", [b"\xff\xfe\x00garbage", "caf\xe9 = 1\n".encode("latin-1")])
+def test_unreadable_files_are_reported_not_fatal(tmp_path, content):
+    (tmp_path / "bad.py").write_bytes(content)
+    (tmp_path / "k.py").write_text(KERNEL)
+    proc = run("check", str(tmp_path), "--format", "json")
+    codes = {p["code"] for p in json.loads(proc.stdout)["problems"]}
+    assert codes == {"KL002", "TR007"}
+
+
+def test_rules_listing():
+    proc = run("rules")
+    assert proc.returncode == 0 and "TR007" in proc.stdout and "NK001" in proc.stdout
+    proc = run("rules", "tr002")
+    assert "Wrong:" in proc.stdout and "Right:" in proc.stdout
+    assert run("rules", "XX999").returncode == 2
+
+
+def test_serve_tcp_option_validation():
+    proc = run("serve", "--tcp", "nonsense")
+    assert proc.returncode == 2 and "HOST:PORT" in proc.stderr
