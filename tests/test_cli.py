@@ -121,3 +121,45 @@ def test_rules_listing():
 def test_serve_tcp_option_validation():
     proc = run("serve", "--tcp", "nonsense")
     assert proc.returncode == 2 and "HOST:PORT" in proc.stderr
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_serve_over_tcp():
+    import socket
+    import time
+
+    port = _free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "kernel_lsp", "serve", "--tcp", f"127.0.0.1:{port}"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                conn = socket.create_connection(("127.0.0.1", port), timeout=5)
+                break
+            except OSError:
+                assert time.monotonic() < deadline and proc.poll() is None, "server did not listen"
+                time.sleep(0.05)
+        body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                           "params": {"processId": None, "rootUri": None, "capabilities": {}}}).encode()
+        conn.sendall(b"Content-Length: %d\r\n\r\n" % len(body) + body)
+        data = b""
+        while b"\r\n\r\n" not in data or len(data.split(b"\r\n\r\n", 1)[1]) < int(
+                data.split(b"Content-Length: ")[1].split(b"\r\n")[0]):
+            chunk = conn.recv(65536)
+            assert chunk, "connection closed"
+            data += chunk
+        reply = json.loads(data.split(b"\r\n\r\n", 1)[1])
+        assert reply["id"] == 1 and reply["result"]["serverInfo"]["name"] == "kernel-lsp"
+        assert reply["result"]["capabilities"]["diagnosticProvider"]["interFileDependencies"] is True
+        conn.close()
+    finally:
+        proc.kill()
+        proc.wait()

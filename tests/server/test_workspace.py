@@ -180,3 +180,32 @@ async def test_file_deleted_while_open_and_unknown_requests(start):
     except Exception as exc:  # noqa: BLE001 - the server answers with an error
         assert "noSuchMethod" in str(exc) or "not found" in str(exc).lower()
     assert (await s.command("kernel-lsp.status"))["ready"]
+
+
+NKI = '''import nki
+import nki.language as nl
+
+
+@nki.jit
+def add_kernel_nki(a, b):
+    out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+    nl.store(out, nl.load(a) + nl.load(b))
+    return out
+'''
+
+AUTOTUNED = GOOD.replace("@triton.jit", "@triton.autotune(configs=[triton.Config({'BLOCK': 128}), "
+                         "triton.Config({'BLOCK': 256})], key=['n'])\n@triton.jit")
+
+
+async def test_kernels_are_listed_as_symbols(start):
+    s = await start({"kernels.py": AUTOTUNED, "nki_ops.py": NKI, "plain.py": "def helper():\n    pass\n"})
+    uri = s.open("kernels.py")
+    (sym,) = await s.client.text_document_document_symbol_async(
+        types.DocumentSymbolParams(text_document=types.TextDocumentIdentifier(uri=uri)))
+    assert sym.name == "add_kernel" and "autotuned (2 configs)" in sym.detail
+    assert [(c.name, c.kind) for c in sym.children][-1] == ("BLOCK", types.SymbolKind.Constant)
+    assert sym.selection_range.start.line == AUTOTUNED.splitlines().index(
+        "def add_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):")
+    found = await s.client.workspace_symbol_async(types.WorkspaceSymbolParams(query="add_kernel"))
+    assert sorted((f.name, f.container_name) for f in found) == [
+        ("add_kernel", "Triton kernel · autotuned (2 configs)"), ("add_kernel_nki", "NKI kernel (current API)")]

@@ -1,0 +1,83 @@
+"""Kernels as symbols: the outline of a file (textDocument/documentSymbol) and a workspace-wide search."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from lsprotocol import types
+from pygls.uris import from_fs_path
+
+from analyzers.model import NkiKernel, TritonKernel
+
+from ..convert import Positions
+
+if TYPE_CHECKING:
+    from ..server import KernelLanguageServer
+
+
+def _detail(kernel: TritonKernel | NkiKernel) -> str:
+    if isinstance(kernel, NkiKernel):
+        return f"NKI kernel ({kernel.api} API)"
+    parts = ["Triton kernel"]
+    if "autotune" in kernel.decorators:
+        n = len(kernel.autotune_configs)
+        parts.append(f"autotuned ({n} configs)" if kernel.autotune_configs_known else "autotuned")
+    if kernel.heuristics:
+        parts.append("heuristics: " + ", ".join(kernel.heuristics))
+    return " · ".join(parts)
+
+
+def _document_symbols(pos: Positions, kernel: TritonKernel | NkiKernel) -> types.DocumentSymbol:
+    children = None
+    if isinstance(kernel, TritonKernel):
+        children = [
+            types.DocumentSymbol(
+                name=p.name,
+                detail="tl.constexpr" if p.is_constexpr else (p.annotation or ""),
+                kind=types.SymbolKind.Constant if p.is_constexpr else types.SymbolKind.Variable,
+                range=pos.range(p.span),
+                selection_range=pos.range(p.span),
+            )
+            for p in kernel.params
+        ]
+    return types.DocumentSymbol(
+        name=kernel.name,
+        detail=_detail(kernel),
+        kind=types.SymbolKind.Function,
+        range=pos.range(kernel.span),
+        selection_range=pos.range(kernel.name_span),
+        children=children,
+    )
+
+
+def register(server: "KernelLanguageServer") -> None:
+    @server.feature(types.TEXT_DOCUMENT_DOCUMENT_SYMBOL)
+    def document_symbol(ls: "KernelLanguageServer", params: types.DocumentSymbolParams):
+        path = ls.ensure_current(params.text_document.uri)
+        entry = ls.state.index.get(path) if path else None
+        if entry is None or entry.analysis is None:
+            return []
+        pos = ls.positions(path)
+        kernels = [*entry.analysis.kernels, *entry.analysis.nki_kernels]
+        kernels.sort(key=lambda k: k.span.start_line)
+        return [_document_symbols(pos, k) for k in kernels]
+
+    @server.feature(types.WORKSPACE_SYMBOL)
+    def workspace_symbol(ls: "KernelLanguageServer", params: types.WorkspaceSymbolParams):
+        query = params.query.lower()
+        found = []
+        for path, entry in sorted(ls.state.index.files.items()):
+            if entry.analysis is None:
+                continue
+            kernels = [*entry.analysis.kernels, *entry.analysis.nki_kernels]
+            matching = [k for k in kernels if query in k.name.lower()]
+            if not matching:
+                continue
+            pos = ls.positions(path)
+            uri = from_fs_path(path) or path
+            for k in matching:
+                found.append(types.WorkspaceSymbol(
+                    name=k.name, kind=types.SymbolKind.Function, container_name=_detail(k),
+                    location=types.Location(uri=uri, range=pos.range(k.name_span)),
+                ))
+        return found

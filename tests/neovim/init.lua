@@ -1,0 +1,27 @@
+-- The tests' Neovim config: nothing but the plugin from this repository, set up with $KERNEL_LSP_TEST_SETUP
+-- (a JSON object for require("kernel_lsp").setup). Messages the server shows are recorded for the driver.
+vim.g.loaded_python3_provider = 0
+vim.g.loaded_node_provider = 0
+vim.g.loaded_perl_provider = 0
+vim.g.loaded_ruby_provider = 0
+vim.opt.swapfile = false
+vim.opt.shadafile = "NONE"
+
+local here = vim.fs.dirname(vim.fs.abspath(debug.getinfo(1, "S").source:sub(2)))
+vim.opt.runtimepath:prepend(vim.fs.joinpath(here, "..", "..", "editors", "neovim"))
+
+_G.kernel_lsp_test = { messages = {} }
+local show_message = vim.lsp.handlers["window/showMessage"]
+vim.lsp.handlers["window/showMessage"] = function(err, params, ctx)
+  table.insert(_G.kernel_lsp_test.messages, params.message)
+  return show_message(err, params, ctx)
+end
+local notify = vim.notify
+vim.notify = function(msg, level, opts)
+  table.insert(_G.kernel_lsp_test.messages, msg)
+  return notify(msg, level, opts)
+end
+
+require("kernel_lsp").setup(vim.json.decode(os.getenv("KERNEL_LSP_TEST_SETUP") or "{}"))
+-- Keep the server in Neovim's process group so that the test can kill everything if Neovim hangs.
+vim.lsp.config("kernel_lsp", { detached = false })
