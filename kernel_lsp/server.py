@@ -126,7 +126,8 @@ class KernelLanguageServer(LanguageServer):
         if entry is not None and entry.from_buffer and entry.version == version:
             return  # a pull request already brought the index to this version
         self._store(path, version, analysis, doc.source)
-        self.publish([path])
+        if not self.state.pull:
+            self.publish([path])  # a pulling client asks for an open document's problems after each change itself
 
     def _store(self, path: str, version: int | None, analysis: FileAnalysis | None, text: str) -> None:
         index = self.state.index

@@ -74,6 +74,8 @@ def _choice(options: tuple[str, ...]) -> Callable[[Any], str]:
 
 
 def _severity_map(value: Any) -> dict[str, str]:
+    if value == []:
+        return {}  # an empty Lua table
     if not isinstance(value, dict):
         raise ValueError("expected an object mapping rule codes to " + "/".join(_SEVERITIES))
     out = {}
@@ -137,8 +139,10 @@ def parse_settings(raw: Any, base: Settings | None = None) -> tuple[Settings, li
     messages: list[str] = []
     if raw is None:
         return settings, messages
-    if isinstance(raw, dict) and isinstance(raw.get(SECTION), dict) and len(raw) == 1:
-        raw = raw[SECTION]
+    if raw == []:
+        raw = {}  # Lua clients encode an empty table as an empty list
+    if isinstance(raw, dict) and isinstance(raw.get(SECTION), (dict, list)) and len(raw) == 1:
+        raw = raw[SECTION] or {}
     if not isinstance(raw, dict):
         return settings, [f"kernel-lsp settings must be an object, got {type(raw).__name__}; using defaults"]
     changes: dict[str, Any] = {}

@@ -1,0 +1,38 @@
+"""The settings definition: validation, defaults, and what clients really send."""
+
+from kernel_lsp.settings import Settings, parse_settings
+
+
+def test_valid_values_are_normalised():
+    s, messages = parse_settings({"select": ["tr", "NK001"], "severity": {"tr002": "HINT"}, "logLevel": "DEBUG"})
+    assert messages == []
+    assert s.select == ("TR", "NK001") and s.severity == {"TR002": "hint"} and s.log_level == "debug"
+    assert s.severity_for("TR002") == "hint" and s.severity_for("TR001") is None
+
+
+def test_each_invalid_value_falls_back_alone():
+    s, messages = parse_settings({"ignore": "TR007", "maxFileBytes": -1, "watchFiles": "yes", "select": ["NK"]})
+    assert s.ignore == () and s.max_file_bytes == Settings().max_file_bytes and s.watch_files is True
+    assert s.select == ("NK",)
+    assert len(messages) == 3 and all("using the default" in m for m in messages)
+
+
+def test_unknown_keys_and_wrong_shapes():
+    _, messages = parse_settings({"maxfilebytes": 5})
+    assert messages == ["unknown kernel-lsp setting 'maxfilebytes' (did you mean 'maxFileBytes'?); ignored"]
+    s, messages = parse_settings("nonsense")
+    assert s == Settings() and "must be an object" in messages[0]
+
+
+def test_section_wrapper_and_empty_lua_tables():
+    s, messages = parse_settings({"kernelLsp": {"ignore": ["TR002"]}})
+    assert s.ignore == ("TR002",) and messages == []
+    for raw in ([], {"kernelLsp": []}, {"severity": []}):
+        s, messages = parse_settings(raw)
+        assert messages == [] and s == Settings()
+
+
+def test_null_restores_the_default():
+    base, _ = parse_settings({"ignore": ["TR002"]})
+    s, _ = parse_settings({"ignore": None}, base)
+    assert s.ignore == ()
