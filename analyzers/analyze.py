@@ -7,7 +7,7 @@ import traceback
 from typing import Callable
 
 from .discovery import TritonDiscovery, discover_triton
-from .model import FileAnalysis, LaunchSite, Problem, Related, Severity, Span, TritonKernel
+from .model import FileAnalysis, LaunchSite, Problem, Severity, Span, TritonKernel
 from .nki_discovery import NkiDiscovery, discover_nki
 from .rules import FILE_CHECKS, LAUNCH_CHECKS, FileContext, LaunchContext, load_rule_modules, make_problem
 from .source import ImportMap, SourceText, parse_recovering
@@ -99,10 +99,6 @@ def check_source(text: str, path: str = "<memory>") -> FileAnalysis:
     analysis = analyze_source(text, path)
     analysis.problems.extend(check_launch_sites(analysis, local_lookup(analysis)))
     return analysis
-
-
-def related_to_kernel(kernel: TritonKernel, kernel_path: str | None, message: str) -> Related:
-    return Related(kernel.name_span, message, kernel_path)
 
 
 __all__ = ["analyze_source", "check_launch_sites", "check_source", "local_lookup", "Severity"]

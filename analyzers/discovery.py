@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from .model import AutotuneConfig, LaunchArg, LaunchSite, Param, Span, TritonKernel
 from .source import ImportMap, SourceText, literal_value
 
-JIT_NAMES = {"triton.jit", "triton.runtime.jit", "triton.runtime.jit.jit", "triton.runtime.jit"}
+JIT_NAMES = {"triton.jit", "triton.runtime.jit", "triton.runtime.jit.jit"}
 AUTOTUNE_NAMES = {"triton.autotune", "triton.runtime.autotune", "triton.runtime.autotuner.autotune"}
 HEURISTICS_NAMES = {"triton.heuristics", "triton.runtime.heuristics", "triton.runtime.autotuner.heuristics"}
 CONFIG_NAMES = {"triton.Config", "triton.runtime.Config", "triton.runtime.autotuner.Config"}
@@ -108,7 +108,7 @@ def _configs_from_list(
     return configs
 
 
-def _module_assignments(body: list[ast.stmt]) -> dict[str, ast.expr]:
+def module_assignments(body: list[ast.stmt]) -> dict[str, ast.expr]:
     out: dict[str, ast.expr] = {}
     for node in body:
         if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
@@ -289,7 +289,7 @@ def _module_level_targets(body: list[ast.stmt]) -> set[str]:
 
 def discover_triton(src: SourceText, imports: ImportMap, body: list[ast.stmt]) -> TritonDiscovery:
     found = TritonDiscovery()
-    assignments = _module_assignments(body)
+    assignments = module_assignments(body)
     for name, value in assignments.items():
         v = literal_value(value)
         if v is not None:

@@ -13,7 +13,7 @@ import difflib
 import re
 from collections.abc import Iterable, Iterator
 
-from ..discovery import AUTOTUNE_NAMES, CONFIG_NAMES, HEURISTICS_NAMES, KernelSyntax, _module_assignments
+from ..discovery import AUTOTUNE_NAMES, CONFIG_NAMES, HEURISTICS_NAMES, KernelSyntax, module_assignments
 from ..model import Fix, LaunchArg, LaunchSite, Param, Problem, Related, Severity, Span, TextEdit, TritonKernel
 from ..source import is_power_of_2, literal_value
 from . import FileContext, LaunchContext, Rule, file_check, launch_check, make_problem, register
@@ -380,7 +380,7 @@ def _constexpr_fix(ctx: FileContext, param: Param) -> Fix | None:
 
 @file_check
 def check_decorator_names(ctx: FileContext) -> None:
-    module = _module_assignments(ctx.body)
+    module = module_assignments(ctx.body)
     seen: set[Span] = set()  # a config list shared by several kernels is reported once
     runtime_tuned: set[tuple[str, str]] = set()
 
@@ -488,7 +488,7 @@ def _delete_element(ctx: FileContext, elts: list[ast.expr], i: int) -> Fix:
 
 @file_check
 def check_duplicate_configs(ctx: FileContext) -> None:
-    module = _module_assignments(ctx.body)
+    module = module_assignments(ctx.body)
     done: set[int] = set()  # a config list shared by several kernels is checked once
     for ks in ctx.triton.kernels:
         for call in _decorator_calls(ctx, ks, AUTOTUNE_NAMES):
