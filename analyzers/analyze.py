@@ -10,7 +10,7 @@ from .discovery import TritonDiscovery, discover_triton
 from .model import FileAnalysis, LaunchSite, Problem, Severity, Span, TritonKernel
 from .nki_discovery import NkiDiscovery, discover_nki
 from .rules import FILE_CHECKS, LAUNCH_CHECKS, FileContext, LaunchContext, load_rule_modules, make_problem
-from .source import ImportMap, SourceText, parse_recovering
+from .source import ImportMap, ParseCache, SourceText, parse_recovering
 from .suppression import find_suppressions
 
 log = logging.getLogger(__name__)
@@ -25,10 +25,19 @@ def _internal_error(where: str, exc: BaseException) -> Problem:
     return make_problem("KL900", Span.point(0), f"internal error in {where}: {type(exc).__name__}: {exc}")
 
 
-def analyze_source(text: str, path: str = "<memory>") -> FileAnalysis:
-    """Discover kernels and run every per-file rule. Never raises on any input text."""
+def analyze_source(text: str, path: str = "<memory>", parse_cache: ParseCache | None = None) -> FileAnalysis:
+    """Discover kernels and run every per-file rule. Never raises on any input text.
+
+    Re-analysing a document after an edit with the same parse_cache re-parses only the statements that changed.
+    """
     src = SourceText(text)
-    parsed = parse_recovering(src)
+    if parse_cache is None:
+        return _analyze(src, path, parse_recovering(src))
+    with parse_cache.lock:  # reused trees are renumbered in place: one analysis of a document at a time
+        return _analyze(src, path, parse_recovering(src, parse_cache))
+
+
+def _analyze(src: SourceText, path: str, parsed) -> FileAnalysis:
     result = FileAnalysis(path=path, complete=parsed.error is None)
     result.suppressions = find_suppressions(src.lines)
     if parsed.error is not None:

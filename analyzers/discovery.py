@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import ast
+import re
 from dataclasses import dataclass, field
 
 from .model import AutotuneConfig, LaunchArg, LaunchSite, Param, Span, TritonKernel
-from .source import ImportMap, SourceText, literal_value
+from .source import ImportMap, SourceText, literal_value, statements
 
 JIT_NAMES = {"triton.jit", "triton.runtime.jit", "triton.runtime.jit.jit"}
 AUTOTUNE_NAMES = {"triton.autotune", "triton.runtime.autotune", "triton.runtime.autotuner.autotune"}
@@ -14,6 +15,7 @@ HEURISTICS_NAMES = {"triton.heuristics", "triton.runtime.heuristics", "triton.ru
 CONFIG_NAMES = {"triton.Config", "triton.runtime.Config", "triton.runtime.autotuner.Config"}
 CONSTEXPR_NAMES = {"triton.language.constexpr", "triton.language.core.constexpr", "tl.constexpr", "constexpr"}
 
+_LAUNCH_TEXT = re.compile(r"\]\s*\(")
 _SHAPE_METHODS = {"numel", "stride", "size", "dim", "nelement", "element_size"}
 _TENSOR_FACTORIES = {
     "empty", "empty_like", "zeros", "zeros_like", "ones", "ones_like", "full", "full_like", "rand", "randn",
@@ -197,7 +199,7 @@ def _local_kinds(fn: ast.AST | None, imports: ImportMap) -> dict[str, str]:
             ann = imports.resolve(arg.annotation) if arg.annotation is not None else None
             if ann in {"torch.Tensor", "Tensor"}:
                 kinds[arg.arg] = "tensor"
-    for node in ast.walk(fn):
+    for node in statements(fn.body):  # assignments are statements: no need to walk expressions
         if isinstance(node, ast.Assign):
             kind = _expr_kind(node.value, imports, kinds)
             for target in node.targets:
@@ -221,7 +223,8 @@ def _launch_sites(src: SourceText, imports: ImportMap, body: list[ast.stmt], ker
 
     def visit(scope: ast.AST | None, nodes: list[ast.stmt]) -> None:
         kinds: dict[str, str] | None = None
-        stack: list[ast.AST] = list(nodes)
+        # A launch is `name[grid](...)`: statements whose text has no "](" cannot hold one, so skip walking them.
+        stack: list[ast.AST] = [n for n in nodes if _LAUNCH_TEXT.search(src.statement_text(n))]
         while stack:
             node = stack.pop()
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
@@ -261,7 +264,8 @@ def _launch_sites(src: SourceText, imports: ImportMap, body: list[ast.stmt], ker
             if not isinstance(a, ast.Starred)
         )
         kwargs = tuple(
-            LaunchArg(src.segment(k.value), src.span(k), k.arg, _arg_kind(k.value, imports, kinds))
+            LaunchArg(src.segment(k.value), src.span(k), k.arg, _arg_kind(k.value, imports, kinds),
+                      src.span(k.value))
             for k in call.keywords
             if k.arg is not None
         )

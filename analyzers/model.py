@@ -129,6 +129,7 @@ class LaunchArg:
     # A coarse classification of the value: "literal", "shape" (a runtime size like x.shape[0]),
     # "tensor", "name", "expr".
     kind: str = "expr"
+    value_span: Span | None = None  # for keywords: the value alone (span covers `name=value`)
 
 
 @dataclass(frozen=True)

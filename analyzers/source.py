@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import re
+import threading
 from dataclasses import dataclass, field
 
 from .model import Span
@@ -40,6 +41,11 @@ class SourceText:
             self.col(end, end_byte) if end_byte is not None else len(self.line(end)),
         )
 
+    def statement_text(self, stmt: ast.stmt) -> str:
+        """The lines a statement spans, decorators included: for cheap text pre-filters before walking a tree."""
+        first = min([d.lineno for d in getattr(stmt, "decorator_list", ())] + [stmt.lineno])
+        return "\n".join(self.lines[first - 1 : stmt.end_lineno or stmt.lineno])
+
     def segment(self, node: ast.AST) -> str:
         s = self.span(node)
         if s.start_line == s.end_line:
@@ -62,11 +68,20 @@ _CONTINUATION = re.compile(r"(else|elif|except|finally|case)\b|[)\]}]")
 
 
 def _top_level_chunks(lines: list[str]) -> list[tuple[int, int]]:
-    """Split a module into top-level statement groups by indentation, keeping decorators with their def."""
+    """Split a module into top-level statement groups by indentation, keeping decorators with their def.
+
+    Lines inside a triple-quoted string (a module docstring's unindented lines) never start a group.
+    """
     chunks: list[tuple[int, int]] = []
     start = None
     prev_decorator = False
+    in_string: str | None = None  # the open triple quote, if any
     for i, line in enumerate(lines):
+        opened = in_string
+        if '"""' in line or "'''" in line:
+            in_string = _triple_quote_state(line, in_string)
+        if opened is not None:
+            continue  # this line continues a string
         stripped = line.strip()
         if not stripped or stripped.startswith("#"):
             continue
@@ -83,31 +98,121 @@ def _top_level_chunks(lines: list[str]) -> list[tuple[int, int]]:
     return chunks
 
 
-def parse_recovering(source: SourceText) -> ParseResult:
+def _triple_quote_state(line: str, open_quote: str | None) -> str | None:
+    """Which triple quote is open after this line (ignores quotes after a # outside strings)."""
+    i = 0
+    while i < len(line):
+        if open_quote is None:
+            if line[i] == "#":
+                break
+            if line.startswith('"""', i) or line.startswith("'''", i):
+                open_quote = line[i : i + 3]
+                i += 3
+                continue
+        elif line.startswith(open_quote, i):
+            open_quote = None
+            i += 3
+            continue
+        elif line[i] == "\\":
+            i += 1
+        i += 1
+    return open_quote
+
+
+class ParseCache:
+    """Remembers the parsed statements of one document's top-level statement groups, keyed by their text.
+
+    While a user types, only the group being edited changes; the others are reused, renumbered in place when
+    lines were added or removed above them. One cache serves one document; analyses of it are serialised by
+    the lock because reused trees are renumbered in place.
+    """
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        # text -> [(statements, the 0-based line they are currently numbered from)], one per occurrence
+        self._groups: dict[str, list[tuple[list[ast.stmt], int]]] = {}
+        self.reused = 0
+        self.parsed = 0
+
+    def parse(self, source: SourceText) -> ParseResult:
+        fresh: dict[str, list[tuple[list[ast.stmt], int]]] = {}
+
+        def reuse(text: str, start: int) -> list[ast.stmt] | None:
+            known = self._groups.get(text)
+            if not known:
+                return None
+            stmts, numbered = known.pop()
+            if numbered != start:
+                for stmt in stmts:
+                    ast.increment_lineno(stmt, start - numbered)
+            self.reused += 1
+            return stmts
+
+        def remember(text: str, start: int, stmts: list[ast.stmt], parsed: bool) -> None:
+            fresh.setdefault(text, []).append((stmts, start))
+            self.parsed += parsed
+
+        result = _parse_groups(source, reuse, remember)
+        self._groups = fresh  # groups that disappeared are forgotten
+        return result
+
+
+def _parse_groups(source: SourceText, reuse=None, remember=None) -> ParseResult:
+    """Parse each top-level statement group on its own; a group that does not parse is skipped and reported."""
+    lines = source.lines
+    result = ParseResult([])
+    for start, end in _top_level_chunks(lines):
+        text = "\n".join(lines[start:end])
+        stmts = reuse(text, start) if reuse else None
+        parsed = stmts is None
+        if stmts is None:
+            try:
+                stmts = ast.parse(text).body
+            except (SyntaxError, ValueError) as exc:
+                result.skipped_lines.append((start, end))
+                if result.error is None:
+                    result.error = _error_position(source, exc, start)
+                continue
+            for stmt in stmts:
+                ast.increment_lineno(stmt, start)
+        if remember:
+            remember(text, start, stmts, parsed)
+        result.body.extend(stmts)
+    return result
+
+
+def _error_position(source: SourceText, exc: Exception, first_line: int) -> tuple[int, int, str]:
+    if not isinstance(exc, SyntaxError):
+        return (first_line, 0, str(exc))
+    line = first_line + max((exc.lineno or 1) - 1, 0)
+    col = max((exc.offset or 1) - 1, 0)
+    return (line, min(col, len(source.line(line))), exc.msg or "invalid syntax")
+
+
+def parse_recovering(source: SourceText, cache: ParseCache | None = None) -> ParseResult:
     """Parse a module; on a syntax error, keep every top-level statement group that still parses.
 
-    While a user types, one broken function must not hide the analysis of the rest of the file.
+    While a user types, one broken function must not hide the analysis of the rest of the file. The error
+    reported is that of the first group that does not parse.
     """
+    if cache is not None:
+        return cache.parse(source)
     try:
         return ParseResult(ast.parse(source.text).body)
-    except SyntaxError as exc:
-        line = max((exc.lineno or 1) - 1, 0)
-        col = max((exc.offset or 1) - 1, 0)
-        error = (line, min(col, len(source.line(line))), exc.msg or "invalid syntax")
-    except ValueError as exc:  # NUL bytes
-        return ParseResult([], (0, 0, str(exc)), [(0, len(source.lines))])
-    body: list[ast.stmt] = []
-    skipped: list[tuple[int, int]] = []
-    for start, end in _top_level_chunks(source.lines):
-        chunk = "\n".join(source.lines[start:end])
-        try:
-            tree = ast.parse(chunk)
-        except (SyntaxError, ValueError):
-            skipped.append((start, end))
-            continue
-        ast.increment_lineno(tree, start)
-        body.extend(tree.body)
-    return ParseResult(body, error, skipped)
+    except (SyntaxError, ValueError):
+        return _parse_groups(source)
+
+
+def statements(body: list[ast.stmt]):
+    """Every statement in source order, nested ones included, without descending into expressions."""
+    stack = list(reversed(body))
+    while stack:
+        node = stack.pop()
+        yield node
+        children: list[ast.AST] = []
+        for name in ("body", "handlers", "orelse", "finalbody", "cases"):  # source order
+            children.extend(getattr(node, name, None) or ())
+        stack.extend(reversed(children))
 
 
 class ImportMap:
@@ -115,24 +220,23 @@ class ImportMap:
 
     def __init__(self, body: list[ast.stmt]):
         self.names: dict[str, str] = {}
-        for node in body:
-            for sub in ast.walk(node) if not isinstance(node, (ast.Import, ast.ImportFrom)) else [node]:
-                if isinstance(sub, ast.Import):
-                    for alias in sub.names:
-                        if alias.asname:
-                            self.names[alias.asname] = alias.name
-                        else:
-                            top = alias.name.split(".")[0]
-                            self.names.setdefault(top, top)
-                elif isinstance(sub, ast.ImportFrom) and sub.module and sub.level == 0:
-                    for alias in sub.names:
-                        if alias.name != "*":
-                            self.names[alias.asname or alias.name] = f"{sub.module}.{alias.name}"
-                elif isinstance(sub, ast.ImportFrom) and sub.level > 0:
-                    mod = "." * sub.level + (sub.module or "")
-                    for alias in sub.names:
-                        if alias.name != "*":
-                            self.names[alias.asname or alias.name] = f"{mod}.{alias.name}"
+        for sub in statements(body):
+            if isinstance(sub, ast.Import):
+                for alias in sub.names:
+                    if alias.asname:
+                        self.names[alias.asname] = alias.name
+                    else:
+                        top = alias.name.split(".")[0]
+                        self.names.setdefault(top, top)
+            elif isinstance(sub, ast.ImportFrom) and sub.module and sub.level == 0:
+                for alias in sub.names:
+                    if alias.name != "*":
+                        self.names[alias.asname or alias.name] = f"{sub.module}.{alias.name}"
+            elif isinstance(sub, ast.ImportFrom) and sub.level > 0:
+                mod = "." * sub.level + (sub.module or "")
+                for alias in sub.names:
+                    if alias.name != "*":
+                        self.names[alias.asname or alias.name] = f"{mod}.{alias.name}"
 
     def resolve(self, node: ast.AST) -> str | None:
         """The dotted name an expression refers to, through aliases; None for anything but names and attributes."""

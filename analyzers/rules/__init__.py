@@ -50,6 +50,12 @@ class FileContext:
     nki: object  # nki_discovery.NkiDiscovery
     problems: list[Problem] = field(default_factory=list)
 
+    def walk_statements_containing(self, needle: str):
+        """ast.walk over the top-level statements whose text contains needle: skips most of a file cheaply."""
+        for stmt in self.body:
+            if needle in self.src.statement_text(stmt):
+                yield from ast.walk(stmt)
+
     def report(
         self,
         code: str,

@@ -436,26 +436,32 @@ def _nearest_power_of_2(value: int) -> int:
     return low if value - low <= 2 * low - value else 2 * low
 
 
+def _report_num_warps(ctx: FileContext, value: object, span: Span, where: str) -> None:
+    if not isinstance(value, int) or isinstance(value, bool) or is_power_of_2(value):
+        return
+    best = _nearest_power_of_2(value)
+    ctx.report("TR014", span, f"num_warps={value} in a {where} is not a power of 2 (Triton asserts when it "
+               f"compiles); use {best}", fix=Fix(f"Use num_warps={best}", (TextEdit(span, str(best)),)))
+
+
 @file_check
 def check_num_warps(ctx: FileContext) -> None:
-    for node in ast.walk(ast.Module(body=ctx.body, type_ignores=[])):
-        if not isinstance(node, ast.Call):
-            continue
-        if ctx.imports.resolve(node.func) in CONFIG_NAMES:
+    for node in ctx.walk_statements_containing("Config"):
+        if isinstance(node, ast.Call) and ctx.imports.resolve(node.func) in CONFIG_NAMES:
             value = _argument(node, "num_warps", 1)
-            where = "triton.Config"
-        elif isinstance(node.func, ast.Subscript):  # kernel[grid](..., num_warps=...)
-            value = next((k.value for k in node.keywords if k.arg == "num_warps"), None)
-            where = "launch"
-        else:
-            continue
-        v = literal_value(value)
-        if value is None or not isinstance(v, int) or isinstance(v, bool) or is_power_of_2(v):
-            continue
-        best = _nearest_power_of_2(v)
-        span = ctx.src.span(value)
-        ctx.report("TR014", span, f"num_warps={v} in a {where} is not a power of 2 (Triton asserts when it "
-                   f"compiles); use {best}", fix=Fix(f"Use num_warps={best}", (TextEdit(span, str(best)),)))
+            if value is not None:
+                _report_num_warps(ctx, literal_value(value), ctx.src.span(value), "triton.Config")
+    for site in ctx.triton.launch_sites:  # kernel[grid](..., num_warps=...)
+        for arg in site.kwargs:
+            if arg.keyword == "num_warps" and arg.kind == "literal" and arg.value_span is not None:
+                _report_num_warps(ctx, _literal_text(arg.text), arg.value_span, "launch")
+
+
+def _literal_text(text: str) -> object:
+    try:
+        return ast.literal_eval(text)
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        return None
 
 
 def _config_identity(ctx: FileContext, node: ast.expr) -> tuple | None:
