@@ -1,0 +1,240 @@
+"""Slices a self-contained module out of a user's file for one kernel, without executing the file.
+
+The module holds: the triton imports the file uses (same aliases), the module-level constants the kernel reads,
+every @jit helper it calls (transitively, same file) and the kernel itself, each def under a plain `@triton.jit`.
+Lines are copied verbatim (columns stay the user's) and packed without the gaps between them, so the module text,
+and therefore the cache key, does not depend on where the kernel sits in the file; `line_map` maps back.
+
+Anything else a kernel reads (names imported from torch or from other modules, constants computed by user code)
+is left out and reported in `unresolved`: the worker must never import the user's module.
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import sys
+from dataclasses import dataclass, field
+
+from analyzers.discovery import KernelSyntax, discover_triton
+from analyzers.model import TritonKernel
+from analyzers.source import ImportMap, SourceText, literal_value, parse_recovering
+
+# Import roots the worker may re-create: triton, and the standard library (kernels use math in constexpr code).
+# Importing them runs no user code; anything else (torch, numpy, the user's packages) is never imported.
+_STDLIB = frozenset(getattr(sys, "stdlib_module_names", ())) | {"math", "operator", "functools", "typing"}
+_BUILTINS = frozenset(dir(builtins))
+_JIT_KEEP_KWARGS = {"noinline", "debug", "do_not_specialize", "do_not_specialize_on_alignment"}
+_CONSTEXPR_FUNCTION = {"triton.constexpr_function", "triton.language.constexpr_function",
+                       "triton.runtime.jit.constexpr_function", "triton.language.core.constexpr_function"}
+
+
+class ExtractionError(ValueError):
+    """The kernel is not in the file (or the file cannot be parsed around it)."""
+
+
+@dataclass
+class ExtractedModule:
+    kernel: str
+    source: str
+    line_map: tuple[int, ...]  # module line (1-based, index + 1) -> user line (1-based); 0: a line we wrote
+    functions: tuple[str, ...]  # the @jit functions included, in file order
+    constants: tuple[str, ...]
+    unresolved: tuple[tuple[str, str], ...]  # (name, why it was left out)
+    info: TritonKernel  # the kernel as discovery sees it: params, autotune configs, heuristics
+    node: ast.FunctionDef
+    jit_options: dict[str, object] = field(default_factory=dict)  # literal @triton.jit(...) keywords
+    uses_dot: bool = False  # the kernel or a helper calls tl.dot: tensor-core inputs are usually 16-bit
+
+
+def _allowed_import(dotted: str) -> bool:
+    root = dotted.split(".")[0]
+    return root == "triton" or (root in _STDLIB and not dotted.startswith("."))
+
+
+def _bound_names(fn: ast.AST) -> set[str]:
+    """Names a function binds locally: parameters, assignment/loop/with targets, nested defs, comprehension vars."""
+    out: set[str] = set()
+    for node in ast.walk(fn):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            a = node.args
+            out.update(x.arg for x in a.posonlyargs + a.args + a.kwonlyargs)
+            out.update(x.arg for x in (a.vararg, a.kwarg) if x is not None)
+            if node is not fn and not isinstance(node, ast.Lambda):
+                out.add(node.name)
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
+            out.add(node.id)
+    return out
+
+
+def _free_names(node: ast.AST, skip_decorators: bool = True) -> list[ast.Name]:
+    """Names read by a def (or an expression) that are not bound inside it, in source order."""
+    bound = _bound_names(node) if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) else set()
+    roots: list[ast.AST] = [node]
+    if skip_decorators and isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        roots = [node.args, *node.body] + ([node.returns] if node.returns else [])
+    out = []
+    for root in roots:
+        for sub in ast.walk(root):
+            if isinstance(sub, ast.Name) and isinstance(sub.ctx, ast.Load) and sub.id not in bound:
+                out.append(sub)
+    return sorted(out, key=lambda n: (n.lineno, n.col_offset))
+
+
+def _module_assignments(body: list[ast.stmt]) -> dict[str, ast.stmt]:
+    out: dict[str, ast.stmt] = {}
+    for node in body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            out[node.targets[0].id] = node
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.value is not None:
+            out[node.target.id] = node
+    return out
+
+
+def _jit_options(imports: ImportMap, node: ast.FunctionDef) -> dict[str, object]:
+    for dec in node.decorator_list:
+        if isinstance(dec, ast.Call) and (imports.resolve(dec.func) or "").endswith("jit"):
+            return {k.arg: literal_value(k.value) for k in dec.keywords
+                    if k.arg in _JIT_KEEP_KWARGS and literal_value(k.value) is not None}
+    return {}
+
+
+def extract_module(text: str, kernel: str, path: str = "<memory>") -> ExtractedModule:
+    """Build the self-contained module for `kernel` (a name or a qualname) in `text`."""
+    src = SourceText(text)
+    parsed = parse_recovering(src)
+    imports = ImportMap(parsed.body)
+    found = discover_triton(src, imports, parsed.body)
+    by_qualname = {k.kernel.qualname: k for k in found.kernels}
+    top_jit = {k.kernel.name: k for k in found.kernels if "." not in k.kernel.qualname}
+    target = by_qualname.get(kernel) or top_jit.get(kernel)
+    if target is None:
+        target = next((k for k in found.kernels if k.kernel.name == kernel), None)
+    if target is None:
+        where = "" if parsed.error is None else f" (line {parsed.error[0] + 1} has a syntax error: {parsed.error[2]})"
+        raise ExtractionError(f"no @triton.jit function named {kernel!r} in {path}{where}")
+
+    assignments = _module_assignments(parsed.body)
+    module_defs = {n.name: n for n in parsed.body if isinstance(n, ast.FunctionDef)}
+
+    functions: dict[str, KernelSyntax] = {}
+    plain_helpers: dict[str, ast.FunctionDef] = {}
+    constants: dict[str, ast.stmt] = {}
+    import_names: set[str] = set()
+    unresolved: dict[str, str] = {}
+    uses_dot = False
+
+    def need(name: str, record: bool = True) -> bool:
+        """Make `name` available in the module; False when it cannot be (recorded in unresolved)."""
+        if name in functions or name in constants or name in import_names or name in plain_helpers:
+            return True
+        if name == target.kernel.name and "." not in target.kernel.qualname:
+            return True  # recursion into the kernel itself
+        if name in top_jit and top_jit[name].node is not target.node:
+            functions[name] = top_jit[name]
+            visit_def(top_jit[name].node)
+            return True
+        if name in module_defs:
+            fn = module_defs[name]
+            if any(imports.resolve(d) in _CONSTEXPR_FUNCTION for d in fn.decorator_list):
+                plain_helpers[name] = fn
+                for d in fn.decorator_list:
+                    for n in _free_names(d):
+                        need(n.id)
+                visit_def(fn)
+                return True
+            if record:
+                unresolved[name] = f"`{name}` is a plain Python function, not a @triton.jit function"
+            return False
+        if name in assignments:
+            stmt = assignments[name]
+            constants[name] = stmt  # before recursing: constants may refer to each other
+            value = stmt.value  # type: ignore[attr-defined]
+            # A constant's own dependencies are not reported, the constant is: the kernel reads it, not them.
+            bad = [n.id for n in _free_names(value) if not need(n.id, record=False)]
+            if bad or any(isinstance(n, ast.Call) and not _safe_call(n) for n in ast.walk(value)):
+                del constants[name]
+                unresolved[name] = (f"`{name}` is computed by code kernel-lsp does not run (line {stmt.lineno}); "
+                                    "a literal or tl.constexpr(literal) can be compiled offline")
+                return False
+            return True
+        if name in imports.names:
+            dotted = imports.names[name]
+            if _allowed_import(dotted):
+                import_names.add(name)
+                return True
+            if record:
+                unresolved[name] = (f"`{name}` is imported from `{dotted}`: the offline compile imports nothing but "
+                                    "triton and the standard library, so a kernel cannot use it")
+            return False
+        # Builtins are fine; a name defined nowhere fails the compile with triton's own NameError.
+        return name in _BUILTINS
+
+    def _safe_call(call: ast.Call) -> bool:
+        # Constants may call triton (tl.constexpr(...)) and the standard library, never user code.
+        name = imports.resolve(call.func)
+        return name is not None and (name in _BUILTINS or name in plain_helpers or _allowed_import(name))
+
+    def visit_def(fn: ast.FunctionDef) -> None:
+        nonlocal uses_dot
+        for n in _free_names(fn):
+            need(n.id)
+        for sub in ast.walk(fn):
+            if isinstance(sub, ast.Call) and (imports.resolve(sub.func) or "").split(".")[-1] in ("dot", "dot_scaled"):
+                uses_dot = True
+
+    visit_def(target.node)
+
+    # Emit in file order: imports, then constants / helpers / kernel as they appear in the user's file.
+    out_lines: list[str] = []
+    line_map: list[int] = []
+
+    def emit(line: str, user_line: int = 0) -> None:
+        out_lines.append(line)
+        line_map.append(user_line)
+
+    triton_alias = "triton" if imports.names.get("triton", "triton") == "triton" else "_kernel_lsp_triton"
+    emit(f"import triton as {triton_alias}" if triton_alias != "triton" else "import triton")
+    for local in sorted(import_names):
+        dotted = imports.names[local]
+        if "." not in dotted:
+            stmt = f"import {dotted}" + (f" as {local}" if local != dotted else "")
+        else:
+            parent, leaf = dotted.rsplit(".", 1)
+            stmt = f"from {parent} import {leaf}" + (f" as {local}" if local != leaf else "")
+        if stmt != "import triton":
+            emit(stmt)
+
+    pieces: list[tuple[int, str, ast.AST]] = [(s.lineno, "const", s) for s in constants.values()]
+    pieces += [(k.node.lineno, "jit", k.node) for k in functions.values()]
+    pieces += [(f.lineno, "plain", f) for f in plain_helpers.values()]
+    pieces.append((target.node.lineno, "jit", target.node))
+    for _, kind, node in sorted(pieces, key=lambda p: p[0]):
+        first, last = node.lineno, node.end_lineno or node.lineno  # type: ignore[attr-defined]
+        indent = len(src.line(first - 1)) - len(src.line(first - 1).lstrip())
+        if indent:
+            emit("if True:")  # a def nested in a class or block keeps its columns inside a dummy block
+        if kind == "jit":
+            opts = _jit_options(imports, node)  # type: ignore[arg-type]
+            args = ", ".join(f"{k}={v!r}" for k, v in sorted(opts.items()))
+            dec_line = next((d.lineno for d in node.decorator_list  # type: ignore[attr-defined]
+                             if (imports.resolve(d) or "").endswith("jit")), first)
+            emit(" " * indent + f"@{triton_alias}.jit" + (f"({args})" if args else ""), dec_line)
+        elif kind == "plain":
+            for d in node.decorator_list:  # type: ignore[attr-defined]
+                emit(" " * indent + "@" + src.segment(d), d.lineno)
+        for i in range(first, last + 1):
+            emit(src.line(i - 1), i)
+
+    return ExtractedModule(
+        kernel=target.kernel.name,
+        source="\n".join(out_lines) + "\n",
+        line_map=tuple(line_map),
+        functions=tuple(k.kernel.name for k in sorted([*functions.values(), target], key=lambda k: k.node.lineno)),
+        constants=tuple(constants),
+        unresolved=tuple(sorted(unresolved.items())),
+        info=target.kernel,
+        node=target.node,
+        jit_options=_jit_options(imports, target.node),
+        uses_dot=uses_dot,
+    )

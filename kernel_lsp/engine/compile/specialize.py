@@ -1,0 +1,525 @@
+"""Turns a kernel plus what the workspace tells about it into CompileJobs: types, specialization, configurations.
+
+No triton import (this runs in the server process). The rules mirror triton's JIT for a typical launch
+(`native_specialize_impl`, identical in 3.6 and 3.9): a tensor argument becomes `*<dtype>` with
+tt.divisibility=16 (allocator pointers are 16-byte aligned; on AMD also tt.pointer_range=32 for tensors under
+2 GB, since `AMDGCN_USE_BUFFER_OPS` is on by default), an int becomes i32 (i64 past 2**31) with tt.divisibility=16
+when a multiple of 16 and a compile-time constant when equal to 1, floats are fp32 and bools u1 without
+specialization. What cannot be known from source (dtypes, sizes) is assumed and written to `notes`.
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+import hashlib
+import json
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from analyzers.model import LaunchArg, LaunchSite, Param, TritonKernel
+from analyzers.source import literal_value
+from analyzers.targets import parse_target
+
+from .extract import ExtractedModule, extract_module
+from .jobs import CompileJob, Target
+
+KEY_SCHEMA = "kernel-lsp-compile-1"  # bump when the worker's output for the same inputs changes
+DIVISIBILITY = "tt.divisibility=16"
+POINTER_RANGE = "tt.pointer_range=32"
+EQUAL_TO_1 = "equal_to_1"
+DEFAULT_POINTER = "*fp32"  # kernels without tl.dot: elementwise/reduction kernels are most often fp32
+DEFAULT_DOT_POINTER = "*fp16"  # kernels calling tl.dot: tensor-core inputs are 16-bit
+
+_DTYPE_WORDS = {
+    "fp16": "fp16", "f16": "fp16", "half": "fp16", "float16": "fp16",
+    "bf16": "bf16", "bfloat16": "bf16",
+    "fp32": "fp32", "f32": "fp32", "float32": "fp32", "float": "fp32",
+    "fp64": "fp64", "f64": "fp64", "float64": "fp64", "double": "fp64",
+    "fp8": "fp8e4nv", "float8": "fp8e4nv", "e4m3": "fp8e4nv", "e5m2": "fp8e5",
+    "i8": "i8", "int8": "i8", "u8": "u8", "uint8": "u8", "i16": "i16", "int16": "i16",
+    "i32": "i32", "int32": "i32", "i64": "i64", "int64": "i64", "u1": "i1", "bool": "i1", "i1": "i1",
+}
+# Pointer names whose element type is conventionally not the data type.
+_FP32_POINTER_WORDS = {"mean", "rstd", "var", "std", "lse", "stats", "acc", "accum", "loss", "partial", "sums",
+                       "norm"}
+_INDEX_POINTER_WORDS = {"idx", "index", "indices", "ids", "offsets", "offs", "seqlens", "seqlen", "lens", "lengths",
+                        "positions", "pos", "lock", "locks", "counter", "counters", "expert", "experts", "tokens"}
+_FLOAT_SCALARS = {"eps", "epsilon", "scale", "sm_scale", "softmax_scale", "qk_scale", "alpha", "beta", "gamma",
+                  "momentum", "temperature", "temp", "p", "dropout_p", "lr", "weight_decay", "softcap", "logit_cap",
+                  "threshold", "negative_slope", "slope", "min_val", "max_val", "clip", "clamp", "factor", "decay"}
+_BOOL_PREFIX_FALSE = ("HAS_", "USE_", "IS_", "ENABLE_", "RETURN_", "SAVE_", "STORE_")
+_SCALAR_ANNOTATION = re.compile(
+    r"^((tl|triton\.language)\.)?(int|float|bool|u?int\d+|float\d+|bfloat16|i\d+|fp\d+|bf16|u1)$")
+_POINTER_CALLS = {"load", "store", "make_block_ptr", "make_tensor_descriptor", "prefetch", "atomic_add", "atomic_cas",
+                  "atomic_xchg", "atomic_max", "atomic_min", "atomic_and", "atomic_or", "atomic_xor"}
+_STRIDE_CALL = re.compile(r"^(\w+)\.stride\((-?\d+)\)$")
+
+
+@functools.lru_cache(maxsize=1)
+def installed_triton_version() -> str:
+    """The installed triton's version without importing it (the server process must not import triton)."""
+    from importlib import metadata
+
+    try:
+        return metadata.version("triton")
+    except metadata.PackageNotFoundError:
+        return "none"
+
+
+def make_target(name: str | Target) -> Target:
+    if isinstance(name, Target):
+        return name
+    spec = parse_target(name)
+    return Target(spec.name, spec.backend, spec.arch, spec.warp_size)
+
+
+def job_key(job: CompileJob, triton_version: str | None = None) -> str:
+    """Content hash of everything that changes the compiled output, and nothing positional.
+
+    module_source holds the sliced lines packed together, so an edit above the kernel (or moving it) leaves the
+    key alone while any edit to the kernel, a helper or a constant it reads changes it.
+    """
+    t = job.target
+    payload = [
+        KEY_SCHEMA,
+        triton_version if triton_version is not None else installed_triton_version(),
+        job.kernel,
+        job.module_source,
+        [list(p) for p in job.signature],
+        [[k, repr(v)] for k, v in job.constexprs],
+        sorted([list(a) for a in job.attrs]),
+        [t.backend, str(t.arch), t.warp_size],
+        {"num_warps": job.num_warps, "num_stages": job.num_stages},
+    ]
+    return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# What the kernel body says about its parameters
+
+
+def _leftmost(e: ast.AST) -> ast.AST:
+    while isinstance(e, ast.BinOp) and isinstance(e.op, (ast.Add, ast.Sub)):
+        e = e.left
+    while isinstance(e, ast.Subscript):
+        e = e.value
+    return e
+
+
+def _pointer_params(node: ast.FunctionDef, params: set[str]) -> set[str]:
+    """Parameters used as the base of a pointer: first argument of load/store/atomics/block pointers, through
+    local pointer variables (`a_ptrs = a_ptr + offs`), or whose `.dtype.element_ty` is read."""
+    assigned: dict[str, ast.AST] = {}
+    for sub in ast.walk(node):
+        if isinstance(sub, ast.Assign) and len(sub.targets) == 1 and isinstance(sub.targets[0], ast.Name):
+            assigned.setdefault(sub.targets[0].id, sub.value)
+
+    def base(e: ast.AST, depth: int = 0) -> str | None:
+        e = _leftmost(e)
+        if isinstance(e, ast.Name):
+            if e.id in params:
+                return e.id
+            if e.id in assigned and depth < 8:
+                return base(assigned[e.id], depth + 1)
+        return None
+
+    out: set[str] = set()
+    for sub in ast.walk(node):
+        if isinstance(sub, ast.Call):
+            name = sub.func.attr if isinstance(sub.func, ast.Attribute) else getattr(sub.func, "id", "")
+            if name in _POINTER_CALLS:
+                first = sub.args[0] if sub.args else next(
+                    (k.value for k in sub.keywords if k.arg in ("pointer", "base", "ptr")), None)
+                if first is not None and (b := base(first)):
+                    out.add(b)
+        elif isinstance(sub, ast.Attribute) and sub.attr == "element_ty":
+            inner = sub.value
+            if (isinstance(inner, ast.Attribute) and inner.attr == "dtype" and isinstance(inner.value, ast.Name)
+                    and inner.value.id in params):
+                out.add(inner.value.id)
+    return out
+
+
+def _words(name: str) -> list[str]:
+    return [w for w in re.split(r"_|(?<=[a-z])(?=[A-Z])", name.lower()) if w]
+
+
+def _dtype_from_text(text: str | None) -> str | None:
+    if not text:
+        return None
+    t = text.strip().strip("'\"")
+    if t.startswith("*"):
+        return _DTYPE_WORDS.get(t[1:].removeprefix("k"), t[1:])
+    m = re.search(r"pointer_type\(\s*(?:\w+\.)*(\w+)", t)
+    if m:
+        return _DTYPE_WORDS.get(m.group(1).lower())
+    return None
+
+
+def _pointer_dtype(p: Param, uses_dot: bool) -> tuple[str, bool]:
+    """('*fp16', assumed?)"""
+    if (d := _dtype_from_text(p.annotation)) is not None:
+        return "*" + d, False
+    words = _words(p.name)
+    for w in words:
+        if w in _DTYPE_WORDS:
+            return "*" + _DTYPE_WORDS[w], False
+    if any(w in _INDEX_POINTER_WORDS for w in words):
+        return "*i32", True
+    if any(w in _FP32_POINTER_WORDS for w in words[:-1] or words):
+        return "*fp32", True
+    return (DEFAULT_DOT_POINTER if uses_dot else DEFAULT_POINTER), True
+
+
+def _scalar_type(p: Param, value: object) -> tuple[str, bool]:
+    """Type of a non-pointer runtime parameter: ('i32' | 'i64' | 'fp32' | 'u1', assumed?)"""
+    if isinstance(value, bool):
+        return "u1", False
+    if isinstance(value, int):
+        return ("i64" if not -(2**31) <= value < 2**31 else "i32"), False
+    if isinstance(value, float):
+        return "fp32", False
+    ann = (p.annotation or "").strip().strip("'\"").split(".")[-1]
+    by_ann = {"int": "i32", "int32": "i32", "i32": "i32", "int64": "i64", "i64": "i64", "float": "fp32",
+              "float32": "fp32", "fp32": "fp32", "bool": "u1", "int1": "u1", "float16": "fp16", "fp16": "fp16",
+              "bfloat16": "bf16", "float64": "fp64"}
+    if ann in by_ann:
+        return by_ann[ann], False
+    default = literal_value(ast.parse(p.default, mode="eval").body) if p.default else None
+    if isinstance(default, bool):
+        return "u1", True
+    if isinstance(default, float):
+        return "fp32", True
+    if p.name.lower() in _FLOAT_SCALARS or _words(p.name)[-1:] == ["scale"]:
+        return "fp32", True
+    return "i32", True
+
+
+def _stride_groups(params: list[Param]) -> dict[str, tuple[str, ...]]:
+    """stride name -> the group (tensor) it belongs to: stride_am/stride_ak -> a; x_stride_row -> x."""
+    out = {}
+    for p in params:
+        words = _words(p.name)
+        if not any(w in ("stride", "strides") for w in words):
+            continue
+        rest = [w for w in words if w not in ("stride", "strides")]
+        if len(rest) >= 2:
+            out[p.name] = tuple(rest[:-1])
+        elif len(rest) == 1 and len(rest[0]) == 2 and rest[0].isalpha():  # stride_am: tensor a, dimension m
+            out[p.name] = (rest[0][0],)
+        elif rest:
+            out[p.name] = tuple(rest)
+    return out
+
+
+def _inner_strides(params: list[Param]) -> set[str]:
+    """The last-declared stride of each tensor with several strides: contiguous tensors have it equal to 1."""
+    groups: dict[tuple[str, ...], list[str]] = {}
+    for name, group in _stride_groups(params).items():
+        groups.setdefault(group, []).append(name)
+    return {names[-1] for names in groups.values() if len(names) >= 2}
+
+
+def _constexpr_default(p: Param, kernel: TritonKernel) -> tuple[object, str]:
+    """(value, why) for a constexpr nobody gives a value."""
+    if p.default is not None:
+        value = literal_value(ast.parse(p.default, mode="eval").body)
+        if value is not None or p.default.strip() == "None":
+            return value, "its default"
+    upper = p.name.upper()
+    blocks = [q for q in kernel.params if q.is_constexpr and ("BLOCK" in q.name.upper() or "TILE" in q.name.upper())]
+    if "BLOCK" in upper or "TILE" in upper:
+        if len(blocks) == 1:
+            return 1024, "default for the single block size of a 1-D kernel"
+        if upper.endswith("K"):
+            return 64, "default for a reduction-dimension block size"
+        return 128, "default block size"
+    if upper.startswith("GROUP"):
+        return 8, "default group size"
+    if upper.startswith("EVEN"):
+        return True, "assumes sizes divisible by the block sizes"
+    if upper.startswith(_BOOL_PREFIX_FALSE):
+        return False, "default for a feature flag"
+    return 16, "no value known: a small power of two"
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Launch sites
+
+
+@functools.lru_cache(maxsize=32)
+def _parsed(text: str) -> ast.Module | None:
+    try:
+        return ast.parse(text)
+    except (SyntaxError, ValueError):
+        return None
+
+
+def _resolve_name(text: str | None, site: LaunchSite, name: str) -> object | None:
+    """A launch argument that is a plain name bound to a literal: a parameter default of the enclosing function,
+    its only assignment there, or a module constant."""
+    tree = _parsed(text) if text else None
+    if tree is None:
+        return None
+    line = site.span.start_line + 1
+    scope: ast.AST = tree
+    for node in ast.walk(tree):
+        encloses = isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and (
+            node.lineno <= line <= (node.end_lineno or 0))
+        if encloses and (scope is tree or node.lineno >= scope.lineno):  # type: ignore[attr-defined]
+            scope = node  # the innermost enclosing function
+    values = []
+    if isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        a = scope.args
+        positional = a.posonlyargs + a.args
+        defaults = dict(zip([x.arg for x in positional[len(positional) - len(a.defaults):]], a.defaults))
+        defaults.update({x.arg: d for x, d in zip(a.kwonlyargs, a.kw_defaults) if d is not None})
+        for sub in ast.walk(scope):
+            if isinstance(sub, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
+                targets = sub.targets if isinstance(sub, ast.Assign) else [sub.target]
+                if any(isinstance(t, ast.Name) and t.id == name for t in targets):
+                    values.append(literal_value(sub.value) if not isinstance(sub, ast.AugAssign) else None)
+        if name in defaults and not values:
+            values.append(literal_value(defaults[name]))
+        elif name in [x.arg for x in positional + a.kwonlyargs] and not values:
+            return None  # a parameter without a default: the caller decides
+    if not values:
+        for node in tree.body:
+            if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in node.targets):
+                values.append(literal_value(node.value))
+    return values[0] if len(values) == 1 else None
+
+
+def _arg_value(arg: LaunchArg, site: LaunchSite, text: str | None) -> object | None:
+    try:
+        node = ast.parse(arg.text, mode="eval").body
+    except SyntaxError:
+        return None
+    value = literal_value(node)
+    if value is None and isinstance(node, ast.Name):
+        value = _resolve_name(text, site, node.id)
+    return value
+
+
+def _site_bindings(site: LaunchSite, text: str | None, params: list[Param]) -> tuple[dict[str, LaunchArg], dict]:
+    """Parameter -> launch argument, and the launch options (num_warps, num_stages) with literal values."""
+    bound: dict[str, LaunchArg] = {}
+    if not site.has_star_args:
+        for p, a in zip(params, site.args):
+            bound[p.name] = a
+    options = {}
+    for kw in site.kwargs:
+        if kw.keyword in ("num_warps", "num_stages"):
+            v = _arg_value(kw, site, text)
+            if isinstance(v, int) and not isinstance(v, bool):
+                options[kw.keyword] = v
+        elif kw.keyword:
+            bound[kw.keyword] = kw
+    return bound, options
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Jobs
+
+
+@dataclass
+class _Config:
+    """One configuration to compile: constexpr values and options, plus what the launch said of each argument."""
+
+    label: str
+    values: dict[str, object]  # parameter -> literal value given at the launch (or by an autotune config)
+    kinds: dict[str, str]  # parameter -> LaunchArg.kind, or "stride" for `t.stride(i)`
+    options: dict[str, int]  # num_warps / num_stages
+
+
+@dataclass
+class _Assumed:
+    """What one job assumed, to be told to the user in its notes."""
+
+    pointers: dict[str, list[str]] = field(default_factory=dict)  # dtype -> parameters
+    divisible: list[str] = field(default_factory=list)
+    unit_stride: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+def _site_config(site: LaunchSite, text: str | None, site_path: str | None, path: str,
+                 params: list[Param]) -> _Config:
+    bound, options = _site_bindings(site, text, params)
+    values = {n: _arg_value(a, site, text) for n, a in bound.items()}
+    kinds = {n: a.kind for n, a in bound.items()}
+    strides = {n: m for n, a in bound.items() if (m := _STRIDE_CALL.match(a.text.replace(" ", "")))}
+    for n, m in strides.items():
+        # `t.stride(-1)`, or the highest index asked of the same tensor at this launch: contiguous -> 1.
+        highest = max(int(x.group(2)) for x in strides.values() if x.group(1) == m.group(1))
+        index = int(m.group(2))
+        values[n] = 1 if index == -1 or (index > 0 and index == highest) else None
+        kinds[n] = "stride"
+    where = f"{Path(site_path).name}:" if site_path and site_path != path else "line "
+    return _Config(f"launch at {where}{site.span.start_line + 1}", values, kinds, options)
+
+
+def _configs(info: TritonKernel, site_configs: list[_Config]) -> list[_Config]:
+    if not (info.autotune_configs and info.autotune_configs_known):
+        return site_configs or [_Config("default", {}, {}, {})]
+    first = site_configs[0] if site_configs else _Config("", {}, {}, {})
+    out = []
+    for i, cfg in enumerate(info.autotune_configs):
+        given = {"num_warps": cfg.num_warps, "num_stages": cfg.num_stages}
+        # triton.Config's defaults are 4 warps and 3 stages, whatever the backend
+        options = {"num_warps": 4, "num_stages": 3, **{k: v for k, v in given.items() if isinstance(v, int)}}
+        kw = ", ".join(f"{k}={v}" for k, v in cfg.kwargs.items())
+        out.append(_Config(f"autotune config {i + 1} ({kw})", {**first.values, **cfg.kwargs}, first.kinds, options))
+    return out
+
+
+def _runtime_param(p: Param, cfg: _Config, target: Target, mod: ExtractedModule, pointer_params: set[str],
+                   inner: set[str], dns: set[str], dns_align: set[str], pin: object,
+                   assumed: _Assumed) -> tuple[str, list[str]]:
+    """(type, attrs) of a non-constexpr parameter for one configuration and target."""
+    given, kind = cfg.values.get(p.name), cfg.kinds.get(p.name)
+    is_ptr = p.name in pointer_params or kind == "tensor" or bool(re.search(r"(^|_)ptrs?$", p.name.lower()))
+    if _SCALAR_ANNOTATION.match((p.annotation or "").strip().strip("'\"")):
+        is_ptr = False  # `n: int` says so, whatever the body does with it
+    if isinstance(pin, str) and pin:
+        ty, is_ptr = pin, pin.startswith("*")
+    elif is_ptr:
+        ty, guessed = _pointer_dtype(p, mod.uses_dot)
+        if guessed:
+            assumed.pointers.setdefault(ty, []).append(p.name)
+    else:
+        ty, guessed = _scalar_type(p, given)
+        if guessed and ty == "fp32":
+            assumed.notes.append(f"{p.name} assumed a float (fp32)")
+    attrs: list[str] = []
+    if is_ptr:
+        if p.name not in dns_align:
+            attrs.append(DIVISIBILITY)
+        if target.backend == "hip" and p.name not in dns:
+            attrs.append(POINTER_RANGE)
+    elif ty in ("i32", "i64") and p.name not in dns:
+        if isinstance(given, int) and not isinstance(given, bool):  # a known value: exactly the JIT's rule
+            if given == 1:
+                attrs.append(EQUAL_TO_1)
+            elif given % 16 == 0 and p.name not in dns_align:
+                attrs.append(DIVISIBILITY)
+        elif p.name in inner and kind != "stride":
+            attrs.append(EQUAL_TO_1)
+            assumed.unit_stride.append(p.name)
+        elif p.name not in dns_align:
+            attrs.append(DIVISIBILITY)
+            assumed.divisible.append(p.name)
+    return ty, attrs
+
+
+def _notes(assumed: _Assumed, mod: ExtractedModule) -> tuple[str, ...]:
+    notes = []
+    for ty, names in assumed.pointers.items():
+        why = ("default for kernels calling tl.dot" if ty == DEFAULT_DOT_POINTER and mod.uses_dot
+               else "default" if ty in (DEFAULT_POINTER, DEFAULT_DOT_POINTER) else "from the name")
+        notes.append(f"{', '.join(names)}: assumed {ty} ({why})")
+    notes += assumed.notes
+    if assumed.divisible:
+        notes.append("assumed multiples of 16 (tt.divisibility=16), as for typical sizes: "
+                     + ", ".join(assumed.divisible))
+    if assumed.unit_stride:
+        notes.append(f"assumed contiguous, stride == 1: {', '.join(assumed.unit_stride)}")
+    if mod.info.autotune_configs and not mod.info.autotune_configs_known:
+        notes.append("@triton.autotune configs are built by code: compiled with launch-site values or defaults")
+    notes += [why for _, why in mod.unresolved]
+    return tuple(notes)
+
+
+def plan_jobs(
+    text: str,
+    kernel: str,
+    targets: Sequence[str | Target],
+    *,
+    path: str = "<memory>",
+    launch_sites: Sequence[LaunchSite | tuple[LaunchSite, str | None] | tuple[LaunchSite, str | None, str]] = (),
+    pins: Mapping[str, object] | None = None,
+    triton_version: str | None = None,
+    max_configs: int = 16,
+    extracted: ExtractedModule | None = None,
+) -> list[CompileJob]:
+    """Every CompileJob for one kernel: one per autotune config, else per distinct launch-site specialization,
+    else one with defaults; each for every target.
+
+    `launch_sites` are the workspace's launches of this kernel, each optionally with the text of the file it is in
+    (lets `BLOCK=block` resolve to a literal default) and that file's path (for the label). `pins` fixes a
+    parameter's type ("*bf16", "i64") or a constexpr's value, and may set "num_warps"/"num_stages".
+    Raises extract.ExtractionError if the kernel is not in `text`.
+    """
+    pins = dict(pins or {})
+    mod = extracted or extract_module(text, kernel, path)
+    info, params = mod.info, mod.info.params
+    pointer_params = _pointer_params(mod.node, {p.name for p in params})
+    inner = _inner_strides(params)
+    dns = _name_set(mod.jit_options.get("do_not_specialize"), params)
+    dns_align = _name_set(mod.jit_options.get("do_not_specialize_on_alignment"), params) | dns
+    site_configs = []
+    for item in launch_sites:
+        site, site_text, site_path = (tuple(item) + (None, None))[:3] if isinstance(item, tuple) else (item, None, None)
+        if site.target == info.name:
+            site_configs.append(_site_config(site, site_text, site_path, path, params))
+
+    jobs: list[CompileJob] = []
+    seen: set[tuple] = set()
+    for target in [make_target(t) for t in targets]:
+        count = 0
+        for cfg in _configs(info, site_configs):
+            assumed = _Assumed()
+            signature, constexprs, attrs = [], [], []
+            for p in params:
+                if not p.is_constexpr:
+                    ty, p_attrs = _runtime_param(p, cfg, target, mod, pointer_params, inner, dns, dns_align,
+                                                 pins.get(p.name), assumed)
+                    signature.append((p.name, ty))
+                    attrs += [(p.name, a) for a in p_attrs]
+                    continue
+                if p.name in pins:
+                    value = pins[p.name]
+                elif p.name in cfg.values and (cfg.values[p.name] is not None or cfg.kinds.get(p.name) == "literal"):
+                    value = cfg.values[p.name]
+                else:
+                    value, why = _constexpr_default(p, info)
+                    if p.name in info.heuristics:
+                        why = "computed by @triton.heuristics; " + why
+                    assumed.notes.append(f"{p.name} = {value!r} ({why})")
+                signature.append((p.name, "constexpr"))
+                constexprs.append((p.name, value))
+            # Defaults of CUDAOptions (4 warps, 3 stages) and HIPOptions (4 warps, 2 stages).
+            options = {"num_warps": 4, "num_stages": 2 if target.backend == "hip" else 3, **cfg.options}
+            num_warps = int(pins.get("num_warps", options["num_warps"]))  # type: ignore[call-overload]
+            num_stages = int(pins.get("num_stages", options["num_stages"]))  # type: ignore[call-overload]
+            ident = (target, tuple(signature), tuple((k, repr(v)) for k, v in constexprs), tuple(attrs), num_warps,
+                     num_stages)
+            if ident in seen:
+                continue
+            if count >= max_configs:
+                break
+            seen.add(ident)
+            count += 1
+            job = CompileJob(
+                path=path, kernel=info.name, module_source=mod.source, line_map=mod.line_map,
+                signature=tuple(signature), constexprs=tuple(constexprs), attrs=tuple(attrs), target=target,
+                num_warps=num_warps, num_stages=num_stages, config_label=cfg.label, notes=_notes(assumed, mod),
+                unresolved=mod.unresolved,
+            )
+            jobs.append(replace(job, key=job_key(job, triton_version)))
+    return jobs
+
+
+def _name_set(value: object, params: list[Param]) -> set[str]:
+    """@triton.jit(do_not_specialize=[...]) entries (names or indices) -> parameter names."""
+    if not isinstance(value, (list, tuple)):
+        return set()
+    out = set()
+    for v in value:
+        if isinstance(v, int) and 0 <= v < len(params):
+            out.add(params[v].name)
+        elif isinstance(v, str):
+            out.add(v)
+    return out

@@ -1,0 +1,208 @@
+"""Extraction of a self-contained module and planning of jobs: pure source analysis, no triton import."""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+from pathlib import Path
+
+import pytest
+
+from analyzers.analyze import analyze_source
+from kernel_lsp.engine.compile.extract import ExtractionError, extract_module
+from kernel_lsp.engine.compile.specialize import job_key, plan_jobs
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+LIBRARY = '''\
+"""A kernel file with the usual company: torch, helpers, constants, stacked decorators."""
+import math
+import torch
+import triton
+import triton.language as tl
+from triton.language.extra import libdevice
+from .common import fused_gelu
+
+LOG2E = tl.constexpr(1.4426950408889634)
+HALF: tl.constexpr = tl.constexpr(0.5)
+TILE = tl.constexpr(2 ** 7)
+DEVICE = torch.device("cuda")
+FMAX = tl.constexpr(torch.finfo(torch.float16).max)
+
+
+@triton.jit
+def _unused(x):
+    return x
+
+
+@triton.jit
+def _exp(x):
+    return libdevice.exp2(x * LOG2E)
+
+
+@triton.jit
+def _softplus(x):
+    return tl.log(1.0 + _exp(x)) * HALF
+
+
+@triton.autotune(configs=[triton.Config({"BLOCK": 256}, num_warps=4)], key=["n"])
+@triton.heuristics({"EVEN": lambda a: a["n"] % a["BLOCK"] == 0})
+@triton.jit(do_not_specialize=["n"])
+def kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr, EVEN: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offs, mask=offs < n)
+    tl.store(out_ptr + offs, _softplus(x) + TILE * 0, mask=offs < n)
+
+
+def launch(x):
+    out = torch.empty_like(x)
+    kernel[(triton.cdiv(x.numel(), 256),)](x, out, x.numel())
+    return out
+'''
+
+
+def _exec_lines(src: str) -> None:
+    ast.parse(src)  # the module must at least be valid Python on its own
+
+
+def test_module_holds_kernel_helpers_constants_and_triton_imports_only() -> None:
+    m = extract_module(LIBRARY, "kernel", "lib.py")
+    _exec_lines(m.source)
+    assert "torch" not in m.source and "DEVICE" not in m.source and "fused_gelu" not in m.source
+    assert "from triton.language.extra import libdevice" in m.source
+    assert "from triton import language as tl" in m.source or "import triton.language as tl" in m.source
+    assert m.functions == ("_exp", "_softplus", "kernel")  # file order, _unused left out
+    assert set(m.constants) == {"LOG2E", "HALF", "TILE"}
+    assert "@triton.autotune" not in m.source and "@triton.heuristics" not in m.source
+    assert "@triton.jit(do_not_specialize=['n'])" in m.source
+    assert m.jit_options == {"do_not_specialize": ["n"]}
+    assert m.uses_dot is False
+    # FMAX is not read by the kernel, so its torch dependency does not matter.
+    assert m.unresolved == ()
+
+
+def test_line_map_points_at_the_same_text() -> None:
+    text = LIBRARY
+    user = text.splitlines()
+    m = extract_module(text, "kernel", "lib.py")
+    for i, line in enumerate(m.source.splitlines()):
+        u = m.line_map[i]
+        if u == 0:
+            assert "import" in line
+        elif line.lstrip().startswith("@triton.jit"):
+            assert "jit" in user[u - 1]  # the decorator we write stands for the user's @triton.jit line
+        else:
+            assert line == user[u - 1]
+
+
+def test_unresolved_names_are_reported_not_imported() -> None:
+    text = LIBRARY.replace("_softplus(x) + TILE * 0", "_softplus(x) * FMAX + fused_gelu(x)")
+    m = extract_module(text, "kernel", "lib.py")
+    reasons = dict(m.unresolved)
+    assert set(reasons) == {"FMAX", "fused_gelu"}
+    assert "code kernel-lsp does not run" in reasons["FMAX"]
+    assert ".common" in reasons["fused_gelu"]
+    assert "torch" not in m.source and "fused_gelu" not in m.source.split("def kernel")[0]
+
+
+def test_missing_kernel() -> None:
+    with pytest.raises(ExtractionError, match="no @triton.jit function named 'nope'"):
+        extract_module(LIBRARY, "nope", "lib.py")
+
+
+def test_kernel_nested_in_a_class_keeps_its_columns() -> None:
+    text = ("import triton\nimport triton.language as tl\n\nclass Ops:\n    @triton.jit\n    def k(x_ptr):\n"
+            "        tl.store(x_ptr, 1.0)\n")
+    m = extract_module(text, "Ops.k", "c.py")
+    _exec_lines(m.source)
+    assert "    def k(x_ptr):" in m.source.splitlines()
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The cache key
+
+
+def _key(text: str, kernel: str = "kernel", target: str = "sm_90") -> str:
+    return plan_jobs(text, kernel, [target], triton_version="x")[0].key
+
+
+def test_key_ignores_position_but_not_content() -> None:
+    base = _key(LIBRARY)
+    above = LIBRARY.replace('import math\n', 'import math\n\n\n# a comment and some code above\nX = 1\n')
+    assert _key(above) == base, "an edit above the kernel must not change the key"
+    unrelated = LIBRARY.replace("return x\n", "return x + 1\n", 1)  # _unused's body
+    assert _key(unrelated) == base
+    body = LIBRARY.replace("tl.store(out_ptr + offs, _softplus(x)", "tl.store(out_ptr + offs, 2 * _softplus(x)")
+    assert _key(body) != base
+    helper = LIBRARY.replace("libdevice.exp2(x * LOG2E)", "libdevice.exp2(x * LOG2E) + 0.0")
+    assert _key(helper) != base
+    constant = LIBRARY.replace("tl.constexpr(0.5)", "tl.constexpr(0.25)")
+    assert _key(constant) != base
+    assert _key(LIBRARY, target="sm_80") != base
+    assert _key(LIBRARY, target="gfx942") != base
+
+
+def test_key_covers_signature_options_and_version() -> None:
+    job = plan_jobs(LIBRARY, "kernel", ["sm_90"], triton_version="3.9.0")[0]
+    assert job.key == job_key(job, "3.9.0")
+    assert job_key(job, "3.6.0") != job.key
+    for change in ({"num_warps": 8}, {"num_stages": 2}, {"signature": job.signature[:-1] + (("EVEN", "i32"),)},
+                   {"constexprs": (("BLOCK", 128), ("EVEN", True))}, {"attrs": ()}):
+        assert job_key(dataclasses.replace(job, **change), "3.9.0") != job.key, change
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Specialization
+
+
+def _jobs(name: str, kernel: str, targets=("sm_90",), **kw):
+    text = (EXAMPLES / f"{name}.py").read_text()
+    sites = [(s, text) for s in analyze_source(text).launch_sites]
+    return plan_jobs(text, kernel, list(targets), path=name, launch_sites=sites, **kw)
+
+
+def test_vector_add_takes_block_size_and_warps_from_its_launch_site() -> None:
+    (job,) = _jobs("vector_add", "add_kernel")
+    assert dict(job.constexprs) == {"BLOCK_SIZE": 1024}  # `BLOCK_SIZE=block_size`, block_size: int = 1024
+    assert job.num_warps == 4 and job.num_stages == 3
+    assert dict(job.signature) == {"x_ptr": "*fp32", "y_ptr": "*fp32", "out_ptr": "*fp32", "n_elements": "i32",
+                                   "BLOCK_SIZE": "constexpr"}
+    assert set(job.attrs) == {(p, "tt.divisibility=16") for p in ("x_ptr", "y_ptr", "out_ptr", "n_elements")}
+    assert any("*fp32 (default)" in n for n in job.notes)
+    assert job.config_label == "launch at line 43"
+
+
+def test_matmul_one_job_per_autotune_config_and_target() -> None:
+    jobs = _jobs("matmul_autotune", "matmul_kernel", ("sm_90", "gfx942"))
+    assert len(jobs) == 12
+    cfgs = [(dict(j.constexprs)["BLOCK_SIZE_M"], j.num_warps, j.num_stages) for j in jobs[:6]]
+    assert cfgs == [(128, 8, 3), (128, 4, 4), (128, 4, 4), (64, 4, 4), (64, 4, 3), (32, 2, 5)]
+    sm90, amd = jobs[0], jobs[6]
+    assert dict(sm90.signature)["a_ptr"] == "*fp16"  # tl.dot kernel: 16-bit inputs assumed
+    assert {a for p, a in sm90.attrs if p == "stride_ak"} == {"equal_to_1"}  # contiguous innermost strides
+    assert {a for p, a in sm90.attrs if p == "stride_am"} == {"tt.divisibility=16"}
+    assert ("a_ptr", "tt.pointer_range=32") in amd.attrs and ("a_ptr", "tt.pointer_range=32") not in sm90.attrs
+    assert len({j.key for j in jobs}) == 12
+
+
+def test_launch_literals_specialize_like_the_jit() -> None:
+    text = (
+        "import triton\nimport triton.language as tl\n\n@triton.jit\n"
+        "def k(x_ptr, n, stride, scale, BLOCK: tl.constexpr):\n"
+        "    offs = tl.arange(0, BLOCK)\n    tl.store(x_ptr + offs * stride, scale, mask=offs < n)\n\n"
+        "def run(x):\n    k[(1,)](x, 1000, 1, 0.5, BLOCK=256, num_warps=2)\n    k[(1,)](x, 17, 32, 0.5, 64)\n"
+    )
+    sites = [(s, text) for s in analyze_source(text).launch_sites]
+    a, b = plan_jobs(text, "k", ["sm_90"], launch_sites=sites, triton_version="x")
+    assert dict(a.constexprs) == {"BLOCK": 256} and a.num_warps == 2
+    assert dict(a.signature)["scale"] == "fp32"
+    assert ("n", "tt.divisibility=16") not in a.attrs  # 1000 % 16 != 0
+    assert ("stride", "equal_to_1") in a.attrs
+    assert dict(b.constexprs) == {"BLOCK": 64} and b.num_warps == 4
+    assert ("stride", "tt.divisibility=16") in b.attrs and ("n", "tt.divisibility=16") not in b.attrs
+
+
+def test_pins_override_everything() -> None:
+    (job,) = _jobs("vector_add", "add_kernel", pins={"x_ptr": "*bf16", "BLOCK_SIZE": 256, "num_warps": 8})
+    assert dict(job.signature)["x_ptr"] == "*bf16" and dict(job.constexprs)["BLOCK_SIZE"] == 256
+    assert job.num_warps == 8
