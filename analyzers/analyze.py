@@ -10,7 +10,7 @@ from .discovery import TritonDiscovery, discover_triton
 from .model import FileAnalysis, LaunchSite, Problem, Severity, Span, TritonKernel
 from .nki_discovery import NkiDiscovery, discover_nki
 from .rules import FILE_CHECKS, LAUNCH_CHECKS, FileContext, LaunchContext, load_rule_modules, make_problem
-from .source import ImportMap, ParseCache, SourceText, parse_recovering
+from .source import ImportMap, ParseCache, SourceText, StatementMemo, parse_recovering
 from .suppression import find_suppressions
 
 log = logging.getLogger(__name__)
@@ -34,10 +34,13 @@ def analyze_source(text: str, path: str = "<memory>", parse_cache: ParseCache | 
     if parse_cache is None:
         return _analyze(src, path, parse_recovering(src))
     with parse_cache.lock:  # reused trees are renumbered in place: one analysis of a document at a time
-        return _analyze(src, path, parse_recovering(src, parse_cache))
+        try:
+            return _analyze(src, path, parse_recovering(src, parse_cache), parse_cache.memo)
+        finally:
+            parse_cache.memo.sweep()
 
 
-def _analyze(src: SourceText, path: str, parsed) -> FileAnalysis:
+def _analyze(src: SourceText, path: str, parsed, memo: StatementMemo | None = None) -> FileAnalysis:
     result = FileAnalysis(path=path, complete=parsed.error is None)
     result.suppressions = find_suppressions(src.lines)
     if parsed.error is not None:
@@ -48,7 +51,7 @@ def _analyze(src: SourceText, path: str, parsed) -> FileAnalysis:
     imports = ImportMap(parsed.body)
     # Each discovery is guarded on its own: a bug in one must not hide what the other found.
     try:
-        triton = discover_triton(src, imports, parsed.body)
+        triton = discover_triton(src, imports, parsed.body, memo)
     except Exception as exc:  # noqa: BLE001
         result.problems.append(_internal_error("Triton discovery", exc))
         triton = TritonDiscovery()
@@ -60,7 +63,7 @@ def _analyze(src: SourceText, path: str, parsed) -> FileAnalysis:
     result.kernels = [k.kernel for k in triton.kernels]
     result.launch_sites = triton.launch_sites
     result.nki_kernels = nki.kernels
-    ctx = FileContext(path, src, imports, parsed.body, triton, nki)
+    ctx = FileContext(path, src, imports, parsed.body, triton, nki, memo=memo)
     for check in FILE_CHECKS:
         try:
             check(ctx)

@@ -6,8 +6,8 @@ import ast
 import re
 from dataclasses import dataclass, field
 
-from .model import AutotuneConfig, LaunchArg, LaunchSite, Param, Span, TritonKernel
-from .source import ImportMap, SourceText, literal_value, statements
+from .model import AutotuneConfig, LaunchArg, LaunchSite, Param, Span, TritonKernel, shift_kernel, shift_launch_site
+from .source import ImportMap, SourceText, StatementMemo, literal_value, statements
 
 JIT_NAMES = {"triton.jit", "triton.runtime.jit", "triton.runtime.jit.jit"}
 AUTOTUNE_NAMES = {"triton.autotune", "triton.runtime.autotune", "triton.runtime.autotuner.autotune"}
@@ -218,8 +218,11 @@ def _local_kinds(fn: ast.AST | None, imports: ImportMap) -> dict[str, str]:
     return kinds
 
 
-def _launch_sites(src: SourceText, imports: ImportMap, body: list[ast.stmt], kernel_names: set[str]) -> list[LaunchSite]:
-    sites = []
+def _launch_sites(
+    src: SourceText, imports: ImportMap, body: list[ast.stmt], kernel_names: set[str],
+    memo: StatementMemo | None = None,
+) -> list[LaunchSite]:
+    sites: list[LaunchSite] = []
 
     def visit(scope: ast.AST | None, nodes: list[ast.stmt]) -> None:
         kinds: dict[str, str] | None = None
@@ -272,7 +275,19 @@ def _launch_sites(src: SourceText, imports: ImportMap, body: list[ast.stmt], ker
         star = any(isinstance(a, ast.Starred) for a in call.args) or any(k.arg is None for k in call.keywords)
         return LaunchSite(site.callee, site.target, site.module, site.span, site.callee_span, args, kwargs, star)
 
-    visit(None, body)
+    if memo is None:
+        visit(None, body)
+    else:
+        # A statement's launch sites depend on it, the imports and the kernel names only.
+        context = (tuple(sorted(imports.names.items())), frozenset(kernel_names))
+        for stmt in body:
+            found, moved = memo.get("launch_sites", stmt, context)
+            if found is StatementMemo.MISSING:
+                start = len(sites)
+                visit(None, [stmt])
+                memo.put("launch_sites", stmt, context, tuple(sites[start:]))
+            else:
+                sites.extend(shift_launch_site(site, moved) for site in found)
     sites.sort(key=lambda s: (s.span.start_line, s.span.start_col))
     return sites
 
@@ -291,7 +306,9 @@ def _module_level_targets(body: list[ast.stmt]) -> set[str]:
     return out
 
 
-def discover_triton(src: SourceText, imports: ImportMap, body: list[ast.stmt]) -> TritonDiscovery:
+def discover_triton(
+    src: SourceText, imports: ImportMap, body: list[ast.stmt], memo: StatementMemo | None = None
+) -> TritonDiscovery:
     found = TritonDiscovery()
     assignments = module_assignments(body)
     for name, value in assignments.items():
@@ -299,10 +316,24 @@ def discover_triton(src: SourceText, imports: ImportMap, body: list[ast.stmt]) -
         if v is not None:
             found.module_constants[name] = v
 
+    # A def's kernel depends on it, the imports and the module-level assignments (named config lists) only.
+    context = (tuple(sorted(imports.names.items())), tuple((n, id(v)) for n, v in assignments.items())) \
+        if memo is not None else None
+
+    def kernel_of(node: ast.FunctionDef, qualname: str) -> TritonKernel | None:
+        if memo is None:
+            return _kernel_from_def(src, imports, node, assignments, qualname)
+        known, moved = memo.get("kernel", node, (context, qualname))
+        if known is StatementMemo.MISSING:
+            known = _kernel_from_def(src, imports, node, assignments, qualname)
+            memo.put("kernel", node, (context, qualname), known)
+            moved = 0
+        return shift_kernel(known, moved) if known is not None else None
+
     def visit(nodes: list[ast.stmt], prefix: str) -> None:
         for node in nodes:
             if isinstance(node, ast.FunctionDef):
-                kernel = _kernel_from_def(src, imports, node, assignments, prefix + node.name)
+                kernel = kernel_of(node, prefix + node.name)
                 if kernel is not None:
                     found.kernels.append(KernelSyntax(kernel, node))
                 elif not prefix:
@@ -317,5 +348,5 @@ def discover_triton(src: SourceText, imports: ImportMap, body: list[ast.stmt]) -
     rebound = _module_level_targets(body)
     for ks in found.kernels:
         ks.kernel.rebound = ks.kernel.qualname in rebound
-    found.launch_sites = _launch_sites(src, imports, body, {k.kernel.name for k in found.kernels})
+    found.launch_sites = _launch_sites(src, imports, body, {k.kernel.name for k in found.kernels}, memo)
     return found

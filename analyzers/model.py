@@ -7,6 +7,7 @@ indexes a str. Converting to a client's position encoding happens in the protoco
 from __future__ import annotations
 
 import enum
+import re
 from dataclasses import dataclass, field
 
 
@@ -35,6 +36,9 @@ class Span:
 
     def contains_line(self, line: int) -> bool:
         return self.start_line <= line <= self.end_line
+
+    def shifted(self, lines: int) -> "Span":
+        return Span(self.start_line + lines, self.start_col, self.end_line + lines, self.end_col)
 
 
 @dataclass(frozen=True)
@@ -201,3 +205,55 @@ def apply_edits(text: str, edits: "list[TextEdit] | tuple[TextEdit, ...]") -> st
         b = offset(edit.span.end_line, edit.span.end_col)
         out = out[:a] + edit.new_text + out[b:]
     return out
+
+
+_LINE_REF = re.compile(r"\bline (\d+)")
+
+
+def shift_problem(problem: Problem, lines: int, first: int, last: int) -> Problem:
+    """The same problem after the statement it belongs to (0-based lines first..last) moved by `lines`.
+
+    Same-file positions move with it, and so do "line N" references in the message that point inside the
+    statement; references outside it are left alone (callers only shift when those did not move).
+    """
+    if lines == 0:
+        return problem
+
+    def ref(m: re.Match) -> str:
+        n = int(m.group(1))
+        return f"line {n + lines}" if first + 1 <= n <= last + 1 else m.group(0)
+
+    fix = problem.fix and Fix(problem.fix.title, tuple(TextEdit(e.span.shifted(lines), e.new_text)
+                                                       for e in problem.fix.edits))
+    related = tuple(Related(r.span.shifted(lines) if r.path is None else r.span, r.message, r.path)
+                    for r in problem.related)
+    return Problem(problem.code, _LINE_REF.sub(ref, problem.message), problem.severity, problem.span.shifted(lines),
+                   fix, related, problem.kernel)
+
+
+def shift_launch_site(site: "LaunchSite", lines: int) -> "LaunchSite":
+    if lines == 0:
+        return site
+
+    def arg(a: LaunchArg) -> LaunchArg:
+        return LaunchArg(a.text, a.span.shifted(lines), a.keyword, a.kind,
+                         a.value_span.shifted(lines) if a.value_span else None)
+
+    return LaunchSite(site.callee, site.target, site.module, site.span.shifted(lines), site.callee_span.shifted(lines),
+                      tuple(map(arg, site.args)), tuple(map(arg, site.kwargs)), site.has_star_args)
+
+
+def shift_kernel(kernel: TritonKernel, lines: int) -> TritonKernel:
+    """A copy of a kernel moved by `lines` (a fresh object even when it did not move: callers may set fields)."""
+    def param(p: Param) -> Param:
+        return Param(p.name, p.annotation, p.is_constexpr, p.default, p.span.shifted(lines),
+                     (p.name_end[0] + lines, p.name_end[1]))
+
+    return TritonKernel(
+        name=kernel.name, span=kernel.span.shifted(lines), name_span=kernel.name_span.shifted(lines),
+        params=[param(p) for p in kernel.params], decorators=list(kernel.decorators),
+        autotune_configs=[AutotuneConfig(c.kwargs, c.num_warps, c.num_stages, c.span.shifted(lines))
+                          for c in kernel.autotune_configs],
+        autotune_keys=list(kernel.autotune_keys), heuristics=list(kernel.heuristics),
+        autotune_configs_known=kernel.autotune_configs_known, qualname=kernel.qualname, rebound=kernel.rebound,
+    )

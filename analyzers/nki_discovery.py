@@ -171,6 +171,8 @@ def _body_api(fn: ast.FunctionDef, aliases: dict[str, str]) -> str:
 
 def discover_nki(src: SourceText, imports: ImportMap, body: list[ast.stmt]) -> NkiDiscovery:
     found = NkiDiscovery()
+    if "nki" not in src.text:
+        return found  # every NKI import spells it: nothing to find (and most Triton files are large)
     found.imports = _nki_imports(src, body)
     wrappers_imported = False
     for local, full in imports.names.items():

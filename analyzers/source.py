@@ -119,6 +119,73 @@ def _triple_quote_state(line: str, open_quote: str | None) -> str | None:
     return open_quote
 
 
+_MISSING = object()
+
+
+class StatementMemo:
+    """Results computed from one statement, reused while that statement object (the parse cache keeps the
+    unchanged ones) and the file-level context the result depends on are unchanged.
+
+    A statement may have moved since (lines added or removed above it): `get` returns the value and how many
+    lines it moved, and the caller shifts positions. Values are shared between analyses: never mutate them.
+    """
+
+    MISSING = _MISSING
+
+    def __init__(self) -> None:
+        self._entries: dict[tuple[str, int], tuple[ast.AST, tuple, object, object]] = {}
+        self._used: set[tuple[str, int]] = set()
+        self.hits = 0
+
+    @staticmethod
+    def _where(node: ast.AST) -> tuple:
+        return (node.lineno, node.end_lineno, node.col_offset)  # type: ignore[attr-defined]
+
+    def get(self, kind: str, node: ast.AST, context: object) -> tuple[object, int]:
+        """(value, lines moved since it was computed), or (MISSING, 0)."""
+        key = (kind, id(node))
+        entry = self._entries.get(key)
+        if entry is None or entry[0] is not node or entry[2] != context:
+            return _MISSING, 0
+        (line, end, col), now = entry[1], self._where(node)
+        moved = now[0] - line
+        if now[2] != col or now[1] - end != moved:
+            return _MISSING, 0
+        self._used.add(key)
+        self.hits += 1
+        return entry[3], moved
+
+    def put(self, kind: str, node: ast.AST, context: object, value: object) -> None:
+        key = (kind, id(node))
+        self._entries[key] = (node, self._where(node), context, value)
+        self._used.add(key)
+
+    def sweep(self) -> None:
+        """After an analysis: forget what it did not use (statements that changed or are gone)."""
+        self._entries = {k: v for k, v in self._entries.items() if k in self._used}
+        self._used = set()
+
+
+def _move(nodes: list[ast.stmt], lines: int) -> None:
+    """ast.increment_lineno for many statements, without ast.walk's generator overhead (hot while typing)."""
+    stack: list = list(nodes)
+    pop, push, AST = stack.pop, stack.append, ast.AST
+    while stack:
+        node = pop()
+        if "lineno" in node._attributes:
+            node.lineno += lines
+            if node.end_lineno is not None:
+                node.end_lineno += lines
+        for name in node._fields:
+            value = getattr(node, name, None)
+            if type(value) is list:
+                for v in value:
+                    if isinstance(v, AST):
+                        push(v)
+            elif isinstance(value, AST) and value._fields:  # operators and Load/Store carry nothing
+                push(value)
+
+
 class ParseCache:
     """Remembers the parsed statements of one document's top-level statement groups, keyed by their text.
 
@@ -133,6 +200,7 @@ class ParseCache:
         self._groups: dict[str, list[tuple[list[ast.stmt], int]]] = {}
         self.reused = 0
         self.parsed = 0
+        self.memo = StatementMemo()
 
     def parse(self, source: SourceText) -> ParseResult:
         fresh: dict[str, list[tuple[list[ast.stmt], int]]] = {}
@@ -143,8 +211,7 @@ class ParseCache:
                 return None
             stmts, numbered = known.pop()
             if numbered != start:
-                for stmt in stmts:
-                    ast.increment_lineno(stmt, start - numbered)
+                _move(stmts, start - numbered)
             self.reused += 1
             return stmts
 

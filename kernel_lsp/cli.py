@@ -139,6 +139,10 @@ def _serve(args: argparse.Namespace) -> int:
         logging.getLogger("pygls").setLevel(logging.WARNING)  # it logs every message at INFO
     from .server import build_server
 
+    # Analyses run in a worker thread; the default 5 ms GIL hand-off would add up to that to every edit's
+    # diagnostics while the event loop waits for the result.
+    sys.setswitchinterval(0.001)
+
     server = build_server(log_level_from_cli=args.log_level)
     if args.tcp:
         host, port = args.tcp

@@ -34,6 +34,8 @@ log = logging.getLogger(__name__)
 # With pull diagnostics the client's request analyses a changed document; the background analysis waits this
 # long (seconds) and runs only if no request came, so a version is not analysed twice.
 PULL_FALLBACK_DELAY = 0.3
+# Seconds without a change after which the server collects garbage (see collect_garbage).
+IDLE_GC_DELAY = 1.0
 
 
 @dataclass
@@ -53,6 +55,7 @@ class ServerState:
     ready: bool = False  # the first workspace index is complete
     log_level_from_cli: str | None = None
     parse_caches: dict[str, ParseCache] = field(default_factory=dict)  # per open document
+    idle_gc: asyncio.TimerHandle | None = None
 
 
 class KernelLanguageServer(LanguageServer):
@@ -109,6 +112,22 @@ class KernelLanguageServer(LanguageServer):
             delay=delay,
         )
 
+    def collect_garbage(self) -> None:
+        """Collect now, then freeze what survives.
+
+        The index and the open documents' syntax trees are large and long-lived; left to the collector, they are
+        rescanned while the user types and add tens of milliseconds to an edit's diagnostics. They hold no
+        reference cycles, so frozen objects are still freed by reference counting when replaced. Run when idle.
+        """
+        gc.unfreeze()
+        gc.collect()
+        gc.freeze()
+
+    def _schedule_idle_collection(self) -> None:
+        if self.state.idle_gc is not None:
+            self.state.idle_gc.cancel()
+        self.state.idle_gc = asyncio.get_running_loop().call_later(IDLE_GC_DELAY, self.collect_garbage)
+
     def _is_current(self, path: str, version: int) -> bool:
         entry = self.state.index.get(path)
         return entry is not None and entry.from_buffer and entry.version == version
@@ -150,6 +169,7 @@ class KernelLanguageServer(LanguageServer):
         if self._is_current(path, version):
             return  # a pull request already brought the index to this version
         self._store(path, version, analysis, doc.source)
+        self._schedule_idle_collection()
         if not self.state.pull:
             self.publish([path])  # a pulling client asks for an open document's problems after each change itself
 
@@ -248,10 +268,7 @@ class KernelLanguageServer(LanguageServer):
                 state.index.store_unreadable(path, read.problem)
         state.ready = True
         log.info("indexed %s", state.index.stats())
-        # The index is long-lived and large; without this, the collector rescans it while the user types and
-        # adds tens of milliseconds to an edit's diagnostics. Nothing in it forms reference cycles.
-        gc.collect()
-        gc.freeze()
+        self.collect_garbage()
         self.publish({p for p, e in state.index.files.items() if e.is_interesting} | state.pushed)
 
     def start_watching(self) -> None:

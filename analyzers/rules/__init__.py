@@ -11,8 +11,8 @@ import ast
 from dataclasses import dataclass, field
 from typing import Callable, Iterable
 
-from ..model import Fix, LaunchSite, Problem, Related, Severity, Span, TritonKernel
-from ..source import ImportMap, SourceText
+from ..model import Fix, LaunchSite, Problem, Related, Severity, Span, TritonKernel, shift_problem
+from ..source import ImportMap, SourceText, StatementMemo
 
 
 @dataclass(frozen=True)
@@ -49,12 +49,37 @@ class FileContext:
     triton: object  # discovery.TritonDiscovery
     nki: object  # nki_discovery.NkiDiscovery
     problems: list[Problem] = field(default_factory=list)
+    # Per-document memo of per-statement results (None when analysing a file once): see StatementMemo.
+    memo: StatementMemo | None = None
 
-    def walk_statements_containing(self, needle: str):
-        """ast.walk over the top-level statements whose text contains needle: skips most of a file cheaply."""
+    def walk_statements_containing(self, needle: str, decorators_only: bool = False):
+        """ast.walk over the top-level statements whose text contains needle: skips most of a file cheaply.
+
+        With decorators_only, a function is searched in its decorators only (not its body).
+        """
         for stmt in self.body:
-            if needle in self.src.statement_text(stmt):
+            if needle not in self.src.statement_text(stmt):
+                continue
+            if decorators_only and isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                for dec in stmt.decorator_list:
+                    yield from ast.walk(dec)
+            else:
                 yield from ast.walk(stmt)
+
+    def memoized(self, kind: str, node: ast.AST, context: object, first: int, last: int,
+                 check: Callable[[], None]) -> None:
+        """Run check() (which reports problems about node, on 0-based lines first..last) unless the per-document
+        memo holds what it reported for this node and context; then reuse that, moved with the node."""
+        if self.memo is None:
+            check()
+            return
+        done, moved = self.memo.get(kind, node, context)
+        if done is not StatementMemo.MISSING:
+            self.problems.extend(shift_problem(p, moved, first - moved, last - moved) for p in done)
+            return
+        start = len(self.problems)
+        check()
+        self.memo.put(kind, node, context, tuple(self.problems[start:]))
 
     def report(
         self,

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 from ..discovery import is_constexpr_annotation
 from ..model import Fix, Related, Severity, Span, TextEdit
-from ..source import is_power_of_2, literal_value, next_power_of_2
+from ..source import StatementMemo, is_power_of_2, literal_value, next_power_of_2
 from ..triton_names import MISSING, NAMES
 from . import FileContext, Rule, file_check, register
 
@@ -1742,18 +1742,44 @@ def check_triton_kernels(ctx: FileContext) -> None:
     f = _File.build(ctx)
     if imports_tl:
         _guard(ctx, "imports", lambda: _tr007_imports(ctx, f))
-    kernels = []
+    memo = ctx.memo
+    built: dict[int, _Kernel] = {}
     for ks in ctx.triton.kernels:
-        k = _Kernel(f, ks)
-        kernels.append(k)
-        for c in k.calls:
-            if isinstance(c.node.func, ast.Name):
-                f.called.add(c.node.func.id)
-    for k in kernels:
-        if not _guard(ctx, "dataflow", k.solve):
-            continue
-        for rule in _RULES:
-            _guard(ctx, rule.__name__, lambda rule=rule, k=k: rule(k))
+        names = memo.get("called_names", ks.node, None)[0] if memo else StatementMemo.MISSING
+        if names is StatementMemo.MISSING:
+            k = built[id(ks.node)] = _Kernel(f, ks)
+            names = frozenset(c.node.func.id for c in k.calls if isinstance(c.node.func, ast.Name))
+            if memo:
+                memo.put("called_names", ks.node, None, names)
+        f.called.update(names)
+    # A kernel's problems depend on its own tree and on these file-level facts only; while both are unchanged
+    # (the user edits another kernel) its previous problems stand.
+    context = _file_fingerprint(ctx, f) if memo else None
+    for ks in ctx.triton.kernels:
+        def check(ks=ks) -> None:
+            k = built.get(id(ks.node)) or _Kernel(f, ks)
+            if _guard(ctx, "dataflow", k.solve):
+                for rule in _RULES:
+                    _guard(ctx, rule.__name__, lambda rule=rule, k=k: rule(k))
+
+        ctx.memoized("kernel_problems", ks.node, context, ks.kernel.span.start_line, ks.kernel.span.end_line, check)
+
+
+def _file_fingerprint(ctx: FileContext, f: _File) -> tuple:
+    """Everything outside a kernel's own tree that its rules read."""
+    return (
+        tuple(sorted(ctx.imports.names.items())),
+        f.tl, f.can_fix,
+        tuple(sorted((name, repr(value)) for name, value in f.module_env.items())),
+        tuple(sorted(f.plain)), frozenset(f.constexpr_fns), frozenset(f.module_names),
+        frozenset(f.launched), frozenset(f.called),
+        # Other kernels matter by their interface, not by where they sit in the file.
+        tuple((k.name, tuple((p.name, p.annotation, p.is_constexpr, p.default) for p in k.params),
+               tuple(k.decorators), k.rebound, k.autotune_configs_known, tuple(k.heuristics),
+               repr([(c.kwargs, c.num_warps, c.num_stages) for c in k.autotune_configs]))
+              for k in (ks.kernel for ks in ctx.triton.kernels)),
+        tuple(sorted(ctx.triton.module_constants.items(), key=lambda kv: kv[0])).__repr__(),
+    )
 
 
 def _guard(ctx: FileContext, what: str, fn) -> bool:

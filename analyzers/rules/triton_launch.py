@@ -15,7 +15,7 @@ from collections.abc import Iterable, Iterator
 
 from ..discovery import AUTOTUNE_NAMES, CONFIG_NAMES, HEURISTICS_NAMES, KernelSyntax, module_assignments
 from ..model import Fix, LaunchArg, LaunchSite, Param, Problem, Related, Severity, Span, TextEdit, TritonKernel
-from ..source import is_power_of_2, literal_value
+from ..source import StatementMemo, is_power_of_2, literal_value
 from . import FileContext, LaunchContext, Rule, file_check, launch_check, make_problem, register
 
 # Keywords a launch accepts besides the kernel's parameters: JITFunction.run hands every keyword that is not a
@@ -233,9 +233,11 @@ def check_argument_count(site: LaunchSite, kernel: TritonKernel, ctx: LaunchCont
     given = {p.name for p in params[: len(site.args)]} | {k.keyword for k in site.kwargs}
     provided = kernel.provided_by_decorators
     # A misspelt keyword is reported by TR011 with its fix; do not report the parameter it meant as missing too.
-    declared = [p.name for p in params]
-    given |= {_closest(k.keyword or "", declared) for k in site.kwargs if k.keyword not in declared}
     missing = [p.name for p in params if p.default is None and p.name not in given and p.name not in provided]
+    if missing:  # only then is the did-you-mean search worth its cost
+        declared = [p.name for p in params]
+        meant = {_closest(k.keyword or "", declared) for k in site.kwargs if k.keyword not in declared}
+        missing = [m for m in missing if m not in meant]
     if missing:
         listed = ", ".join(f"`{m}`" for m in missing)
         yield make_problem(
@@ -446,7 +448,7 @@ def _report_num_warps(ctx: FileContext, value: object, span: Span, where: str) -
 
 @file_check
 def check_num_warps(ctx: FileContext) -> None:
-    for node in ctx.walk_statements_containing("Config"):
+    for node in ctx.walk_statements_containing("Config", decorators_only=True):
         if isinstance(node, ast.Call) and ctx.imports.resolve(node.func) in CONFIG_NAMES:
             value = _argument(node, "num_warps", 1)
             if value is not None:
@@ -496,22 +498,48 @@ def _delete_element(ctx: FileContext, elts: list[ast.expr], i: int) -> Fix:
 def check_duplicate_configs(ctx: FileContext) -> None:
     module = module_assignments(ctx.body)
     done: set[int] = set()  # a config list shared by several kernels is checked once
+    imports = tuple(sorted(ctx.imports.names.items()))
     for ks in ctx.triton.kernels:
-        for call in _decorator_calls(ctx, ks, AUTOTUNE_NAMES):
-            elts = _config_list(call, module)
-            if not elts or id(elts[0]) in done:
+        calls = list(_decorator_calls(ctx, ks, AUTOTUNE_NAMES))
+        if all(isinstance(_argument(c, "configs", 0), (ast.List, ast.Tuple)) for c in calls):
+            # Configs written in the decorator: the result depends on this kernel's tree and the imports only.
+            ctx.memoized("duplicate_configs", ks.node, imports, ks.kernel.span.start_line, ks.kernel.span.end_line,
+                         lambda ks=ks, calls=calls: _check_duplicates(ctx, ks, calls, module, done))
+        else:
+            _check_duplicates(ctx, ks, calls, module, done)
+
+
+def _config_identities(ctx: FileContext, call: ast.Call, module: dict, elts: list[ast.expr]) -> tuple:
+    """Each config's identity; position independent, so remembered per config list while it is unchanged."""
+    node = _argument(call, "configs", 0)
+    node = module.get(node.id, node) if isinstance(node, ast.Name) else node
+    context = tuple(sorted(ctx.imports.names.items()))
+    if ctx.memo is not None:
+        known, _ = ctx.memo.get("config_identities", node, context)
+        if known is not StatementMemo.MISSING:
+            return known
+    idents = tuple(_config_identity(ctx, e) for e in elts)
+    if ctx.memo is not None:
+        ctx.memo.put("config_identities", node, context, idents)
+    return idents
+
+
+def _check_duplicates(ctx: FileContext, ks: KernelSyntax, calls: list[ast.Call], module: dict, done: set[int]) -> None:
+    for call in calls:
+        elts = _config_list(call, module)
+        if not elts or id(elts[0]) in done:
+            continue
+        done.add(id(elts[0]))
+        idents = _config_identities(ctx, call, module, elts)
+        first: dict[tuple, ast.expr] = {}
+        for i, (elt, ident) in enumerate(zip(elts, idents)):
+            if ident is None:
                 continue
-            done.add(id(elts[0]))
-            first: dict[tuple, ast.expr] = {}
-            for i, elt in enumerate(elts):
-                ident = _config_identity(ctx, elt)
-                if ident is None:
-                    continue
-                if ident in first:
-                    all_same = len(elts) > 1 and all(_config_identity(ctx, e) == ident for e in elts)
-                    msg = ("all autotune configs are identical: the autotune has nothing to choose from" if all_same
-                           else "this config duplicates an earlier one: it only adds tuning time")
-                    ctx.report("TR015", elt, msg, fix=_delete_element(ctx, elts, i), kernel=ks.kernel.name,
-                               related=(Related(ctx.src.span(first[ident]), "first listed here"),))
-                else:
-                    first[ident] = elt
+            if ident in first:
+                all_same = len(elts) > 1 and all(other == ident for other in idents)
+                msg = ("all autotune configs are identical: the autotune has nothing to choose from" if all_same
+                       else "this config duplicates an earlier one: it only adds tuning time")
+                ctx.report("TR015", elt, msg, fix=_delete_element(ctx, elts, i), kernel=ks.kernel.name,
+                           related=(Related(ctx.src.span(first[ident]), "first listed here"),))
+            else:
+                first[ident] = elt
