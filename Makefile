@@ -1,27 +1,33 @@
-# Two entry points for a fresh machine: `make demo` and `make test`. Both create .venv and install into it.
+# Two entry points for a fresh machine: `make demo` and `make test`. Both create .venv and install into it:
+# the demo needs only the package, the tests also their tools (pytest, pytest-lsp, Neovim, triton).
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-STAMP := $(VENV)/.installed
 
 .PHONY: demo test bench docs clean
 
-$(STAMP): pyproject.toml
+$(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev]'
-	touch $(STAMP)
 
-demo: $(STAMP)
+$(VENV)/.installed: pyproject.toml | $(BIN)/python
+	$(BIN)/pip install --quiet -e .
+	touch $@
+
+$(VENV)/.installed-dev: pyproject.toml | $(BIN)/python
+	$(BIN)/pip install --quiet -e '.[dev]'
+	touch $@ $(VENV)/.installed
+
+demo: $(VENV)/.installed
 	$(BIN)/kernel-lsp check examples/ --exit-zero
 
-test: $(STAMP)
+test: $(VENV)/.installed-dev
 	$(BIN)/python -m pytest -q
 
-bench: $(STAMP)
+bench: $(VENV)/.installed-dev
 	$(BIN)/python bench/run_all.py
 
-docs: $(STAMP)
+docs: $(VENV)/.installed
 	$(BIN)/python -m kernel_lsp.docs
 
 clean:
