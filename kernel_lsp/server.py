@@ -74,8 +74,7 @@ class KernelLanguageServer(LanguageServer):
 
     def open_document(self, path: str):
         """The open document for a path, or None when the file is only known from disk."""
-        doc = self.workspace.text_documents.get(from_fs_path(path) or "")
-        return doc
+        return self.workspace.text_documents.get(from_fs_path(path) or "")
 
     def positions(self, path: str) -> Positions:
         """Positions for a file's current text: the open buffer, else the file on disk (none if unreadable)."""
@@ -169,7 +168,6 @@ class KernelLanguageServer(LanguageServer):
         if self._is_current(path, version):
             return  # a pull request already brought the index to this version
         self._store(path, version, analysis, doc.source)
-        self._schedule_idle_collection()
         if not self.state.pull:
             self.publish([path])  # a pulling client asks for an open document's problems after each change itself
 
@@ -180,6 +178,8 @@ class KernelLanguageServer(LanguageServer):
             index.set_text(path, text, version, from_buffer=version is not None)
         else:
             index.store_analysis(path, analysis, version, from_buffer=version is not None)
+        if version is not None:
+            self._schedule_idle_collection()  # the user is typing: collect once they pause
         dependents = index.dependents(_changed(before, _signatures(index, path)), exclude=path)
         if dependents:
             self.publish(dependents)
