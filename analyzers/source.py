@@ -166,24 +166,17 @@ class StatementMemo:
         self._used = set()
 
 
-def _move(nodes: list[ast.stmt], lines: int) -> None:
-    """ast.increment_lineno for many statements, without ast.walk's generator overhead (hot while typing)."""
-    stack: list = list(nodes)
-    pop, push, AST = stack.pop, stack.append, ast.AST
-    while stack:
-        node = pop()
-        if "lineno" in node._attributes:
-            node.lineno += lines
-            if node.end_lineno is not None:
-                node.end_lineno += lines
-        for name in node._fields:
-            value = getattr(node, name, None)
-            if type(value) is list:
-                for v in value:
-                    if isinstance(v, AST):
-                        push(v)
-            elif isinstance(value, AST) and value._fields:  # operators and Load/Store carry nothing
-                push(value)
+def _positioned(stmts: list[ast.stmt]) -> list[ast.AST]:
+    """Every node of these statements that has a line number: what moving them must update."""
+    return [n for stmt in stmts for n in ast.walk(stmt) if "lineno" in n._attributes]
+
+
+def _move(nodes: list[ast.AST], lines: int) -> None:
+    # A flat loop over nodes listed once at parse time: moving half a file must stay cheap while typing.
+    for node in nodes:
+        node.lineno += lines
+        if node.end_lineno is not None:
+            node.end_lineno += lines
 
 
 class ParseCache:
@@ -196,27 +189,30 @@ class ParseCache:
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
-        # text -> [(statements, the 0-based line they are currently numbered from)], one per occurrence
-        self._groups: dict[str, list[tuple[list[ast.stmt], int]]] = {}
+        # text -> [(statements, their positioned nodes, the 0-based line they are numbered from)], per occurrence
+        self._groups: dict[str, list[tuple[list[ast.stmt], list[ast.AST], int]]] = {}
         self.reused = 0
         self.parsed = 0
         self.memo = StatementMemo()
 
     def parse(self, source: SourceText) -> ParseResult:
-        fresh: dict[str, list[tuple[list[ast.stmt], int]]] = {}
+        fresh: dict[str, list[tuple[list[ast.stmt], list[ast.AST], int]]] = {}
+        positioned: dict[int, list[ast.AST]] = {}
 
         def reuse(text: str, start: int) -> list[ast.stmt] | None:
             known = self._groups.get(text)
             if not known:
                 return None
-            stmts, numbered = known.pop()
+            stmts, nodes, numbered = known.pop()
             if numbered != start:
-                _move(stmts, start - numbered)
+                _move(nodes, start - numbered)
+            positioned[id(stmts)] = nodes
             self.reused += 1
             return stmts
 
         def remember(text: str, start: int, stmts: list[ast.stmt], parsed: bool) -> None:
-            fresh.setdefault(text, []).append((stmts, start))
+            nodes = _positioned(stmts) if parsed else positioned[id(stmts)]
+            fresh.setdefault(text, []).append((stmts, nodes, start))
             self.parsed += parsed
 
         result = _parse_groups(source, reuse, remember)

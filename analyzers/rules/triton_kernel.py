@@ -1744,17 +1744,18 @@ def check_triton_kernels(ctx: FileContext) -> None:
         _guard(ctx, "imports", lambda: _tr007_imports(ctx, f))
     memo = ctx.memo
     built: dict[int, _Kernel] = {}
+    referenced: dict[int, frozenset[str]] = {}
     for ks in ctx.triton.kernels:
-        names = memo.get("called_names", ks.node, None)[0] if memo else StatementMemo.MISSING
+        names = memo.get("names", ks.node, None)[0] if memo else StatementMemo.MISSING
         if names is StatementMemo.MISSING:
             k = built[id(ks.node)] = _Kernel(f, ks)
-            names = frozenset(c.node.func.id for c in k.calls if isinstance(c.node.func, ast.Name))
+            called = frozenset(c.node.func.id for c in k.calls if isinstance(c.node.func, ast.Name))
+            names = (called, frozenset(n.id for n in ast.walk(ks.node) if isinstance(n, ast.Name)))
             if memo:
-                memo.put("called_names", ks.node, None, names)
-        f.called.update(names)
-    # A kernel's problems depend on its own tree and on these file-level facts only; while both are unchanged
-    # (the user edits another kernel) its previous problems stand.
-    context = _file_fingerprint(ctx, f) if memo else None
+                memo.put("names", ks.node, None, names)
+        f.called.update(names[0])
+        referenced[id(ks.node)] = names[1]
+    shared = _file_fingerprint(ctx, f) if memo else None
     for ks in ctx.triton.kernels:
         def check(ks=ks) -> None:
             k = built.get(id(ks.node)) or _Kernel(f, ks)
@@ -1762,23 +1763,25 @@ def check_triton_kernels(ctx: FileContext) -> None:
                 for rule in _RULES:
                     _guard(ctx, rule.__name__, lambda rule=rule, k=k: rule(k))
 
+        # A kernel's problems depend on its own tree, on the file-level facts in `shared`, and on module-level
+        # names only where it uses them: typing in one kernel (even a half-typed line that hides it from the
+        # file for a moment) leaves the others' problems as they were.
+        context = None
+        if memo:
+            refs = referenced[id(ks.node)]
+            context = (shared, ks.kernel.name in f.launched, ks.kernel.name in f.called,
+                       tuple(sorted((n, f.plain[n].lineno) for n in refs & f.plain.keys())),
+                       refs & f.constexpr_fns, refs & f.module_names)
         ctx.memoized("kernel_problems", ks.node, context, ks.kernel.span.start_line, ks.kernel.span.end_line, check)
 
 
 def _file_fingerprint(ctx: FileContext, f: _File) -> tuple:
-    """Everything outside a kernel's own tree that its rules read."""
+    """The file-level facts every kernel's rules read: imports, how triton.language is spelled, constants."""
     return (
         tuple(sorted(ctx.imports.names.items())),
         f.tl, f.can_fix,
         tuple(sorted((name, repr(value)) for name, value in f.module_env.items())),
-        tuple(sorted(f.plain)), frozenset(f.constexpr_fns), frozenset(f.module_names),
-        frozenset(f.launched), frozenset(f.called),
-        # Other kernels matter by their interface, not by where they sit in the file.
-        tuple((k.name, tuple((p.name, p.annotation, p.is_constexpr, p.default) for p in k.params),
-               tuple(k.decorators), k.rebound, k.autotune_configs_known, tuple(k.heuristics),
-               repr([(c.kwargs, c.num_warps, c.num_stages) for c in k.autotune_configs]))
-              for k in (ks.kernel for ks in ctx.triton.kernels)),
-        tuple(sorted(ctx.triton.module_constants.items(), key=lambda kv: kv[0])).__repr__(),
+        repr(sorted(ctx.triton.module_constants.items(), key=lambda kv: kv[0])),
     )
 
 
