@@ -53,6 +53,10 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--exit-zero", action="store_true", help="exit 0 even when problems are found (same as --fail-on never)")
     check.add_argument("--output", "-o", metavar="FILE", help="write the report to FILE instead of stdout")
     check.add_argument("--color", choices=["auto", "always", "never"], default="auto")
+    check.add_argument("--target", action="append", type=_codes, default=None, metavar="TARGET",
+                       help="also compile every kernel for this GPU target, without a GPU (sm_90, gfx942, hopper, ...;"
+                       " repeatable or comma-separated): compile errors, spills, shared memory and resources are "
+                       "reported. Without it nothing is compiled")
 
     rules = sub.add_parser("rules", help="list the rules, or explain one")
     rules.add_argument("code", nargs="?")
@@ -88,7 +92,20 @@ def _check(args: argparse.Namespace) -> int:
                 print(f"kernel-lsp: {m}", file=sys.stderr)
             return EXIT_USAGE
 
-    result = check_paths(args.paths, settings)
+    targets: list[str] = []
+    if args.target:
+        from analyzers.targets import UnknownTargetError, parse_target
+
+        for name in (t for group in args.target for t in group):
+            try:
+                canonical = parse_target(name).name
+            except UnknownTargetError as exc:
+                print(f"kernel-lsp: --target: {exc}", file=sys.stderr)
+                return EXIT_USAGE
+            if canonical not in targets:
+                targets.append(canonical)
+
+    result = check_paths(args.paths, settings, targets)
     if args.format == "json":
         out = json_report(result)
     elif args.format == "sarif":

@@ -13,7 +13,7 @@ from analyzers.rules import RULES
 from .settings import markdown as configuration_markdown
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
-_LANGUAGES = (("general", "General"), ("triton", "Triton"), ("nki", "AWS NKI"))
+_LANGUAGES = (("general", "General"), ("triton", "Triton"), ("nki", "AWS NKI"), ("compile", "Compilation"))
 
 
 def rules_markdown() -> str:

@@ -37,6 +37,7 @@ def text_report(result: CheckResult, color: bool = False) -> str:
                          f"{paint('1', p.code)} {p.message}{fix}")
     for path in result.missing:
         lines.append(f"{path}: no such file or directory")
+    lines += [resource_line(report, jr) for report in result.compiled for jr in report.jobs if jr.result.ok]
     stats = result.index.stats()
     total = sum(len(ps) for ps in result.problems.values())
     counts = ", ".join(_n(result.count(s), _LEVEL[s]) for s in (Severity.ERROR, Severity.WARNING, Severity.INFO)
@@ -44,11 +45,59 @@ def text_report(result: CheckResult, color: bool = False) -> str:
     summary = (f"{_n(len(result.problems), 'file')}, {_n(stats['tritonKernels'], 'Triton kernel')}, "
                f"{_n(stats['nkiKernels'], 'NKI kernel')}, {_n(stats['launchSites'], 'launch site')} checked: ")
     summary += f"{_n(total, 'problem')} ({counts})" if total else "no problems"
+    if result.compiled:
+        jobs = [jr for r in result.compiled for jr in r.jobs]
+        cached = sum(1 for jr in jobs if jr.cached)
+        targets = ", ".join(dict.fromkeys(r.target.name for r in result.compiled))
+        summary += f"; {_n(len(jobs), 'compile job')} for {targets} ({cached} cached)"
     fixable = sum(1 for ps in result.problems.values() for p in ps if p.fix)
     if fixable:
         summary += f"; {fixable} with a quick fix in the editor"
     lines.append(summary)
     return "\n".join(lines) + "\n"
+
+
+def _bits(widths: tuple[int, ...]) -> str:
+    return f"{max(widths)}b" if widths else "-"
+
+
+def resource_line(report, jr) -> str:
+    """`examples/vector_add.py:16 add_kernel sm_90 [BLOCK_SIZE=1024] 25 regs, 0 B spill, ...`"""
+    from .engine.compile.service import config_text
+
+    res = jr.result.resources
+    parts = [f"{res.registers if res.registers is not None else '?'} regs",
+             f"{res.spill_bytes or 0} B spill", f"{res.shared_bytes or 0} B smem"]
+    if res.occupancy is not None:
+        parts.append(f"occ {res.occupancy:.0%}")
+    ld, st = _bits(res.load_widths), _bits(res.store_widths)
+    parts.append(f"ld/st {ld}" if ld == st else f"ld {ld} st {st}")
+    if res.matrix_instructions:
+        parts.append("/".join(res.matrix_instructions))
+    if res.uses_tma:
+        parts.append("TMA")
+    return (f"{_display(report.path)}:{report.span.start_line + 1} {report.kernel} {report.target.name} "
+            f"[{config_text(jr.job)}] " + ", ".join(parts))
+
+
+def _compile_json(report, jr) -> dict[str, Any]:
+    res, r = jr.result.resources, jr.result
+    return {
+        "path": report.path, "kernel": report.kernel, "line": report.span.start_line + 1,
+        "target": report.target.name, "config": jr.job.config_label,
+        "constexprs": {k: v if isinstance(v, (int, float, bool, str, type(None))) else repr(v)
+                       for k, v in jr.job.constexprs},
+        "numWarps": jr.job.num_warps, "numStages": jr.job.num_stages,
+        "ok": r.ok, "cached": jr.cached, "seconds": round(r.seconds, 3),
+        "error": None if r.error is None else {"kind": r.error.kind, "message": r.error.message},
+        "resources": None if not r.ok else {
+            "registers": res.registers, "spillBytes": res.spill_bytes, "stackBytes": res.stack_bytes,
+            "sharedBytes": res.shared_bytes, "occupancy": res.occupancy,
+            "matrixInstructions": list(res.matrix_instructions), "loadWidths": list(res.load_widths),
+            "storeWidths": list(res.store_widths), "usesTma": res.uses_tma,
+        },
+        "notes": list(jr.job.notes),
+    }
 
 
 def _problem_json(path: str, p: Problem) -> dict[str, Any]:
@@ -94,6 +143,9 @@ def json_report(result: CheckResult) -> str:
             for path, e in result.index.files.items() if e.analysis for k in e.analysis.nki_kernels
         ],
     }
+    if result.compiled:
+        doc["compile"] = [_compile_json(report, jr) for report in result.compiled for jr in report.jobs]
+        doc["compileStats"] = {k: v for k, v in result.compile_stats.items() if k != "pool"}
     return json.dumps(doc, indent=2) + "\n"
 
 

@@ -58,6 +58,24 @@ def _int_range(lo: int, hi: int) -> Callable[[Any], int]:
     return check
 
 
+def _targets(value: Any) -> tuple[str, ...]:
+    from analyzers.targets import UnknownTargetError, parse_target
+
+    if isinstance(value, str):
+        value = [v for v in value.split(",") if v.strip()]
+    if not isinstance(value, (list, tuple)) or not value or not all(isinstance(v, str) for v in value):
+        raise ValueError("expected a non-empty list of GPU target names such as [\"sm_90\", \"gfx942\"]")
+    out: list[str] = []
+    for v in value:
+        try:
+            name = parse_target(v).name
+        except UnknownTargetError as exc:
+            raise ValueError(str(exc)) from None
+        if name not in out:
+            out.append(name)
+    return tuple(out)
+
+
 def _boolean(value: Any) -> bool:
     if not isinstance(value, bool):
         raise ValueError("expected true or false")
@@ -105,6 +123,18 @@ SETTINGS: tuple[Setting, ...] = (
             "(a KL003 note says so).", _int_range(1_000, 1_000_000_000)),
     Setting("watchFiles", "watch_files", "boolean", True, "Watch the workspace on disk so that files changed by "
             "other tools (a git checkout, a generator) are re-analysed.", _boolean),
+    Setting("targets", "targets", "array", ("sm_90",), "GPU targets kernels are compiled for, ahead of time and "
+            "without a GPU (`sm_80`, `sm_89`, `sm_90`, `sm_100`, `sm_120`, `gfx942`, `gfx950`, or aliases "
+            "such as `hopper`, `mi300x`). Compile problems (KC codes) name the target. `kernel-lsp check` compiles "
+            "only when given `--target`.", _targets),
+    Setting("compileWorkers", "compile_workers", "integer", 0, "Worker processes that compile kernels. `0`: "
+            "automatic, the number of CPU cores minus one (at least one).", _int_range(0, 256)),
+    Setting("compileTimeoutS", "compile_timeout_s", "integer", 60, "Seconds one compile job (one kernel, target "
+            "and configuration) may take before its worker is killed and a KC006 warning says so.",
+            _int_range(1, 3600)),
+    Setting("cacheMaxMB", "cache_max_mb", "integer", 512, "Size cap of the compile result cache in "
+            "`<workspace>/.kernel-lsp/cache`, in megabytes; least recently used entries are pruned beyond it.",
+            _int_range(1, 1_000_000)),
     Setting("logLevel", "log_level", "string", "info", "Server log verbosity (written to stderr, which editors show "
             "in their output panel).", _choice(_LOG_LEVELS), _LOG_LEVELS),
 )
@@ -119,6 +149,10 @@ class Settings:
     exclude: tuple[str, ...] = DEFAULT_EXCLUDE
     max_file_bytes: int = 2_000_000
     watch_files: bool = True
+    targets: tuple[str, ...] = ("sm_90",)
+    compile_workers: int = 0  # 0: CPU cores minus one
+    compile_timeout_s: int = 60
+    cache_max_mb: int = 512
     log_level: str = "info"
 
     def severity_for(self, code: str) -> str | None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -163,3 +164,58 @@ def test_serve_over_tcp():
     finally:
         proc.kill()
         proc.wait()
+
+
+# --- compiling with --target (kernels compiled offline in worker processes; results cached in the workspace) ---
+
+COMPILE_ERROR = ROOT / "tests" / "compile" / "fixtures" / "error_in_helper.py"
+
+
+def _compile_workspace(tmp_path: Path, *names: Path) -> Path:
+    for src in names:
+        (tmp_path / src.name).write_text(src.read_text())
+    return tmp_path
+
+
+def test_check_with_target_reports_resources_in_json(tmp_path):
+    pytest.importorskip("triton")
+    ws = _compile_workspace(tmp_path, EXAMPLES / "vector_add.py")
+    r = run("check", "vector_add.py", "--target", "sm_90", "--format", "json", cwd=ws)
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    [entry] = doc["compile"]
+    assert (entry["kernel"], entry["target"], entry["ok"]) == ("add_kernel", "sm_90", True)
+    assert entry["constexprs"] == {"BLOCK_SIZE": 1024}
+    res = entry["resources"]
+    assert res["registers"] > 0 and res["spillBytes"] == 0 and res["sharedBytes"] is not None
+    assert 0 < res["occupancy"] <= 1 and res["loadWidths"]
+    assert (ws / ".kernel-lsp" / "triton-cache").is_dir()
+    text = run("check", "vector_add.py", "--target", "hopper", cwd=ws)  # the same target by its alias: cached
+    assert text.returncode == 0
+    assert re.search(r"vector_add\.py:\d+ add_kernel sm_90 \[BLOCK_SIZE=1024\] \d+ regs, 0 B spill, 0 B smem, "
+                     r"occ \d+%, ld/st 128b", text.stdout), text.stdout
+    assert "(1 cached)" in text.stdout
+
+
+def test_check_with_target_compile_error_exits_1_with_kc001(tmp_path):
+    pytest.importorskip("triton")
+    ws = _compile_workspace(tmp_path, COMPILE_ERROR)
+    r = run("check", "error_in_helper.py", "--target", "sm_90", "--format", "json", cwd=ws)
+    assert r.returncode == 1, r.stderr
+    [kc001] = [p for p in json.loads(r.stdout)["problems"] if p["code"] == "KC001"]
+    assert (kc001["line"], kc001["column"]) == (7, 12) and "sm_90" in kc001["message"]
+    assert kc001["related"][0]["line"] == 13
+
+
+def test_check_without_target_compiles_nothing(tmp_path):
+    ws = _compile_workspace(tmp_path, COMPILE_ERROR, EXAMPLES / "vector_add.py")
+    r = run("check", ".", "--format", "json", cwd=ws)
+    assert r.returncode == 0, r.stdout + r.stderr
+    doc = json.loads(r.stdout)
+    assert "compile" not in doc and not [p for p in doc["problems"] if p["code"].startswith("KC")]
+    assert not (ws / ".kernel-lsp").exists()
+
+
+def test_check_rejects_unknown_target(tmp_path):
+    r = run("check", str(EXAMPLES / "vector_add.py"), "--target", "sm_90,sm_91")
+    assert r.returncode == 2 and "sm_91" in r.stderr and "gfx942" in r.stderr

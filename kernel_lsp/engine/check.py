@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable
+from typing import Any, Iterable, Sequence
 
 from analyzers.model import Problem, Severity
 
 from ..settings import Settings
-from .files import walk_sources
+from .files import read_source, walk_sources
 from .index import WorkspaceIndex
 
 
@@ -19,6 +20,8 @@ class CheckResult:
     index: WorkspaceIndex
     problems: dict[str, list[Problem]] = field(default_factory=dict)  # every checked file, problems or not
     missing: list[str] = field(default_factory=list)  # paths given that do not exist
+    compiled: list[Any] = field(default_factory=list)  # service.KernelCompileReport, with --target only
+    compile_stats: dict[str, Any] = field(default_factory=dict)
 
     def count(self, severity: Severity) -> int:
         return sum(1 for ps in self.problems.values() for p in ps if p.severity == severity)
@@ -28,7 +31,10 @@ class CheckResult:
         return min(levels) if levels else None
 
 
-def check_paths(paths: Iterable[str], settings: Settings) -> CheckResult:
+def check_paths(paths: Iterable[str], settings: Settings, targets: Sequence[str] = (),
+                root: str | Path | None = None) -> CheckResult:
+    """Analyse the files; with `targets`, also compile every kernel for them (in worker processes, results cached
+    under `<root>/.kernel-lsp`, root defaulting to the working directory) and merge the compile problems."""
     index = WorkspaceIndex(settings)
     result = CheckResult(index)
     for given in paths:
@@ -37,6 +43,43 @@ def check_paths(paths: Iterable[str], settings: Settings) -> CheckResult:
             continue
         for path in walk_sources(given, settings.exclude):
             index.load_from_disk(str(Path(path).resolve()))
+    extra: dict[str, list[Problem]] = {}
+    if targets:
+        result.compiled, result.compile_stats = asyncio.run(
+            _compile(index, settings, list(targets), Path(root or os.getcwd())))
+        from .compile.service import compile_problems
+
+        for report in result.compiled:
+            extra.setdefault(report.path, []).extend(compile_problems(report))
     for path in sorted(index.files):
-        result.problems[path] = index.problems(path)
+        result.problems[path] = index.problems(path, extra.get(path, ()))
     return result
+
+
+async def _compile(index: WorkspaceIndex, settings: Settings, targets: list[str], root: Path) -> tuple[list, dict]:
+    from .compile.service import CompileService
+
+    texts: dict[str, str] = {}
+
+    def text_of(path: str) -> str | None:
+        if path not in texts:
+            texts[path] = read_source(path, settings.max_file_bytes).text or ""
+        return texts[path] or None
+
+    sites: dict[str, list[tuple]] = {}  # kernel file -> (launch site, its file's text, its path)
+    for path, entry in index.files.items():
+        for site in entry.analysis.launch_sites if entry.analysis else ():
+            found = index.resolve(site, path)
+            if found is not None:
+                sites.setdefault(found[1] or path, []).append((site, text_of(path), path))
+    service = CompileService(root, settings)
+    try:
+        batches = []
+        for path in sorted(index.files):
+            entry = index.files[path]
+            if entry.analysis and entry.analysis.kernels and entry.read_problem is None and (text := text_of(path)):
+                batches.append(service.compile_file(path, text, entry.analysis, targets, sites.get(path, [])))
+        reports = [r for batch in await asyncio.gather(*batches) for r in batch]
+        return reports, service.stats()
+    finally:
+        await service.close()

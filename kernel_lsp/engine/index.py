@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -148,8 +149,10 @@ class WorkspaceIndex:
             return None
         return kernel, (None if path == from_path else path)
 
-    def problems(self, path: str) -> list[Problem]:
-        """Every problem to show for a file, after suppression comments, select/ignore and severity overrides."""
+    def problems(self, path: str, extra: Sequence[Problem] = ()) -> list[Problem]:
+        """Every problem to show for a file, after suppression comments, select/ignore and severity overrides.
+
+        `extra`: problems found elsewhere (the compile service's), filtered the same way."""
         entry = self.files.get(path)
         if entry is None:
             return []
@@ -158,6 +161,7 @@ class WorkspaceIndex:
         analysis = entry.analysis
         found = list(analysis.problems)
         found += check_launch_sites(analysis, lambda site: self.resolve(site, path))
+        found += extra
         selected = select_problems(found, analysis.suppressions, self.settings.select, self.settings.ignore)
         out = []
         for p in selected:

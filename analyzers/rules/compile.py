@@ -1,0 +1,60 @@
+"""Rules for what the compiler says about a kernel (KC001–KC006): produced by the compile service
+(`kernel_lsp.engine.compile.service.compile_problems`) from real compiles for the configured targets, not by a
+static check. Registered here so that codes, severities, suppression and documentation work as for every rule.
+"""
+
+from __future__ import annotations
+
+from ..model import Severity
+from . import Rule, register
+
+register(Rule(
+    code="KC001", name="compile-error", language="compile", severity=Severity.ERROR,
+    summary="The kernel does not compile for a configured target and configuration.",
+    wrong="", right="",
+    explanation="Triton (or ptxas) rejected the kernel when it was compiled ahead of time for a target in the "
+    "`targets` setting (`kernel-lsp check --target`), without a GPU. The error is placed on the line the compiler "
+    "blamed; when it is inside a @triton.jit helper, the related locations show the call sites. The message names "
+    "the target and the configuration (autotune config, launch site or defaults) that failed.",
+))
+register(Rule(
+    code="KC002", name="compile-warning", language="compile", severity=Severity.WARNING,
+    summary="The compiler warned about this line for a configured target.",
+    wrong="", right="",
+    explanation="A warning Triton or ptxas printed while compiling the kernel, mapped to the user's line.",
+))
+register(Rule(
+    code="KC003", name="register-spill", language="compile", severity=Severity.WARNING,
+    summary="The kernel spills registers to local memory in a configuration.",
+    wrong="", right="",
+    explanation="ptxas (or the AMD backend) ran out of registers and moved values to slow local (scratch) memory. "
+    "Reduce the per-program tile (block sizes), raise `num_warps` so that each thread holds fewer values, or "
+    "split the work; the message gives the spilled bytes, the target and the configuration.",
+))
+register(Rule(
+    code="KC004", name="shared-memory-over-limit", language="compile", severity=Severity.ERROR,
+    summary="The kernel compiles but needs more shared memory (LDS) per block than the target allows: it fails at "
+    "launch.",
+    wrong="", right="",
+    explanation="The compiled kernel asks for more shared memory per block than the target can give (for example "
+    "227 KB on sm_90, 64 KB on gfx942), so the launch fails with an out-of-resources error. Use smaller "
+    "BLOCK_SIZE_* tiles or fewer pipeline stages (`num_stages`) for this configuration, or drop it from the "
+    "autotune list for that target.",
+))
+register(Rule(
+    code="KC005", name="dot-without-tensor-cores", language="compile", severity=Severity.WARNING,
+    summary="A tl.dot did not compile to tensor-core (matrix) instructions on a target that has them.",
+    wrong="", right="",
+    explanation="The target has matrix units (mma/wgmma on NVIDIA, mfma on AMD) but the compiled kernel uses none, "
+    "so tl.dot runs on the ordinary FMA units, many times slower. Usual causes: tiles smaller than 16 in a "
+    "dimension, fp32 inputs with `input_precision=\"ieee\"`, or integer/fp64 operands. Use 16-bit (or tf32) "
+    "inputs and tiles of at least 16x16x16.",
+))
+register(Rule(
+    code="KC006", name="compile-job-failed", language="compile", severity=Severity.WARNING,
+    summary="A compile job timed out, crashed or failed inside kernel-lsp; its results are missing.",
+    wrong="", right="",
+    explanation="The worker compiling this kernel did not answer within `compileTimeoutS`, died (a signal, the "
+    "memory limit), or failed for a reason that is not the kernel's. Nothing is known about this configuration; "
+    "raise `compileTimeoutS` for very large kernels, or report the crash with the message shown.",
+))

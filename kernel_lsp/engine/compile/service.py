@@ -1,0 +1,298 @@
+"""The compile service: plans a file's compile jobs, serves them from the result cache or the worker pool, and
+turns the results into problems (KC001–KC006, registered in analyzers/rules/compile.py).
+
+No triton import here: compiles run in `WorkerPool` processes (`compile_job` below is what they execute). The
+pool starts lazily, on the first cache miss, so a workspace that never compiles starts no process and writes
+nothing. Triton's own cache lives in `<workspace>/.kernel-lsp/triton-cache`, kernel-lsp's results in
+`<workspace>/.kernel-lsp/cache` (content-addressed by the job key, which ignores where the kernel sits: a cached
+result is re-mapped with `relocate` to the lines of the job that asks).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from analyzers.model import FileAnalysis, LaunchSite, Problem, Related, Severity, Span
+from analyzers.rules import RULES
+from analyzers.targets import TargetSpec, parse_target
+
+from ...settings import Settings
+from ..cache import WORKSPACE_DIR, ResultCache
+from ..pool import Outcome, Status, WorkerPool
+from .jobs import CompileError, CompileJob, CompileResult, Target
+from .specialize import make_target, plan_jobs
+from .worker import CACHE_DIR_ENV, relocate
+
+log = logging.getLogger(__name__)
+
+COMPILE_FN = "kernel_lsp.engine.compile.service:compile_job"
+WARM_FN = "kernel_lsp.engine.compile.service:warm_worker"
+TRITON_CACHE = "triton-cache"
+_UNCACHED_KINDS = ("timeout", "crash", "internal", "cancelled")  # not the kernel's fault: try again next time
+
+
+# --- what runs in the worker -------------------------------------------------------------------------------------
+
+
+def warm_worker() -> None:
+    """Pool initializer: import triton once per worker, so that its import does not count against job timeouts."""
+    try:
+        import triton  # noqa: F401
+    except ImportError:  # run_job reports it per job
+        pass
+
+
+def compile_job(job: CompileJob) -> CompileResult:
+    """A worker's job: run_job without SASS disassembly (resources come from the PTX and ptxas' report)."""
+    from .worker import run_job
+
+    return run_job(job, sass=False)
+
+
+# --- results -----------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class JobReport:
+    job: CompileJob
+    result: CompileResult
+    cached: bool
+
+
+@dataclass
+class KernelCompileReport:
+    """One kernel of one file compiled for one target: a result per configuration."""
+
+    path: str
+    kernel: str
+    target: Target
+    span: Span  # the kernel's name in its def line: where kernel-wide problems go
+    jobs: list[JobReport] = field(default_factory=list)
+    plan_error: str | None = None  # the kernel could not be prepared for compiling
+
+
+def config_text(job: CompileJob) -> str:
+    """`BLOCK_SIZE=1024` style label of a job's constexpr values (the configuration label when there are none)."""
+    parts = [f"{k}={v!r}" if isinstance(v, str) else f"{k}={v}" for k, v in job.constexprs]
+    return ", ".join(parts) if parts else job.config_label
+
+
+def _label(job: CompileJob) -> str:
+    """The configuration as the user recognises it: "autotune config 1 (BLOCK=..)", "launch at line 40 [BLOCK=..]"."""
+    label = "the default configuration" if job.config_label == "default" else job.config_label
+    if job.constexprs and not job.config_label.startswith("autotune"):
+        return f"{label} [{config_text(job)}]"
+    return label
+
+
+def _where(job: CompileJob) -> str:
+    return f"on {job.target.name} in {_label(job)}"
+
+
+def _has_tensor_cores(spec: TargetSpec) -> bool:
+    if spec.backend == "cuda":
+        return int(spec.arch) >= 70
+    return str(spec.arch).startswith(("gfx908", "gfx90a", "gfx94", "gfx95"))
+
+
+def _uses_dot(job: CompileJob) -> bool:
+    return ".dot(" in job.module_source or "dot_scaled(" in job.module_source
+
+
+def _problem(code: str, span: Span, message: str, kernel: str, related: tuple[Related, ...] = (),
+             severity: Severity | None = None) -> Problem:
+    return Problem(code, message, severity or RULES[code].severity, span, None, related, kernel)
+
+
+def _span_of(err: CompileError, fallback: Span) -> Span:
+    if err.line is None:
+        return fallback
+    return Span.point(err.line, err.col or 0)
+
+
+def compile_problems(report: KernelCompileReport, target_spec: TargetSpec | None = None) -> list[Problem]:
+    """Problems (KC001–KC006) of one kernel on one target. Pure: no I/O. The same error in several
+    configurations is reported once, naming them all."""
+    spec = target_spec or parse_target(report.target.name)
+    kernel, here = report.kernel, report.span
+    out: list[Problem] = []
+    if report.plan_error:
+        out.append(_problem("KC006", here, f"{kernel} was not compiled for {spec.name}: {report.plan_error}. "
+                            "Fix the problem above, or report it if the kernel is valid.", kernel))
+        return out
+    grouped: dict[tuple, list[JobReport]] = {}
+    for jr in report.jobs:
+        r = jr.result
+        if r.error is not None:
+            kind = r.error.kind
+            code = "KC006" if kind in ("timeout", "crash", "internal") else (None if kind == "cancelled" else "KC001")
+            if code:
+                grouped.setdefault((code, r.error.line, r.error.col, r.error.message, r.error.related), []).append(jr)
+        for w in r.warnings:
+            grouped.setdefault(("KC002", w.line, w.col, w.message, ()), []).append(jr)
+    for (code, _line, _col, message, related), jrs in grouped.items():
+        err = (jrs[0].result.error if code != "KC002" else
+               next(w for w in jrs[0].result.warnings if w.message == message))
+        labels = "; ".join(dict.fromkeys(_label(jr.job) for jr in jrs))
+        where = f"on {spec.name} in {labels}"
+        rel = tuple(Related(Span.point(ln, c or 0), msg) for ln, c, msg in related if ln is not None)
+        if code == "KC001":
+            msg = (f"{kernel} does not compile {where}: {message}. Fix this line"
+                   + (" (the related locations show the calls that reach it)" if rel else "")
+                   + "; the compiler rejects it for every launch with this configuration.")
+        elif code == "KC002":
+            msg = f"compiler warning for {kernel} {where}: {message}."
+        else:
+            what = {"timeout": "timed out", "crash": "crashed", "internal": "failed inside kernel-lsp"}[err.kind]
+            hint = ("raise the compileTimeoutS setting if the kernel is just large" if err.kind == "timeout"
+                    else "report it with this message" if err.kind == "internal"
+                    else "a smaller configuration may compile; report it with this message")
+            msg = f"compiling {kernel} {where} {what}: {message}. Nothing is known about this configuration; {hint}."
+        out.append(_problem(code, _span_of(err, here) if code != "KC006" else here, msg, kernel, rel))
+    for jr in report.jobs:
+        r, res = jr.result, jr.result.resources
+        if not r.ok:
+            continue
+        where = _where(jr.job)
+        if res.spill_bytes:
+            out.append(_problem("KC003", here, f"{kernel}: {res.spill_bytes} bytes spilled {where} "
+                                f"({res.registers} registers per thread): use smaller block sizes or more "
+                                "num_warps so that each thread holds fewer values.", kernel))
+        if res.shared_bytes is not None and res.shared_bytes > spec.shared_per_block:
+            out.append(_problem("KC004", here, f"{kernel} compiles but fails at launch {where}: it needs "
+                                f"{res.shared_bytes // 1024} KB of shared memory per block, {spec.name} allows "
+                                f"{spec.shared_per_block // 1024} KB. Use smaller tiles or fewer num_stages, or leave "
+                                f"this configuration out for {spec.name}.", kernel))
+        if _has_tensor_cores(spec) and _uses_dot(jr.job) and not res.matrix_instructions:
+            out.append(_problem("KC005", here, f"{kernel}: tl.dot does not use tensor cores {where}; it runs on "
+                                "the FMA units. Use 16-bit (or tf32) inputs and tiles of at least 16 in every "
+                                "dimension.", kernel))
+    return out
+
+
+def _is_helper(name: str, analysis: FileAnalysis, text: str) -> bool:
+    call = re.compile(rf"(?<![\w.]){re.escape(name)}\s*\(")
+    lines = text.splitlines()
+    for other in analysis.kernels:
+        if other.name == name:
+            continue
+        body = "\n".join(lines[other.span.start_line:other.span.end_line + 1])
+        if call.search(body):
+            return True
+    return False
+
+
+# --- the service -------------------------------------------------------------------------------------------------
+
+
+class CompileService:
+    def __init__(self, root: str | Path, settings: Settings | None = None, *, pool: WorkerPool | None = None,
+                 cache: ResultCache | None = None, fn_path: str = COMPILE_FN, timeout: float | None = None):
+        self.root = Path(root)
+        self.settings = settings or Settings()
+        self.fn_path = fn_path
+        self.timeout = float(timeout if timeout is not None else self.settings.compile_timeout_s)
+        self.cache = cache or ResultCache.for_workspace(self.root, self.settings.cache_max_mb * 2**20)
+        self.triton_cache_dir = self.root / WORKSPACE_DIR / TRITON_CACHE
+        self._pool = pool
+        self._inflight: dict[str, asyncio.Future] = {}
+        self.counts = dict.fromkeys(["cacheHits", "cacheMisses", "compiles", "timeouts", "crashes"], 0)
+
+    @property
+    def pool(self) -> WorkerPool:
+        if self._pool is None:
+            env: dict[str, str | None] = {CACHE_DIR_ENV: str(self.triton_cache_dir),
+                                          "TRITON_CACHE_DIR": str(self.triton_cache_dir), "TRITON_INTERPRET": None}
+            self._pool = WorkerPool(self.settings.compile_workers or None, initializer=WARM_FN, env=env)
+        return self._pool
+
+    def stats(self) -> dict[str, Any]:
+        out: dict[str, Any] = dict(self.counts)
+        if self._pool is not None:
+            out["pool"] = self._pool.stats()
+        return out
+
+    async def close(self) -> None:
+        if self._pool is not None:
+            await self._pool.close()
+
+    async def compile_file(
+        self, path: str, text: str, analysis: FileAnalysis, targets: Sequence[str | Target],
+        launch_sites: Sequence[LaunchSite | tuple] | None = None, *, priority: int = 0,
+    ) -> list[KernelCompileReport]:
+        """Every kernel of a file for every target, one report per (kernel, target). `launch_sites`: the
+        workspace's launches of these kernels (default: the file's own, with its text)."""
+        sites = list(launch_sites) if launch_sites is not None else [(s, text, path) for s in analysis.launch_sites]
+        target_list = [make_target(t) for t in targets]
+        reports: list[KernelCompileReport] = []
+        pending: list[tuple[KernelCompileReport, CompileJob]] = []
+        launched = {(s[0] if isinstance(s, tuple) else s).target for s in sites}
+        for kernel in analysis.kernels:
+            if kernel.name not in launched and _is_helper(kernel.name, analysis, text):
+                continue  # a @jit function called by a kernel of this file: compiled as part of its callers
+            by_target = {t.name: KernelCompileReport(path, kernel.name, t, kernel.name_span) for t in target_list}
+            reports += by_target.values()
+            try:
+                jobs = plan_jobs(text, kernel.name, target_list, path=path, launch_sites=sites)
+            except Exception as exc:  # noqa: BLE001 - one kernel's planning failure must not hide the others
+                log.info("cannot plan compile jobs for %s in %s", kernel.name, path, exc_info=True)
+                for r in by_target.values():
+                    r.plan_error = str(exc) or type(exc).__name__
+                continue
+            pending += [(by_target[job.target.name], job) for job in jobs]
+        results = await asyncio.gather(*(self.run_job(job, priority=priority) for _, job in pending))
+        for (report, job), (result, cached) in zip(pending, results):
+            report.jobs.append(JobReport(job, result, cached))
+        return reports
+
+    async def run_job(self, job: CompileJob, *, priority: int = 0) -> tuple[CompileResult, bool]:
+        """(result re-mapped to the job's lines, served from the cache?)"""
+        cached = self.cache.get(job.key) if job.key else None
+        if isinstance(cached, CompileResult):
+            self.counts["cacheHits"] += 1
+            return relocate(cached, job), True
+        self.counts["cacheMisses"] += 1
+        shared = self._inflight.get(job.key)
+        if shared is not None:  # the same content is being compiled for another kernel or file
+            return relocate(await asyncio.shield(shared), job), False
+        future = asyncio.get_running_loop().create_future()
+        if job.key:
+            self._inflight[job.key] = future
+        try:
+            self.counts["compiles"] += 1
+            outcome = await self.pool.run(self.fn_path, job, timeout=self.timeout, priority=priority)
+            result = self._result(job, outcome)
+            if job.key and (result.error is None or result.error.kind not in _UNCACHED_KINDS):
+                await asyncio.to_thread(self.cache.put, job.key, result)
+            future.set_result(result)
+        except BaseException as exc:
+            future.set_exception(exc)
+            future.exception()  # retrieved: no "never retrieved" warning when nobody shares it
+            raise
+        finally:
+            if self._inflight.get(job.key) is future:
+                del self._inflight[job.key]
+        return relocate(result, job), False
+
+    def _result(self, job: CompileJob, outcome: Outcome) -> CompileResult:
+        if outcome.status is Status.OK and isinstance(outcome.value, CompileResult):
+            return outcome.value
+        if outcome.status is Status.TIMEOUT:
+            self.counts["timeouts"] += 1
+            kind, message = "timeout", f"no answer within {self.timeout:g} s (compileTimeoutS); the worker was killed"
+        elif outcome.status is Status.CRASHED:
+            self.counts["crashes"] += 1
+            kind, message = "crash", f"the compiler process died ({outcome.message or 'no reason given'})"
+        elif outcome.status is Status.CANCELLED:
+            kind, message = "cancelled", outcome.message or "cancelled"
+        else:
+            last = (outcome.traceback.strip().splitlines() or [outcome.message or "unknown error"])[-1]
+            kind, message = "internal", f"the compile job failed: {last}"
+        return CompileResult(job_key=job.key, ok=False, error=CompileError(message, None, None, kind),
+                             seconds=outcome.seconds)

@@ -1,0 +1,125 @@
+"""The compile service: cache hits and misses, per-kernel recompiles, timeouts, and the KC problems it reports.
+
+One module-scoped service (two workers, its own workspace) compiles a small file twice and an edited copy once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+
+import pytest
+
+from analyzers.analyze import analyze_source
+from analyzers.targets import parse_target
+from kernel_lsp.engine.compile.service import CompileService, KernelCompileReport, JobReport, compile_problems
+from kernel_lsp.engine.compile.specialize import plan_jobs
+from kernel_lsp.engine.pool import WorkerPool
+from kernel_lsp.settings import Settings
+
+pytest.importorskip("triton")
+
+ROOT = Path(__file__).resolve().parents[2]
+FIXTURE = Path(__file__).parent / "fixtures" / "error_in_helper.py"
+GOOD = '''
+
+@triton.jit
+def good(x_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(x_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) * 2.0, mask=offs < n)
+'''
+
+
+def slow_job(job):  # a compile job that never finishes in time: stands in for a pathological kernel
+    time.sleep(30)
+
+
+def _compile(service: CompileService, path: str, text: str, targets=("sm_90",)) -> list[KernelCompileReport]:
+    return asyncio.run(service.compile_file(path, text, analyze_source(text, path), list(targets)))
+
+
+def _problems(reports: list[KernelCompileReport]):
+    return [p for r in reports for p in compile_problems(r, parse_target(r.target.name))]
+
+
+@pytest.fixture(scope="module")
+def service(tmp_path_factory):
+    svc = CompileService(tmp_path_factory.mktemp("workspace"), Settings(compile_workers=2))
+    yield svc
+    asyncio.run(svc.close())
+
+
+@pytest.fixture(scope="module")
+def first(service):
+    text = FIXTURE.read_text() + GOOD
+    return text, _compile(service, str(FIXTURE), text), dict(service.counts)
+
+
+def test_compile_error_is_kc001_at_the_helper_line(first) -> None:
+    text, reports, counts = first
+    assert sorted(r.kernel for r in reports) == ["good", "kernel"]  # load_row is a helper: compiled with its caller
+    assert counts["compiles"] == 2 and counts["cacheHits"] == 0
+    problems = _problems(reports)
+    [kc001] = [p for p in problems if p.code == "KC001"]
+    assert (kc001.span.start_line, kc001.span.start_col) == (6, 11)
+    assert "sm_90" in kc001.message and "constexpr" in kc001.message and "Fix this line" in kc001.message
+    assert [(r.span.start_line, r.span.start_col) for r in kc001.related] == [(12, 10)]
+    good = next(r for r in reports if r.kernel == "good")
+    assert good.jobs[0].result.ok and good.jobs[0].result.resources.registers
+    assert not [p for p in problems if p.kernel == "good"]
+
+
+def test_same_file_again_is_all_cache_hits(service, first) -> None:
+    text, _, counts = first
+    reports = _compile(service, str(FIXTURE), text)
+    assert all(jr.cached for r in reports for jr in r.jobs)
+    assert service.counts["compiles"] == counts["compiles"]
+    assert service.counts["cacheHits"] >= counts["cacheHits"] + 2
+    kc001 = [p for p in _problems(reports) if p.code == "KC001"]
+    assert [(p.span.start_line, p.span.start_col) for p in kc001] == [(6, 11)]
+
+
+def test_moved_and_edited_kernels(service, first) -> None:
+    text, _, _ = first
+    before = service.counts["compiles"]
+    # Two lines above everything (a cached result is re-mapped), and an edit of `good` only.
+    edited = "# a comment\n# another\n" + text.replace("* 2.0", "* 3.0")
+    reports = _compile(service, str(FIXTURE), edited)
+    assert service.counts["compiles"] == before + 1
+    by_kernel = {r.kernel: r for r in reports}
+    assert by_kernel["kernel"].jobs[0].cached and not by_kernel["good"].jobs[0].cached
+    [kc001] = [p for p in _problems(reports) if p.code == "KC001"]
+    assert (kc001.span.start_line, kc001.span.start_col) == (8, 11)
+
+
+def test_timeout_is_kc006(tmp_path) -> None:
+    async def go():
+        svc = CompileService(tmp_path, Settings(), pool=WorkerPool(1), fn_path=f"{__name__}:slow_job", timeout=0.5)
+        try:
+            text = FIXTURE.read_text()
+            return await svc.compile_file(str(FIXTURE), text, analyze_source(text), ["sm_90"]), svc.counts
+        finally:
+            await svc.close()
+
+    reports, counts = asyncio.run(go())
+    assert counts["timeouts"] == 1
+    [kc006] = _problems(reports)
+    assert kc006.code == "KC006" and "timed out" in kc006.message and "sm_90" in kc006.message
+    assert "compileTimeoutS" in kc006.message
+    assert not (tmp_path / ".kernel-lsp" / "cache").exists()  # a timeout is not cached
+
+
+def test_matmul_128x256x64_over_lds_on_gfx942_is_kc004(service) -> None:
+    path = ROOT / "examples" / "matmul_autotune.py"
+    text = path.read_text()
+    analysis = analyze_source(text, str(path))
+    job = plan_jobs(text, "matmul_kernel", ["gfx942"], path=str(path))[0]
+    assert dict(job.constexprs)["BLOCK_SIZE_N"] == 256
+    result, _ = asyncio.run(service.run_job(job))
+    kernel = analysis.kernel("matmul_kernel")
+    report = KernelCompileReport(str(path), kernel.name, job.target, kernel.name_span, [JobReport(job, result, False)])
+    problems = compile_problems(report, parse_target("gfx942"))
+    [kc004] = [p for p in problems if p.code == "KC004"]
+    assert "fails at launch" in kc004.message and "gfx942" in kc004.message and "autotune config 1" in kc004.message
+    assert kc004.span == kernel.name_span
