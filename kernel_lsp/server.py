@@ -11,7 +11,7 @@ import gc
 import logging
 import os
 from dataclasses import dataclass, field
-from typing import Iterable
+from typing import TYPE_CHECKING, Iterable
 
 from lsprotocol import types
 from pygls.lsp.server import LanguageServer
@@ -28,6 +28,9 @@ from .engine.index import WorkspaceIndex
 from .engine.scheduler import Scheduler
 from .engine.watcher import DELETED, DELETED_DIR, WorkspaceWatcher
 from .settings import Settings
+
+if TYPE_CHECKING:
+    from .engine.compile.service import CompileService
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +50,7 @@ class ServerState:
     watcher: WorkspaceWatcher | None = None
     pull: bool = False  # the client pulls diagnostics (textDocument/diagnostic); otherwise we push
     refresh_support: bool = False  # the client accepts workspace/diagnostic/refresh
+    inlay_hint_refresh: bool = False  # the client accepts workspace/inlayHint/refresh
     related_support: bool = True
     configuration_support: bool = False
     pushed: set[str] = field(default_factory=set)  # paths with non-empty pushed diagnostics
@@ -56,6 +60,10 @@ class ServerState:
     log_level_from_cli: str | None = None
     parse_caches: dict[str, ParseCache] = field(default_factory=dict)  # per open document
     idle_gc: asyncio.TimerHandle | None = None
+    compiler: "CompileService | None" = None  # created on first use: it starts worker processes
+    # path -> (the analysis it was compiled from, its reports, their problems): valid while that analysis is current
+    compiled: dict[str, tuple[FileAnalysis, list, list]] = field(default_factory=dict)
+    stale_compiles_dropped: int = 0
 
 
 class KernelLanguageServer(LanguageServer):
@@ -180,9 +188,80 @@ class KernelLanguageServer(LanguageServer):
             index.store_analysis(path, analysis, version, from_buffer=version is not None)
         if version is not None:
             self._schedule_idle_collection()  # the user is typing: collect once they pause
+            self.schedule_compile(path, priority=0, delay=self.state.settings.compile_debounce_ms / 1000)
         dependents = index.dependents(_changed(before, _signatures(index, path)), exclude=path)
         if dependents:
             self.publish(dependents)
+
+    # -- compiling -----------------------------------------------------------------------------------------
+
+    def compile_service(self) -> "CompileService | None":
+        settings = self.state.settings
+        if settings.compile == "off" or not self.state.roots:
+            return None
+        if self.state.compiler is None:
+            from .engine.compile.service import CompileService
+
+            self.state.compiler = CompileService(self.state.roots[0], settings)
+        return self.state.compiler
+
+    def schedule_compile(self, path: str, *, priority: int = 0, delay: float = 0.0) -> None:
+        """Compile a file's kernels for the configured targets in the background (superseding an older request)."""
+        service = self.compile_service()
+        entry = self.state.index.get(path)
+        if service is None or entry is None or entry.read_problem or not entry.analysis or not entry.analysis.kernels:
+            return
+        if not entry.from_buffer and self.state.settings.compile != "workspace":
+            return
+        doc = self.open_document(path)
+        text = doc.source if doc is not None else read_source(path, self.state.settings.max_file_bytes).text
+        if text is None:
+            return
+        analysis, targets, sites = entry.analysis, list(self.state.settings.targets), self._launches_of(path)
+        self.state.scheduler.submit_async(
+            ("compile", path),
+            lambda: service.compile_file(path, text, analysis, targets, sites, priority=priority),
+            lambda reports: self._compiled(path, analysis, reports),
+            delay=delay,
+        )
+
+    def _launches_of(self, path: str) -> list[tuple]:
+        """(launch site, its file's text, its path) for every workspace launch of a kernel defined in path."""
+        found: list[tuple] = []
+        texts: dict[str, str | None] = {}
+        for other, entry in self.state.index.files.items():
+            for site in entry.analysis.launch_sites if entry.analysis else ():
+                target = self.state.index.resolve(site, other)
+                if target is None or (target[1] or other) != path:
+                    continue
+                if other not in texts:
+                    doc = self.open_document(other)
+                    texts[other] = doc.source if doc else read_source(other, self.state.settings.max_file_bytes).text
+                if texts[other] is not None:
+                    found.append((site, texts[other], other))
+        return found
+
+    def _compiled(self, path: str, analysis: FileAnalysis, reports: list) -> None:
+        from .engine.compile.service import compile_problems
+
+        entry = self.state.index.get(path)
+        if entry is None or entry.analysis is not analysis:
+            self.state.stale_compiles_dropped += 1  # the text changed while compiling: a newer compile follows
+            return
+        problems = [p for r in reports for p in compile_problems(r)]
+        self.state.compiled[path] = (analysis, reports, problems)
+        self.publish([path], hints=True)
+
+    def compile_reports(self, path: str) -> list:
+        """The compile reports of a file's current text (none while a compile of it is pending)."""
+        entry = self.state.index.get(path)
+        done = self.state.compiled.get(path)
+        return done[1] if done and entry is not None and entry.analysis is done[0] else []
+
+    def compile_problems(self, path: str) -> list:
+        entry = self.state.index.get(path)
+        done = self.state.compiled.get(path)
+        return done[2] if done and entry is not None and entry.analysis is done[0] else []
 
     def reload_from_disk(self, paths: Iterable[str]) -> None:
         """Re-read files that changed on disk (unless open in the editor, whose buffer wins)."""
@@ -193,6 +272,8 @@ class KernelLanguageServer(LanguageServer):
             before = _signatures(self.state.index, path)
             entry = self.state.index.load_from_disk(path)
             touched.append(path)
+            if entry is not None:
+                self.schedule_compile(path, priority=10)
             after = _signatures(self.state.index, path) if entry else {}
             touched.extend(self.state.index.dependents(_changed(before, after), exclude=path))
         self.publish(touched)
@@ -208,7 +289,7 @@ class KernelLanguageServer(LanguageServer):
                 touched.extend(self.state.index.dependents(entry.kernel_names))
         self.publish(touched)
 
-    def publish(self, paths: Iterable[str]) -> None:
+    def publish(self, paths: Iterable[str], hints: bool = False) -> None:
         """Make the client show the current problems of these files.
 
         A client that pulls is asked to pull again when it accepts a refresh. One that pulls but cannot be
@@ -220,6 +301,11 @@ class KernelLanguageServer(LanguageServer):
         paths = set(paths)
         if not paths:
             return
+        if hints and self.state.inlay_hint_refresh:
+            try:
+                self.workspace_inlay_hint_refresh(None)
+            except Exception:  # noqa: BLE001
+                log.debug("inlay hint refresh failed", exc_info=True)
         if self.state.pull and self.state.refresh_support:
             try:
                 self.workspace_diagnostic_refresh(None)
@@ -270,6 +356,10 @@ class KernelLanguageServer(LanguageServer):
         log.info("indexed %s", state.index.stats())
         self.collect_garbage()
         self.publish({p for p, e in state.index.files.items() if e.is_interesting} | state.pushed)
+        if state.settings.compile == "workspace":
+            for path, entry in state.index.files.items():
+                if entry.analysis and entry.analysis.kernels and not entry.from_buffer:
+                    self.schedule_compile(path, priority=10)
 
     def start_watching(self) -> None:
         self.stop_watching()

@@ -18,6 +18,7 @@ SECTION = "kernelLsp"
 _CODE = re.compile(r"^[A-Z]{2}\d{0,3}$")
 _SEVERITIES = ("error", "warning", "information", "hint", "off")
 _LOG_LEVELS = ("debug", "info", "warning", "error")
+_COMPILE_MODES = ("open", "workspace", "off")
 
 
 @dataclass(frozen=True)
@@ -127,6 +128,11 @@ SETTINGS: tuple[Setting, ...] = (
             "without a GPU (`sm_80`, `sm_89`, `sm_90`, `sm_100`, `sm_120`, `gfx942`, `gfx950`, or aliases "
             "such as `hopper`, `mi300x`). Compile problems (KC codes) name the target. `kernel-lsp check` compiles "
             "only when given `--target`.", _targets),
+    Setting("compile", "compile", "string", "open", "What the language server compiles in the background: "
+            "`open` (the open documents' kernels, after each change settles), `workspace` (also every kernel file "
+            "of the workspace, at a lower priority) or `off`.", _choice(_COMPILE_MODES), _COMPILE_MODES),
+    Setting("compileDebounceMs", "compile_debounce_ms", "integer", 600, "How long the text must stay unchanged "
+            "before the server compiles it, in milliseconds.", _int_range(0, 60_000)),
     Setting("compileWorkers", "compile_workers", "integer", 0, "Worker processes that compile kernels. `0`: "
             "automatic, the number of CPU cores minus one (at least one).", _int_range(0, 256)),
     Setting("compileTimeoutS", "compile_timeout_s", "integer", 60, "Seconds one compile job (one kernel, target "
@@ -150,6 +156,8 @@ class Settings:
     max_file_bytes: int = 2_000_000
     watch_files: bool = True
     targets: tuple[str, ...] = ("sm_90",)
+    compile: str = "open"
+    compile_debounce_ms: int = 600
     compile_workers: int = 0  # 0: CPU cores minus one
     compile_timeout_s: int = 60
     cache_max_mb: int = 512

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Callable, Hashable, TypeVar
+from typing import Any, Awaitable, Callable, Hashable, TypeVar
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -31,22 +31,34 @@ class Scheduler:
         A later submission with the same key cancels this one if it has not delivered yet; a job whose work
         raises is logged and delivers nothing.
         """
+        return self.submit_async(
+            key, lambda: asyncio.get_running_loop().run_in_executor(self._executor, work), on_result, delay=delay)
+
+    def submit_async(
+        self,
+        key: Hashable,
+        work: Callable[[], Awaitable[T]],
+        on_result: Callable[[T], Any],
+        *,
+        delay: float = 0.0,
+    ) -> asyncio.Task:
+        """Like submit, for work that is itself asynchronous (it awaits worker processes)."""
         previous = self._tasks.get(key)
         if previous is not None and not previous.done():
             previous.cancel()
             self.superseded += 1
-        task = asyncio.get_running_loop().create_task(self._run(key, work, on_result, delay))
+        task = asyncio.get_running_loop().create_task(self._run_async(key, work, on_result, delay))
         self._tasks[key] = task
         return task
 
-    async def _run(self, key: Hashable, work: Callable[[], T], on_result: Callable[[T], Any], delay: float) -> None:
+    async def _run_async(self, key: Hashable, work, on_result, delay: float) -> None:
         try:
             if delay > 0:
                 await asyncio.sleep(delay)
-            result = await asyncio.get_running_loop().run_in_executor(self._executor, work)
+            result = await work()
         except asyncio.CancelledError:
             return
-        except Exception:  # noqa: BLE001 - one failing job must not stop the others
+        except Exception:  # noqa: BLE001
             log.exception("job %r failed", key)
             return
         finally:

@@ -41,6 +41,11 @@ def status(ls: "KernelLanguageServer") -> dict[str, Any]:
         "staleResultsDropped": state.stale_dropped,
         "diagnostics": "pull" if state.pull else "push",
         "watchedFolders": len(watcher.watched_folders) if watcher else 0,
+        "compile": {
+            "mode": state.settings.compile, "targets": list(state.settings.targets),
+            "filesCompiled": len(state.compiled), "staleDropped": state.stale_compiles_dropped,
+            **(state.compiler.stats() if state.compiler is not None else {}),
+        },
         "memoryMB": rss_mb(),
         "pid": os.getpid(),
     }

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 
 
 def diagnostics_for(ls: "KernelLanguageServer", path: str) -> list[types.Diagnostic]:
-    problems = ls.state.index.problems(path)
+    problems = ls.state.index.problems(path, ls.compile_problems(path))
     if not problems:
         return []
     pos = ls.positions(path)

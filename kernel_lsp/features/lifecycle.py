@@ -57,6 +57,7 @@ def register(server: "KernelLanguageServer") -> None:
         ws = caps.workspace
         state.refresh_support = bool(ws and ws.diagnostics and ws.diagnostics.refresh_support)
         state.configuration_support = bool(ws and ws.configuration)
+        state.inlay_hint_refresh = bool(ws and ws.inlay_hint and ws.inlay_hint.refresh_support)
         state.related_support = bool(td and td.publish_diagnostics and td.publish_diagnostics.related_information) \
             or bool(td and td.diagnostic and td.diagnostic.related_information)
         roots = [to_fs_path(f.uri) for f in params.workspace_folders or []]
@@ -91,6 +92,16 @@ def register(server: "KernelLanguageServer") -> None:
             await ls.index_workspace()
             for doc in list(ls.workspace.text_documents.values()):
                 ls.analyze_document(doc.uri)
+        compile_keys = ("targets", "compile", "compile_workers", "compile_timeout_s", "cache_max_mb")
+        if any(getattr(old, k) != getattr(new, k) for k in compile_keys):
+            if ls.state.compiler is not None:
+                await ls.state.compiler.close()
+                ls.state.compiler = None
+            ls.state.compiled.clear()
+            for doc in list(ls.workspace.text_documents.values()):
+                path = to_fs_path(doc.uri)
+                if path:
+                    ls.schedule_compile(path)
         # Problems are filtered at publication, so select/ignore/severity need no re-analysis.
         ls.publish(path for path, e in ls.state.index.files.items() if e.is_interesting or path in ls.state.pushed)
 
@@ -104,6 +115,8 @@ def register(server: "KernelLanguageServer") -> None:
         await ls.index_workspace()
 
     @server.feature(types.SHUTDOWN)
-    def shutdown(ls: "KernelLanguageServer", params: None) -> None:
+    async def shutdown(ls: "KernelLanguageServer", params: None) -> None:
         ls.stop_watching()
         ls.state.scheduler.shutdown()
+        if ls.state.compiler is not None:
+            await ls.state.compiler.close()  # no worker process outlives the server

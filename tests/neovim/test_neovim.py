@@ -92,6 +92,8 @@ def run_scenario(nvim: str, scenario: str, file: Path, setup: dict | None = None
     out = tmp / f"{scenario}.json"
     state = tmp / "nvim-state"
     setup = {"cmd": SERVER_CMD, **(setup or {})}
+    # These scenarios are about the static checks: keep background compiles (and their KC problems) out of them.
+    setup["settings"] = {"compile": "off", **setup.get("settings", {})}
     env = {
         **os.environ,
         "KERNEL_LSP_TEST_SETUP": json.dumps(setup),

@@ -39,16 +39,22 @@ def _on_apply_edit(client: LanguageClient, params: types.ApplyWorkspaceEditParam
     return types.ApplyWorkspaceEditResult(applied=True)
 
 
+def _on_inlay_hint_refresh(client: LanguageClient, params: None) -> None:
+    client.inlay_hint_refreshes += 1  # type: ignore[attr-defined]
+
+
 def make_client() -> LanguageClient:
     """pytest-lsp's test client, also recording the version of each pushed diagnostics set and applied edits."""
     client = LanguageClient(converter_factory=default_converter)
     client.pushed_versions = {}  # type: ignore[attr-defined]
     client.publish_count = 0  # type: ignore[attr-defined]
     client.applied_edits = []  # type: ignore[attr-defined]
+    client.inlay_hint_refreshes = 0  # type: ignore[attr-defined]
     register_lsp_features(client, {
         **DEFAULT_CLIENT_FEATURES,
         types.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS: _on_publish,
         types.WORKSPACE_APPLY_EDIT: _on_apply_edit,
+        types.WORKSPACE_INLAY_HINT_REFRESH: _on_inlay_hint_refresh,
     })
     return client
 
@@ -164,6 +170,8 @@ def start(client: LanguageClient, profile: str, tmp_path: Path):
                 path.write_text(content)
         if configuration is not None:
             client.set_configuration(configuration, section="kernelLsp")
+        # Background compiles are tested on their own (test_compile.py); elsewhere they would only add load.
+        options = {"compile": "off", **(options or {})}
         result = await client.initialize_session(types.InitializeParams(
             capabilities=capabilities(profile),
             root_uri=tmp_path.as_uri(),

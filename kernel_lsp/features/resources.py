@@ -1,0 +1,125 @@
+"""What each kernel compiled to, where the kernel is: an inlay hint on its def line and a hover table."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from lsprotocol import types
+
+if TYPE_CHECKING:
+    from ..server import KernelLanguageServer
+
+
+def _size(n: int | None) -> str:
+    if n is None:
+        return "?"
+    return f"{n / 1024:.0f} KiB" if n >= 1024 else f"{n} B"
+
+
+def _matrix(res) -> str:
+    return "/".join(res.matrix_instructions) if res.matrix_instructions else "-"
+
+
+def _best(report):
+    """The job a compact hint shows: a failed one first (it matters most), else the one using most registers."""
+    jobs = report.jobs
+    failed = [j for j in jobs if not j.result.ok]
+    if failed:
+        return failed[0]
+    return max(jobs, key=lambda j: j.result.resources.registers or 0) if jobs else None
+
+
+def hint_label(reports: list) -> str | None:
+    parts = []
+    for report in reports:
+        job = _best(report)
+        if job is None:
+            continue
+        target = report.target.name
+        if not job.result.ok:
+            parts.append(f"{target}: compile failed")
+            continue
+        res = job.result.resources
+        text = f"{target}: {res.registers} regs"
+        if res.spill_bytes:
+            text += f" · {_size(res.spill_bytes)} spill"
+        text += f" · {_size(res.shared_bytes)} smem"
+        if res.occupancy is not None:
+            text += f" · occ {res.occupancy:.0%}"
+        if res.matrix_instructions:
+            text += f" · {_matrix(res)}"
+        if len(report.jobs) > 1:
+            text += f" (max of {len(report.jobs)} configs)"
+        parts.append(text)
+    return " | ".join(parts) or None
+
+
+def hover_table(kernel: str, reports: list) -> str:
+    lines = [f"**{kernel}** compiled ahead of time (no GPU needed)", "",
+             "| target | config | regs | spill | smem | warps | stages | occupancy | tensor cores | ld/st bits | TMA |",
+             "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- | --- |"]
+    for report in reports:
+        for job in report.jobs:
+            config = job.job.config_label
+            if not job.result.ok:
+                err = job.result.error.message.splitlines()[0] if job.result.error else "failed"
+                lines.append(f"| {report.target.name} | {config} | compile failed: {err} |||||||||")
+                continue
+            r = job.result.resources
+            ld = "/".join(map(str, sorted(set(r.load_widths)))) or "-"
+            st = "/".join(map(str, sorted(set(r.store_widths)))) or "-"
+            occ = f"{r.occupancy:.0%}" if r.occupancy is not None else "?"
+            lines.append(f"| {report.target.name} | {config} | {r.registers} | {_size(r.spill_bytes)} | "
+                         f"{_size(r.shared_bytes)} | {r.num_warps} | {r.num_stages} | {occ} | {_matrix(r)} | "
+                         f"{ld} / {st} | {'yes' if r.uses_tma else 'no'} |")
+    cached = sum(j.cached for rep in reports for j in rep.jobs)
+    lines += ["", f"{sum(len(r.jobs) for r in reports)} configurations, {cached} from the cache."]
+    return "\n".join(lines)
+
+
+def _reports_by_kernel(ls: "KernelLanguageServer", path: str) -> dict[str, list]:
+    out: dict[str, list] = {}
+    for report in ls.compile_reports(path):
+        if report.jobs:
+            out.setdefault(report.kernel, []).append(report)
+    return out
+
+
+def register(server: "KernelLanguageServer") -> None:
+    @server.feature(types.TEXT_DOCUMENT_INLAY_HINT, types.InlayHintOptions(resolve_provider=False))
+    def inlay_hints(ls: "KernelLanguageServer", params: types.InlayHintParams):
+        path = ls.ensure_current(params.text_document.uri)
+        entry = ls.state.index.get(path) if path else None
+        if entry is None or entry.analysis is None:
+            return []
+        by_kernel = _reports_by_kernel(ls, path)
+        pos = ls.positions(path)
+        hints = []
+        for kernel in entry.analysis.kernels:
+            label = hint_label(by_kernel.get(kernel.name, []))
+            line = kernel.name_span.start_line
+            if label is None or not params.range.start.line <= line <= params.range.end.line:
+                continue
+            end = len(pos.lines[line].rstrip("\r\n")) if line < len(pos.lines) else 0
+            hints.append(types.InlayHint(position=pos.position(line, end), label=label, padding_left=True,
+                                         tooltip=f"{kernel.name}: hover the name for every configuration"))
+        return hints
+
+    @server.feature(types.TEXT_DOCUMENT_HOVER)
+    def hover(ls: "KernelLanguageServer", params: types.HoverParams):
+        path = ls.ensure_current(params.text_document.uri)
+        entry = ls.state.index.get(path) if path else None
+        if entry is None or entry.analysis is None:
+            return None
+        pos = ls.positions(path)
+        at = pos.span(types.Range(params.position, params.position))
+        for kernel in entry.analysis.kernels:
+            s = kernel.name_span
+            if s.start_line == at.start_line and s.start_col <= at.start_col <= s.end_col:
+                reports = _reports_by_kernel(ls, path).get(kernel.name)
+                if not reports:
+                    return None
+                return types.Hover(contents=types.MarkupContent(kind=types.MarkupKind.Markdown,
+                                                                value=hover_table(kernel.name, reports)),
+                                   range=pos.range(s))
+        return None
