@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+from functools import partial
 import logging
 import os
 from dataclasses import dataclass, field
@@ -66,10 +67,66 @@ class ServerState:
     stale_compiles_dropped: int = 0
 
 
+class CompileProgress:
+    """One "compiling 3/12" progress report for all the compiles in flight, where the client shows progress."""
+
+    def __init__(self, server: "KernelLanguageServer"):
+        self.server = server
+        self.total = 0
+        self.done = 0
+        self.token: str | None = None
+        self.supported = False  # the client has window.workDoneProgress
+        self._begun: asyncio.Task | None = None
+        self._count = 0
+
+    def add(self, jobs: int, finished: int) -> None:
+        self.total += jobs
+        self.done += finished
+        if not self.supported:
+            return
+        if self.token is None and self.total > self.done:
+            self._count += 1
+            self.token = f"kernel-lsp-compile-{self._count}"
+            self._begun = asyncio.get_running_loop().create_task(self._begin(self.token))
+        elif self.token is not None:
+            token, begun = self.token, self._begun
+            if self.done >= self.total:
+                send = partial(self._send, "end", token, types.WorkDoneProgressEnd(message=f"compiled {self.done}"))
+                self.token, self.total, self.done = None, 0, 0
+            else:
+                send = partial(self._send, "report", token, types.WorkDoneProgressReport(
+                    message=self._message(), percentage=self._percent()))
+            if begun is None or begun.done():
+                send()
+            else:  # the client has not acknowledged the token yet
+                begun.add_done_callback(lambda _: send())
+
+    def _send(self, kind: str, token: str, value) -> None:
+        try:
+            getattr(self.server.work_done_progress, kind)(token, value)
+        except Exception:  # noqa: BLE001
+            log.debug("cannot report progress", exc_info=True)
+
+    def _message(self) -> str:
+        return f"compiling {self.done}/{self.total}"
+
+    def _percent(self) -> int:
+        return int(100 * self.done / self.total) if self.total else 100
+
+    async def _begin(self, token: str) -> None:
+        try:
+            await self.server.work_done_progress.create_async(token)
+            self.server.work_done_progress.begin(token, types.WorkDoneProgressBegin(
+                title="kernel-lsp", message=self._message(), percentage=self._percent(), cancellable=False))
+        except Exception:  # noqa: BLE001 - progress is a nicety; compiling goes on without it
+            log.debug("cannot report progress", exc_info=True)
+
+
 class KernelLanguageServer(LanguageServer):
     def __init__(self) -> None:
         super().__init__("kernel-lsp", __version__, text_document_sync_kind=types.TextDocumentSyncKind.Incremental)
         self.state = ServerState()
+        self.progress = CompileProgress(self)
 
     # -- helpers shared by features ------------------------------------------------------------------------
 
@@ -218,12 +275,23 @@ class KernelLanguageServer(LanguageServer):
         if text is None:
             return
         analysis, targets, sites = entry.analysis, list(self.state.settings.targets), self._launches_of(path)
+
+        async def work() -> list:
+            planned = done = 0
+
+            def progress(jobs: int, finished: int) -> None:
+                nonlocal planned, done
+                planned, done = planned + jobs, done + finished
+                self.progress.add(jobs, finished)
+
+            try:
+                return await service.compile_file(path, text, analysis, targets, sites, priority=priority,
+                                                  progress=progress)
+            finally:
+                self.progress.add(done - planned, 0)  # superseded or failed: its remaining jobs will not come
+
         self.state.scheduler.submit_async(
-            ("compile", path),
-            lambda: service.compile_file(path, text, analysis, targets, sites, priority=priority),
-            lambda reports: self._compiled(path, analysis, reports),
-            delay=delay,
-        )
+            ("compile", path), work, lambda reports: self._compiled(path, analysis, reports), delay=delay)
 
     def _launches_of(self, path: str) -> list[tuple]:
         """(launch site, its file's text, its path) for every workspace launch of a kernel defined in path."""

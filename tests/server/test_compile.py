@@ -63,6 +63,10 @@ async def test_compile_errors_hints_and_hover(start):
 
     if s.pulls:
         assert s.client.inlay_hint_refreshes >= 1  # told to ask again once results arrived
+    reports = [r for updates in s.client.progress_reports.values() for r in updates]
+    messages = [getattr(r, "message", None) for r in reports]
+    assert any(m and m.startswith("compiling ") for m in messages), messages
+    assert type(reports[-1]).__name__ == "WorkDoneProgressEnd"
     status = await s.command("kernel-lsp.status")
     assert status["compile"]["compiles"] >= 2 and status["compile"]["targets"] == ["sm_90"]
 

@@ -16,7 +16,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from analyzers.model import FileAnalysis, LaunchSite, Problem, Related, Severity, Span
 from analyzers.rules import RULES
@@ -225,9 +225,11 @@ class CompileService:
     async def compile_file(
         self, path: str, text: str, analysis: FileAnalysis, targets: Sequence[str | Target],
         launch_sites: Sequence[LaunchSite | tuple] | None = None, *, priority: int = 0,
+        progress: Callable[[int, int], None] | None = None,
     ) -> list[KernelCompileReport]:
         """Every kernel of a file for every target, one report per (kernel, target). `launch_sites`: the
-        workspace's launches of these kernels (default: the file's own, with its text)."""
+        workspace's launches of these kernels (default: the file's own, with its text). `progress(jobs, done)`
+        is told how many jobs were planned, then of each one that finished."""
         sites = list(launch_sites) if launch_sites is not None else [(s, text, path) for s in analysis.launch_sites]
         target_list = [make_target(t) for t in targets]
         reports: list[KernelCompileReport] = []
@@ -246,7 +248,16 @@ class CompileService:
                     r.plan_error = str(exc) or type(exc).__name__
                 continue
             pending += [(by_target[job.target.name], job) for job in jobs]
-        results = await asyncio.gather(*(self.run_job(job, priority=priority) for _, job in pending))
+        if progress:
+            progress(len(pending), 0)
+
+        async def run(job: CompileJob) -> tuple[CompileResult, bool]:
+            out = await self.run_job(job, priority=priority)
+            if progress:
+                progress(0, 1)
+            return out
+
+        results = await asyncio.gather(*(run(job) for _, job in pending))
         for (report, job), (result, cached) in zip(pending, results):
             report.jobs.append(JobReport(job, result, cached))
         return reports
