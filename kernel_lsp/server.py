@@ -45,6 +45,7 @@ IDLE_GC_DELAY = 1.0
 @dataclass
 class ServerState:
     settings: Settings = field(default_factory=Settings)
+    initial_settings: Settings = field(default_factory=Settings)  # from initializationOptions
     index: WorkspaceIndex = field(default_factory=WorkspaceIndex)
     scheduler: Scheduler = field(default_factory=Scheduler)
     roots: list[str] = field(default_factory=list)

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from . import code_actions, commands, diagnostics, documents, lifecycle, resources, symbols
+from . import code_actions, commands, diagnostics, documents, ir, lifecycle, resources, symbols
 
 if TYPE_CHECKING:
     from ..server import KernelLanguageServer
 
-FEATURES = (lifecycle, documents, diagnostics, code_actions, symbols, resources, commands)
+FEATURES = (lifecycle, documents, diagnostics, code_actions, symbols, resources, commands, ir)
 
 
 def register_all(server: "KernelLanguageServer") -> None:

@@ -17,10 +17,10 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-def _apply_settings(server: "KernelLanguageServer", raw: Any, source: str) -> bool:
-    """Validate and install settings; returns whether anything that affects results changed."""
+def _apply_settings(server: "KernelLanguageServer", raw: Any, source: str, base: Settings | None = None) -> bool:
+    """Validate and install settings over `base` (defaults when None); returns whether anything changed."""
     state = server.state
-    settings, messages = parse_settings(raw, Settings())
+    settings, messages = parse_settings(raw, base or Settings())
     for m in messages:
         server.message(f"{m} ({source})")
     changed = settings != state.settings
@@ -66,13 +66,15 @@ def register(server: "KernelLanguageServer") -> None:
             roots = [to_fs_path(params.root_uri) if params.root_uri else params.root_path]
         state.roots = [r for r in roots if r]
         _apply_settings(ls, params.initialization_options, "initializationOptions")
+        state.initial_settings = state.settings
         log.info("initialize: roots=%s diagnostics=%s", state.roots, "pull" if state.pull else "push")
 
     @server.feature(types.INITIALIZED)
     async def initialized(ls: "KernelLanguageServer", params: types.InitializedParams) -> None:
         raw = await _pull_configuration(ls)
         if raw is not None:
-            _apply_settings(ls, raw, "workspace/configuration")
+            # Keys the editor's configuration leaves out keep their initializationOptions values.
+            _apply_settings(ls, raw, "workspace/configuration", ls.state.initial_settings)
         ls.start_watching()
         await ls.index_workspace()
 
@@ -83,7 +85,7 @@ def register(server: "KernelLanguageServer") -> None:
             # Clients without workspace/configuration send the settings in the notification itself.
             raw = params.settings
         old = ls.state.settings
-        if not _apply_settings(ls, raw, "configuration change"):
+        if not _apply_settings(ls, raw, "configuration change", ls.state.initial_settings):
             return
         new = ls.state.settings
         if (old.exclude, old.max_file_bytes, old.watch_files) != (new.exclude, new.max_file_bytes, new.watch_files):

@@ -209,3 +209,11 @@ async def test_kernels_are_listed_as_symbols(start):
     found = await s.client.workspace_symbol_async(types.WorkspaceSymbolParams(query="add_kernel"))
     assert sorted((f.name, f.container_name) for f in found) == [
         ("add_kernel", "Triton kernel · autotuned (2 configs)"), ("add_kernel_nki", "NKI kernel (current API)")]
+
+
+async def test_configuration_keys_left_out_keep_initialization_options(start):
+    s = await start({"kernels.py": TYPO}, options={"ignore": ["TR007"]}, configuration={"severity": {"TR": "hint"}})
+    uri = s.open("kernels.py")
+    assert await s.diagnostics(uri) == []  # ignore from initializationOptions still applies
+    status = await s.command("kernel-lsp.status")
+    assert status["ready"]

@@ -1,0 +1,164 @@
+"""Show IR: the compiled IR of the kernel under the cursor, opened next to the source like a compiler explorer.
+
+Command `kernel-lsp.showIR` with arguments `(uri, line, character, stage=None, target=None)` (the position in the
+client's encoding). It writes the IR of the kernel's first successful configuration on the target to
+`<workspace>/.kernel-lsp/ir/<kernel>.<target>.<config>.<stage>`, asks the client to open it with the IR lines of
+the cursor's source line selected (`window/showDocument`, when supported), and returns
+`{"uri", "path", "stage", "target", "config", "lines", "availableStages"}` so any editor can open it itself.
+When there is nothing to show it returns `{"error": ...}` and shows the reason; it never raises.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from lsprotocol import types
+from pygls.uris import from_fs_path
+
+from ..engine.compile.irmap import STAGES, ir_lines_for
+
+if TYPE_CHECKING:
+    from ..server import KernelLanguageServer
+
+log = logging.getLogger(__name__)
+
+SHOW_IR = "kernel-lsp.showIR"
+DEFAULT_STAGE = "ttgir"
+SHOW_DOCUMENT_TIMEOUT = 5.0
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_]+", "-", text).strip("-").lower() or "default"
+
+
+def _arguments(args: tuple) -> tuple[Any, Any, Any, Any, Any]:
+    """(uri, line, character, stage, target) from positional arguments or one object of named ones."""
+    if len(args) == 1 and isinstance(args[0], dict):
+        a = args[0]
+        return a.get("uri"), a.get("line"), a.get("character"), a.get("stage"), a.get("target")
+    if len(args) == 1 and isinstance(args[0], (list, tuple)):
+        args = tuple(args[0])
+    padded = list(args) + [None] * (5 - len(args))
+    return tuple(padded[:5])  # type: ignore[return-value]
+
+
+def _first_run(lines: list[int]) -> tuple[int, int]:
+    """The first block of consecutive line numbers."""
+    end = lines[0]
+    for n in lines[1:]:
+        if n != end + 1:
+            break
+        end = n
+    return lines[0], end
+
+
+def _fail(ls: "KernelLanguageServer", text: str, **extra: Any) -> dict[str, Any]:
+    ls.message(f"Show IR: {text}", types.MessageType.Info)
+    return {"error": text, **extra}
+
+
+def _supports_show_document(ls: "KernelLanguageServer") -> bool:
+    try:
+        caps = ls.client_capabilities
+    except Exception:  # noqa: BLE001 - not initialized
+        return False
+    window = caps.window if caps else None
+    return bool(window and window.show_document and window.show_document.support)
+
+
+async def show_ir(ls: "KernelLanguageServer", uri: Any, line: Any, character: Any, stage: Any = None,
+                  target: Any = None) -> dict[str, Any]:
+    if not isinstance(uri, str) or not isinstance(line, int) or not isinstance(character, int):
+        return _fail(ls, "expected arguments (uri: string, line: integer, character: integer[, stage, target])")
+    stage = (stage or DEFAULT_STAGE).lower() if isinstance(stage, str) or stage is None else None
+    if stage is None or stage not in STAGES:
+        return _fail(ls, f"unknown stage {stage!r}: expected one of {', '.join(STAGES)}",
+                     availableStages=list(STAGES))
+    path = ls.ensure_current(uri)
+    entry = ls.state.index.get(path) if path else None
+    if entry is None or entry.analysis is None:
+        return _fail(ls, f"{uri} is not an analysed Python file")
+    pos = ls.positions(path)
+    at = pos.span(types.Range(types.Position(line, character), types.Position(line, character)))
+    user_line = at.start_line
+    kernels = [k for k in entry.analysis.kernels if k.span.contains_line(user_line)]
+    if not kernels:
+        return _fail(ls, f"no Triton kernel at line {user_line + 1}")
+    kernel = min(kernels, key=lambda k: k.span.end_line - k.span.start_line)  # the innermost
+
+    settings = ls.state.settings
+    configured = list(settings.targets)
+    target = target or (configured[0] if configured else None)
+    if settings.compile == "off":
+        return _fail(ls, f"{kernel.name} has not been compiled: compiling is off (set the `compile` setting to "
+                         "\"open\" or \"workspace\")", kernel=kernel.name)
+    if ls.compile_service() is None:
+        return _fail(ls, f"{kernel.name} has not been compiled: there is no workspace folder", kernel=kernel.name)
+    if target not in configured:
+        return _fail(ls, f"target {target!r} is not configured: the `targets` setting has {', '.join(configured)}",
+                     kernel=kernel.name)
+    reports = [r for r in ls.compile_reports(path) if r.kernel == kernel.name and r.target.name == target]
+    if not reports:
+        if ls.open_document(path) is None and settings.compile != "workspace":
+            why = "the file is not open (the `compile` setting is \"open\")"
+        else:
+            why = "its compile is still running (try again in a moment)"
+        return _fail(ls, f"{kernel.name} has not been compiled for {target} yet: {why}", kernel=kernel.name)
+    report = reports[0]
+    if report.plan_error:
+        return _fail(ls, f"{kernel.name} could not be compiled for {target}: {report.plan_error}", kernel=kernel.name)
+    ok = [j for j in report.jobs if j.result.ok]
+    if not ok:
+        failed = next((j for j in report.jobs if j.result.error), None)
+        reason = failed.result.error.message.splitlines()[0] if failed else "no configuration to compile"
+        return _fail(ls, f"{kernel.name} failed to compile for {target}: {reason}", kernel=kernel.name)
+    chosen = ok[0]
+    job, asm = chosen.job, chosen.result.asm
+    available = [s for s in STAGES if asm.get(s)]
+    if stage not in available:
+        return _fail(ls, f"stage {stage!r} is not available for {kernel.name} on {target}: available stages are "
+                         f"{', '.join(available)}", availableStages=available, kernel=kernel.name, target=target)
+    text = asm[stage]
+    lines = ir_lines_for(stage, text, job, user_line)
+
+    root = Path(ls.state.roots[0])
+    folder = root / ".kernel-lsp" / "ir"
+    out = folder / f"{_slug(kernel.name)}.{_slug(target)}.{_slug(job.config_label)}.{stage}"
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        ignore = root / ".kernel-lsp" / ".gitignore"
+        if not ignore.exists():
+            ignore.write_text("*\n")
+        out.write_text(text if text.endswith("\n") else text + "\n")
+    except OSError as exc:
+        return _fail(ls, f"cannot write {out}: {exc}", kernel=kernel.name)
+    out_uri = from_fs_path(str(out)) or out.as_uri()
+
+    if _supports_show_document(ls):
+        selection = None
+        if lines:
+            first, last = _first_run(lines)
+            ir = text.splitlines()
+            selection = types.Range(types.Position(first, 0), types.Position(last, len(ir[last]) if last < len(ir) else 0))
+        try:
+            await asyncio.wait_for(ls.window_show_document_async(types.ShowDocumentParams(
+                uri=out_uri, take_focus=True, selection=selection)), SHOW_DOCUMENT_TIMEOUT)
+        except Exception:  # noqa: BLE001 - the file is written and returned: the client can still open it
+            log.debug("window/showDocument failed", exc_info=True)
+
+    return {"uri": out_uri, "path": str(out), "stage": stage, "target": target, "config": job.config_label,
+            "kernel": kernel.name, "lines": lines, "availableStages": available}
+
+
+def register(server: "KernelLanguageServer") -> None:
+    @server.command(SHOW_IR)
+    async def show_ir_command(ls, *args):  # unannotated: pygls resolves annotations of command handlers
+        try:
+            return await show_ir(ls, *_arguments(args))
+        except Exception as exc:  # noqa: BLE001 - a command answers, whatever happened
+            log.exception("showIR failed")
+            return _fail(ls, f"internal error: {exc}")

@@ -1,0 +1,101 @@
+"""Show IR through the language server: the IR of the kernel under the cursor, written, shown and mapped."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from kernel_lsp.engine.compile.irmap import source_lines_of_ir
+from kernel_lsp.engine.compile.specialize import plan_jobs
+
+from .kernels import GOOD
+
+pytest.importorskip("triton")
+
+SHOW_IR = "kernel-lsp.showIR"
+LOAD_LINE = GOOD.splitlines().index("    x = tl.load(x_ptr + offs, mask=mask)")
+OPTIONS = {"compile": "open", "compileDebounceMs": 0, "targets": ["sm_90", "gfx942"], "compileWorkers": 1}
+
+
+@pytest.fixture(params=["vscode", "neovim"])
+def profile(request) -> str:  # VS Code supports window/showDocument; Neovim 0.11's recorded profile too
+    return request.param
+
+
+async def wait_compiled(s, timeout: float = 90.0) -> None:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while (await s.command("kernel-lsp.status"))["compile"].get("filesCompiled", 0) < 1:
+        assert loop.time() < deadline, "the kernel file was not compiled in time"
+        await asyncio.sleep(0.1)
+
+
+def _sources(s, stage: str, target: str, ir_text: str) -> dict[int, list[int]]:
+    """Where each IR line comes from, mapped independently of the server with the job it compiled (the same plan)."""
+    [job] = plan_jobs(GOOD, "add_kernel", [target], path=str(s.root / "kernels.py"))
+    return source_lines_of_ir(stage, ir_text, job)
+
+
+async def test_show_ir_opens_the_ir_of_the_cursor_line(start):
+    s = await start({"kernels.py": GOOD}, options=OPTIONS)
+    uri = s.open("kernels.py")
+    early = await s.command(SHOW_IR, uri, LOAD_LINE, 8)  # before the compile finished: an error, not an exception
+    assert "lines" in early or "error" in early
+    await wait_compiled(s)
+
+    got = await s.command(SHOW_IR, uri, LOAD_LINE, 8)
+    assert "error" not in got, got
+    assert got["stage"] == "ttgir" and got["target"] == "sm_90" and got["config"]
+    assert got["availableStages"] == ["ttir", "ttgir", "llir", "ptx"]
+    path = Path(got["path"])
+    assert path.is_file() and path.parent == s.root / ".kernel-lsp" / "ir"
+    assert path.name.startswith("add_kernel.sm_90.") and path.suffix == ".ttgir"
+    assert got["uri"] == path.as_uri()
+    text = path.read_text()
+    ir = text.splitlines()
+    assert got["lines"] and any("tt.load" in ir[i] for i in got["lines"])
+    sources = _sources(s, "ttgir", "sm_90", text)
+    assert all(sources[i] == [LOAD_LINE] for i in got["lines"])
+    assert sorted(i for i, users in sources.items() if LOAD_LINE in users) == got["lines"]
+
+    shown = s.client.shown_documents
+    caps = s.client.capabilities
+    if caps.window and caps.window.show_document and caps.window.show_document.support:
+        assert shown and shown[-1].uri == got["uri"] and shown[-1].take_focus
+        assert shown[-1].selection.start.line == got["lines"][0]
+    else:
+        assert not shown
+
+    ptx = await s.command(SHOW_IR, uri, LOAD_LINE, 0, "ptx")
+    assert "error" not in ptx, ptx
+    assert Path(ptx["path"]).suffix == ".ptx" and ptx["lines"]
+    ptx_lines = Path(ptx["path"]).read_text().splitlines()
+    assert any("ld.global" in ptx_lines[i] for i in ptx["lines"])
+    ptx_sources = _sources(s, "ptx", "sm_90", Path(ptx["path"]).read_text())
+    assert all(ptx_sources[i] == [LOAD_LINE] for i in ptx["lines"])
+
+    amd = await s.command(SHOW_IR, uri, LOAD_LINE, 0, "amdgcn", "gfx942")
+    assert "error" not in amd and amd["target"] == "gfx942" and amd["lines"], amd
+    assert "amdgcn" in amd["availableStages"] and "ptx" not in amd["availableStages"]
+
+    bad = await s.command(SHOW_IR, uri, LOAD_LINE, 0, "sass")
+    assert "error" in bad and "ttgir" in bad["error"]
+    missing = await s.command(SHOW_IR, uri, LOAD_LINE, 0, "amdgcn")  # sm_90 has no AMDGCN
+    assert "error" in missing and set(missing["availableStages"]) == {"ttir", "ttgir", "llir", "ptx"}
+    assert "ptx" in missing["error"] and "ttgir" in missing["error"]
+
+    outside = await s.command(SHOW_IR, uri, 0, 0)  # the import line: no kernel there
+    assert "error" in outside and "no Triton kernel" in outside["error"]
+    other = await s.command(SHOW_IR, uri, LOAD_LINE, 0, None, "sm_80")
+    assert "error" in other and "sm_80" in other["error"]
+
+
+async def test_show_ir_when_compiling_is_off(start):
+    s = await start({"kernels.py": GOOD}, options={"compile": "off"})
+    uri = s.open("kernels.py")
+    await s.diagnostics(uri)
+    got = await s.command(SHOW_IR, uri, LOAD_LINE, 8)
+    assert "error" in got and "compiling is off" in got["error"]
+    assert not (s.root / ".kernel-lsp" / "ir").exists()
