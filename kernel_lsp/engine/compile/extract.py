@@ -12,6 +12,7 @@ is left out and reported in `unresolved`: the worker must never import the user'
 from __future__ import annotations
 
 import ast
+import functools
 import builtins
 import sys
 from dataclasses import dataclass, field
@@ -99,12 +100,18 @@ def _jit_options(imports: ImportMap, node: ast.FunctionDef) -> dict[str, object]
     return {}
 
 
-def extract_module(text: str, kernel: str, path: str = "<memory>") -> ExtractedModule:
-    """Build the self-contained module for `kernel` (a name or a qualname) in `text`."""
+@functools.lru_cache(maxsize=8)
+def _file_facts(text: str):
+    """Parse and discovery of a whole file, shared by the extraction of each of its kernels (read-only)."""
     src = SourceText(text)
     parsed = parse_recovering(src)
     imports = ImportMap(parsed.body)
-    found = discover_triton(src, imports, parsed.body)
+    return src, parsed, imports, discover_triton(src, imports, parsed.body)
+
+
+def extract_module(text: str, kernel: str, path: str = "<memory>") -> ExtractedModule:
+    """Build the self-contained module for `kernel` (a name or a qualname) in `text`."""
+    src, parsed, imports, found = _file_facts(text)
     by_qualname = {k.kernel.qualname: k for k in found.kernels}
     top_jit = {k.kernel.name: k for k in found.kernels if "." not in k.kernel.qualname}
     target = by_qualname.get(kernel) or top_jit.get(kernel)

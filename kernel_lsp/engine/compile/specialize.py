@@ -20,7 +20,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from analyzers.model import LaunchArg, LaunchSite, Param, TritonKernel
-from analyzers.source import literal_value
+from analyzers.source import literal_value, statements
 from analyzers.targets import parse_target
 
 from .extract import ExtractedModule, extract_module
@@ -266,7 +266,7 @@ def _resolve_name(text: str | None, site: LaunchSite, name: str) -> object | Non
         return None
     line = site.span.start_line + 1
     scope: ast.AST = tree
-    for node in ast.walk(tree):
+    for node in statements(tree.body):  # functions are statements: no need to walk every expression
         encloses = isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and (
             node.lineno <= line <= (node.end_lineno or 0))
         if encloses and (scope is tree or node.lineno >= scope.lineno):  # type: ignore[attr-defined]
@@ -277,7 +277,7 @@ def _resolve_name(text: str | None, site: LaunchSite, name: str) -> object | Non
         positional = a.posonlyargs + a.args
         defaults = dict(zip([x.arg for x in positional[len(positional) - len(a.defaults):]], a.defaults))
         defaults.update({x.arg: d for x, d in zip(a.kwonlyargs, a.kw_defaults) if d is not None})
-        for sub in ast.walk(scope):
+        for sub in statements(scope.body):
             if isinstance(sub, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
                 targets = sub.targets if isinstance(sub, ast.Assign) else [sub.target]
                 if any(isinstance(t, ast.Name) and t.id == name for t in targets):
