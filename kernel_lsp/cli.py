@@ -56,7 +56,7 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--target", action="append", type=_codes, default=None, metavar="TARGET",
                        help="also compile every kernel for this GPU target, without a GPU (sm_90, gfx942, hopper, ...;"
                        " repeatable or comma-separated): compile errors, spills, shared memory and resources are "
-                       "reported. Without it nothing is compiled")
+                       "reported. Without it (or `targets` in --config) nothing is compiled")
 
     rules = sub.add_parser("rules", help="list the rules, or explain one")
     rules.add_argument("code", nargs="?")
@@ -80,6 +80,11 @@ def _check(args: argparse.Namespace) -> int:
         settings, messages = parse_settings(raw)
         for m in messages:
             print(f"kernel-lsp: {m}", file=sys.stderr)
+        # A config file that names targets asks for compiling, like --target (the default targets do not).
+        raw_targets = raw.get("targets") if isinstance(raw, dict) else None
+        config_targets = list(settings.targets) if raw_targets else []
+    else:
+        config_targets = []
     overrides = {}
     if args.select is not None:
         overrides["select"] = args.select
@@ -105,7 +110,7 @@ def _check(args: argparse.Namespace) -> int:
             if canonical not in targets:
                 targets.append(canonical)
 
-    result = check_paths(args.paths, settings, targets)
+    result = check_paths(args.paths, settings, targets or config_targets)
     if args.format == "json":
         out = json_report(result)
     elif args.format == "sarif":

@@ -127,7 +127,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("targets", "targets", "array", ("sm_90",), "GPU targets kernels are compiled for, ahead of time and "
             "without a GPU (`sm_80`, `sm_89`, `sm_90`, `sm_100`, `sm_120`, `gfx942`, `gfx950`, or aliases "
             "such as `hopper`, `mi300x`). Compile problems (KC codes) name the target. `kernel-lsp check` compiles "
-            "only when given `--target`.", _targets),
+            "only when given `--target` or a `--config` file that names targets.", _targets),
     Setting("compile", "compile", "string", "open", "What the language server compiles in the background: "
             "`open` (the open documents' kernels, after each change settles), `workspace` (also every kernel file "
             "of the workspace, at a lower priority) or `off`.", _choice(_COMPILE_MODES), _COMPILE_MODES),

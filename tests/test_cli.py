@@ -219,3 +219,11 @@ def test_check_without_target_compiles_nothing(tmp_path):
 def test_check_rejects_unknown_target(tmp_path):
     r = run("check", str(EXAMPLES / "vector_add.py"), "--target", "sm_90,sm_91")
     assert r.returncode == 2 and "sm_91" in r.stderr and "gfx942" in r.stderr
+
+
+def test_config_file_targets_turn_compiling_on(tmp_path):
+    cfg = tmp_path / "cfg.json"
+    cfg.write_text(json.dumps({"targets": ["hopper"]}))
+    proc = run("check", str(EXAMPLES / "vector_add.py"), "--config", str(cfg), "--format", "json", cwd=tmp_path)
+    doc = json.loads(proc.stdout)
+    assert [c["target"] for c in doc["compile"]] == ["sm_90"]

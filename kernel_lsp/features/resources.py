@@ -74,6 +74,10 @@ def hover_table(kernel: str, reports: list) -> str:
                          f"{ld} / {st} | {'yes' if r.uses_tma else 'no'} |")
     cached = sum(j.cached for rep in reports for j in rep.jobs)
     lines += ["", f"{sum(len(r.jobs) for r in reports)} configurations, {cached} from the cache."]
+    # What the compile had to assume: the figures hold for launches that match it.
+    assumed = list(dict.fromkeys(note for rep in reports for j in rep.jobs for note in j.job.notes))
+    if assumed:
+        lines += ["", "Compiled assuming:"] + [f"- {note}" for note in assumed]
     return "\n".join(lines)
 
 

@@ -60,6 +60,7 @@ async def test_compile_errors_hints_and_hover(start):
     hover = await s.client.text_document_hover_async(types.HoverParams(
         text_document=types.TextDocumentIdentifier(uri=uri), position=types.Position(add_line, 6)))
     assert "| sm_90 |" in hover.contents.value and "regs" in hover.contents.value
+    assert "Compiled assuming:" in hover.contents.value and "*fp32" in hover.contents.value
 
     if s.pulls:
         assert s.client.inlay_hint_refreshes >= 1  # told to ask again once results arrived
