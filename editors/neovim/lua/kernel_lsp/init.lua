@@ -10,12 +10,13 @@
 ---
 --- The server is registered with `vim.lsp.config("kernel_lsp", ...)` and `vim.lsp.enable("kernel_lsp")`, so
 --- anything else about it can be changed the usual way, e.g. `vim.lsp.config("kernel_lsp", { on_attach = ... })`.
---- Commands: `:KernelStatus` (what the server has indexed) and `:KernelReindex` (index the workspace again).
+--- Commands: `:KernelStatus` (what the server has indexed), `:KernelReindex` (index the workspace again) and
+--- `:KernelIR [stage]` (the compiled IR of the kernel under the cursor).
 local M = {}
 
 M.name = "kernel_lsp"
 M.section = "kernelLsp"
-M.commands = { status = "kernel-lsp.status", reindex = "kernel-lsp.reindex" }
+M.commands = { status = "kernel-lsp.status", reindex = "kernel-lsp.reindex", ir = "kernel-lsp.showIR" }
 
 local REFRESH = "workspace/diagnostic/refresh"
 
@@ -64,13 +65,13 @@ function M.client(bufnr)
 end
 
 --- Run a server command; `on_result(result, client)` gets its result, errors are reported with vim.notify.
-function M.execute(command, on_result)
+function M.execute(command, on_result, arguments)
   local client = M.client()
   if not client then
     vim.notify("kernel-lsp is not running (open a Python file in a project first)", vim.log.levels.WARN)
     return
   end
-  client:exec_cmd({ title = command, command = command, arguments = {} }, { bufnr = 0 }, function(err, result)
+  client:exec_cmd({ title = command, command = command, arguments = arguments or {} }, { bufnr = 0 }, function(err, result)
     if err then
       vim.notify(("kernel-lsp: %s failed: %s"):format(command, err.message or tostring(err)), vim.log.levels.ERROR)
     elseif on_result then
@@ -124,6 +125,32 @@ function M.reindex()
   end)
 end
 
+--- `:KernelIR [stage]`: the compiled IR (ttgir by default; ttir, llir, ptx, amdgcn) of the kernel under the cursor,
+--- opened at the instructions that come from the cursor's line. The server opens it through window/showDocument;
+--- the file is opened here only if that did not happen.
+function M.show_ir(opts)
+  local client = M.client()
+  if not client then
+    vim.notify("kernel-lsp is not running (open a Python file in a project first)", vim.log.levels.WARN)
+    return
+  end
+  local stage = opts and opts.args ~= "" and opts.args or vim.NIL
+  local params = vim.lsp.util.make_position_params(0, client.offset_encoding)
+  M.execute(M.commands.ir, function(result)
+    if type(result) ~= "table" then
+      return
+    end
+    if result.error then
+      vim.notify("kernel-lsp: " .. result.error, vim.log.levels.WARN)
+    elseif result.path and vim.fn.bufnr(result.path) == -1 then
+      vim.cmd.edit(vim.fn.fnameescape(result.path))
+      if result.lines and result.lines[1] then
+        vim.api.nvim_win_set_cursor(0, { result.lines[1] + 1, 0 })
+      end
+    end
+  end, { params.textDocument.uri, params.position.line, params.position.character, stage })
+end
+
 --- Register and enable the server for Python buffers, and define the user commands.
 function M.setup(opts)
   opts = opts or {}
@@ -153,6 +180,13 @@ function M.setup(opts)
 
   vim.api.nvim_create_user_command("KernelStatus", M.status, { desc = "kernel-lsp: show the server status" })
   vim.api.nvim_create_user_command("KernelReindex", M.reindex, { desc = "kernel-lsp: index the workspace again" })
+  vim.api.nvim_create_user_command("KernelIR", M.show_ir, {
+    desc = "kernel-lsp: show the compiled IR of the kernel under the cursor",
+    nargs = "?",
+    complete = function()
+      return { "ttir", "ttgir", "llir", "ptx", "amdgcn" }
+    end,
+  })
 end
 
 return M
