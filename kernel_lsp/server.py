@@ -66,6 +66,7 @@ class ServerState:
     # path -> (the analysis it was compiled from, its reports, their problems): valid while that analysis is current
     compiled: dict[str, tuple[FileAnalysis, list, list]] = field(default_factory=dict)
     stale_compiles_dropped: int = 0
+    compile_unavailable: bool = False  # triton is not installed where the server runs
 
 
 class CompileProgress:
@@ -255,9 +256,20 @@ class KernelLanguageServer(LanguageServer):
 
     def compile_service(self) -> "CompileService | None":
         settings = self.state.settings
-        if settings.compile == "off" or not self.state.roots:
+        if settings.compile == "off" or not self.state.roots or self.state.compile_unavailable:
             return None
         if self.state.compiler is None:
+            import importlib.util
+
+            try:
+                found = importlib.util.find_spec("triton")  # finds it without importing it
+            except (ImportError, ValueError):
+                found = None
+            if found is None:
+                self.state.compile_unavailable = True
+                self.message("background compiles need triton in the Python environment that runs kernel-lsp "
+                             "(pip install triton); the static checks keep working", types.MessageType.Info)
+                return None
             from .engine.compile.service import CompileService
 
             self.state.compiler = CompileService(self.state.roots[0], settings)
