@@ -67,6 +67,7 @@ class ServerState:
     compiled: dict[str, tuple[FileAnalysis, list, list]] = field(default_factory=dict)
     stale_compiles_dropped: int = 0
     compile_unavailable: bool = False  # triton is not installed where the server runs
+    focus: dict[str, int] = field(default_factory=dict)  # path -> the line the user last asked about
 
 
 class CompileProgress:
@@ -299,12 +300,23 @@ class KernelLanguageServer(LanguageServer):
 
             try:
                 return await service.compile_file(path, text, analysis, targets, sites, priority=priority,
-                                                  progress=progress)
+                                                  progress=progress, first=self.focused_kernel(path, analysis))
             finally:
                 self.progress.add(done - planned, 0)  # superseded or failed: its remaining jobs will not come
 
         self.state.scheduler.submit_async(
             ("compile", path), work, lambda reports: self._compiled(path, analysis, reports), delay=delay)
+
+    def note_focus(self, path: str | None, line: int) -> None:
+        """Where the user is looking in a document (from the requests the editor makes at the cursor)."""
+        if path is not None:
+            self.state.focus[path] = line
+
+    def focused_kernel(self, path: str, analysis: FileAnalysis) -> str | None:
+        line = self.state.focus.get(path)
+        if line is None:
+            return None
+        return next((k.name for k in analysis.kernels if k.span.contains_line(line)), None)
 
     def _launches_of(self, path: str) -> list[tuple]:
         """(launch site, its file's text, its path) for every workspace launch of a kernel defined in path."""

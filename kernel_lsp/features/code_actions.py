@@ -46,6 +46,7 @@ def register(server: "KernelLanguageServer") -> None:
             return None
         pos = convert.Positions(doc.lines, doc.position_codec)
         want = pos.span(params.range)
+        ls.note_focus(path, want.start_line)  # editors ask for code actions where the cursor is
         sent = {(d.code, d.range.start.line): d for d in params.context.diagnostics}
         actions: list[types.CodeAction] = []
         suppressions: list[types.CodeAction] = []

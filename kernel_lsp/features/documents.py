@@ -32,6 +32,7 @@ def register(server: "KernelLanguageServer") -> None:
         if path is None:
             return
         ls.state.parse_caches.pop(path, None)
+        ls.state.focus.pop(path, None)
         # The buffer is gone: what counts now is the file on disk (if it is part of the workspace).
         if ls.in_workspace(path) and not ls.is_excluded(path):
             ls.reload_from_disk([path])

@@ -117,6 +117,7 @@ def register(server: "KernelLanguageServer") -> None:
             return None
         pos = ls.positions(path)
         at = pos.span(types.Range(params.position, params.position))
+        ls.note_focus(path, at.start_line)
         for kernel in entry.analysis.kernels:
             s = kernel.name_span
             if s.start_line == at.start_line and s.start_col <= at.start_col <= s.end_col:

@@ -123,3 +123,24 @@ def test_matmul_128x256x64_over_lds_on_gfx942_is_kc004(service) -> None:
     [kc004] = [p for p in problems if p.code == "KC004"]
     assert "fails at launch" in kc004.message and "gfx942" in kc004.message and "autotune config 1" in kc004.message
     assert kc004.span == kernel.name_span
+
+
+def test_the_kernel_the_user_looks_at_compiles_first(tmp_path):
+    from analyzers import analyze_source
+    from kernel_lsp.engine.compile.jobs import CompileResult
+    from kernel_lsp.engine.compile.service import CompileService
+
+    examples = ROOT / "examples"
+    text = (examples / "vector_add.py").read_text() + "\n\n" + (examples / "fused_softmax.py").read_text()
+    analysis = analyze_source(text, "two.py")
+    service = CompileService(tmp_path)
+    seen = []
+
+    async def fake_run_job(job, *, priority=0):
+        seen.append((job.kernel, priority))
+        return CompileResult(job_key=job.key, ok=True), False
+
+    service.run_job = fake_run_job
+    asyncio.run(service.compile_file("two.py", text, analysis, ["sm_90"], priority=3, first="softmax_kernel"))
+    assert {p for k, p in seen if k == "softmax_kernel"} == {2}
+    assert {p for k, p in seen if k == "add_kernel"} == {3}

@@ -225,11 +225,12 @@ class CompileService:
     async def compile_file(
         self, path: str, text: str, analysis: FileAnalysis, targets: Sequence[str | Target],
         launch_sites: Sequence[LaunchSite | tuple] | None = None, *, priority: int = 0,
-        progress: Callable[[int, int], None] | None = None,
+        progress: Callable[[int, int], None] | None = None, first: str | None = None,
     ) -> list[KernelCompileReport]:
         """Every kernel of a file for every target, one report per (kernel, target). `launch_sites`: the
         workspace's launches of these kernels (default: the file's own, with its text). `progress(jobs, done)`
-        is told how many jobs were planned, then of each one that finished."""
+        is told how many jobs were planned, then of each one that finished. The jobs of kernel `first` (the one
+        the user is looking at) go ahead of the file's others."""
         sites = list(launch_sites) if launch_sites is not None else [(s, text, path) for s in analysis.launch_sites]
         target_list = [make_target(t) for t in targets]
         reports: list[KernelCompileReport] = []
@@ -252,7 +253,7 @@ class CompileService:
             progress(len(pending), 0)
 
         async def run(job: CompileJob) -> tuple[CompileResult, bool]:
-            out = await self.run_job(job, priority=priority)
+            out = await self.run_job(job, priority=priority - 1 if job.kernel == first else priority)
             if progress:
                 progress(0, 1)
             return out
