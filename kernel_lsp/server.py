@@ -7,6 +7,7 @@ index, the settings, the scheduler and the watcher, and the flow from a change t
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import gc
 from functools import partial
 import logging
@@ -342,8 +343,18 @@ class KernelLanguageServer(LanguageServer):
             self.state.stale_compiles_dropped += 1  # the text changed while compiling: a newer compile follows
             return
         problems = [p for r in reports for p in compile_problems(r)]
+        # The IR text stays in the disk cache (Show IR reads it from there): memory does not grow with it.
+        for report in reports:
+            report.jobs = [dataclasses.replace(j, result=dataclasses.replace(j.result, asm={})) for j in report.jobs]
         self.state.compiled[path] = (analysis, reports, problems)
         self.publish([path], hints=True)
+
+    def compiled_asm(self, job, result) -> dict[str, str]:
+        """The IR of a compile result: in the result itself, else from the compile cache (by the job's key)."""
+        if result.asm:
+            return result.asm
+        full = self.state.compiler.cache.get(job.key) if self.state.compiler is not None and job.key else None
+        return getattr(full, "asm", None) or {}
 
     def compile_reports(self, path: str) -> list:
         """The compile reports of a file's current text (none while a compile of it is pending)."""

@@ -117,7 +117,7 @@ async def show_ir(ls: "KernelLanguageServer", uri: Any, line: Any, character: An
         reason = failed.result.error.message.splitlines()[0] if failed else "no configuration to compile"
         return _fail(ls, f"{kernel.name} failed to compile for {target}: {reason}", kernel=kernel.name)
     chosen = ok[0]
-    job, asm = chosen.job, chosen.result.asm
+    job, asm = chosen.job, ls.compiled_asm(chosen.job, chosen.result)
     available = [s for s in STAGES if asm.get(s)]
     if stage not in available:
         return _fail(ls, f"stage {stage!r} is not available for {kernel.name} on {target}: available stages are "
