@@ -63,6 +63,15 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _triton_installed() -> bool:
+    import importlib.util
+
+    try:
+        return importlib.util.find_spec("triton") is not None  # without importing it
+    except (ImportError, ValueError):
+        return False
+
+
 def _check(args: argparse.Namespace) -> int:
     from analyzers.model import Severity
 
@@ -110,6 +119,10 @@ def _check(args: argparse.Namespace) -> int:
             if canonical not in targets:
                 targets.append(canonical)
 
+    if (targets or config_targets) and not _triton_installed():
+        print("kernel-lsp: compiling for a target needs triton in this Python environment (pip install triton)",
+              file=sys.stderr)
+        return EXIT_USAGE
     result = check_paths(args.paths, settings, targets or config_targets)
     if args.format == "json":
         out = json_report(result)

@@ -227,3 +227,19 @@ def test_config_file_targets_turn_compiling_on(tmp_path):
     proc = run("check", str(EXAMPLES / "vector_add.py"), "--config", str(cfg), "--format", "json", cwd=tmp_path)
     doc = json.loads(proc.stdout)
     assert [c["target"] for c in doc["compile"]] == ["sm_90"]
+
+
+def test_target_without_triton_is_a_usage_error(tmp_path):
+    # A `triton` that cannot be found: a package directory shadowing it with no spec.
+    shadow = tmp_path / "shadow"
+    shadow.mkdir()
+    (shadow / "sitecustomize.py").write_text(
+        "import sys\nclass _Hide:\n    def find_spec(self, name, path=None, target=None):\n"
+        "        if name == 'triton':\n            raise ModuleNotFoundError(name)\n        return None\n"
+        "sys.meta_path.insert(0, _Hide())\n")
+    import os
+
+    env = {**os.environ, "PYTHONPATH": f"{shadow}{os.pathsep}{ROOT}"}
+    proc = subprocess.run([sys.executable, "-m", "kernel_lsp", "check", str(EXAMPLES / "vector_add.py"),
+                           "--target", "sm_90"], cwd=tmp_path, capture_output=True, text=True, timeout=60, env=env)
+    assert proc.returncode == 2 and "needs triton" in proc.stderr
