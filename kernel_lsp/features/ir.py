@@ -97,7 +97,9 @@ async def show_ir(ls: "KernelLanguageServer", uri: Any, line: Any, character: An
         return _fail(ls, f"{kernel.name} has not been compiled: compiling is off (set the `compile` setting to "
                          "\"open\" or \"workspace\")", kernel=kernel.name)
     if ls.compile_service() is None:
-        return _fail(ls, f"{kernel.name} has not been compiled: there is no workspace folder", kernel=kernel.name)
+        why = ("triton is not installed where kernel-lsp runs" if ls.state.compile_unavailable
+               else "there is no workspace folder")
+        return _fail(ls, f"{kernel.name} has not been compiled: {why}", kernel=kernel.name)
     if target not in configured:
         return _fail(ls, f"target {target!r} is not configured: the `targets` setting has {', '.join(configured)}",
                      kernel=kernel.name)
