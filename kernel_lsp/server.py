@@ -321,18 +321,14 @@ class KernelLanguageServer(LanguageServer):
 
     def _launches_of(self, path: str) -> list[tuple]:
         """(launch site, its file's text, its path) for every workspace launch of a kernel defined in path."""
-        found: list[tuple] = []
         texts: dict[str, str | None] = {}
-        for other, entry in self.state.index.files.items():
-            for site in entry.analysis.launch_sites if entry.analysis else ():
-                target = self.state.index.resolve(site, other)
-                if target is None or (target[1] or other) != path:
-                    continue
-                if other not in texts:
-                    doc = self.open_document(other)
-                    texts[other] = doc.source if doc else read_source(other, self.state.settings.max_file_bytes).text
-                if texts[other] is not None:
-                    found.append((site, texts[other], other))
+        found = []
+        for site, where in self.state.index.launches_by_kernel_file().get(path, []):
+            if where not in texts:
+                doc = self.open_document(where)
+                texts[where] = doc.source if doc else read_source(where, self.state.settings.max_file_bytes).text
+            if texts[where] is not None:
+                found.append((site, texts[where], where))
         return found
 
     def _compiled(self, path: str, analysis: FileAnalysis, reports: list) -> None:

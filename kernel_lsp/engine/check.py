@@ -66,12 +66,9 @@ async def _compile(index: WorkspaceIndex, settings: Settings, targets: list[str]
             texts[path] = read_source(path, settings.max_file_bytes).text or ""
         return texts[path] or None
 
-    sites: dict[str, list[tuple]] = {}  # kernel file -> (launch site, its file's text, its path)
-    for path, entry in index.files.items():
-        for site in entry.analysis.launch_sites if entry.analysis else ():
-            found = index.resolve(site, path)
-            if found is not None:
-                sites.setdefault(found[1] or path, []).append((site, text_of(path), path))
+    # kernel file -> (launch site, its file's text, its path)
+    sites = {kernel_file: [(site, text_of(where), where) for site, where in launches]
+             for kernel_file, launches in index.launches_by_kernel_file().items()}
     service = CompileService(root, settings)
     try:
         batches = []

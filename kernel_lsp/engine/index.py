@@ -174,6 +174,16 @@ class WorkspaceIndex:
         out.sort(key=lambda p: (p.span.start_line, p.span.start_col, p.code))
         return out
 
+    def launches_by_kernel_file(self) -> dict[str, list[tuple[LaunchSite, str]]]:
+        """Kernel file -> (launch site, the file it is in) for every workspace launch of a kernel defined there."""
+        out: dict[str, list[tuple[LaunchSite, str]]] = {}
+        for path, entry in self.files.items():
+            for site in entry.analysis.launch_sites if entry.analysis else ():
+                found = self.resolve(site, path)
+                if found is not None:
+                    out.setdefault(found[1] or path, []).append((site, path))
+        return out
+
     def dependents(self, names: set[str], exclude: str | None = None) -> set[str]:
         """Files whose launch sites name any of these kernels."""
         if not names:
