@@ -38,6 +38,8 @@ def text_report(result: CheckResult, color: bool = False) -> str:
     for path in result.missing:
         lines.append(f"{path}: no such file or directory")
     lines += [resource_line(report, jr) for report in result.compiled for jr in report.jobs if jr.result.ok]
+    lines += [f"{_display(k.path)}:{k.line + 1} {k.name} {k.target} {k.registers} regs, {k.spill_bytes or 0} B spill, "
+              f"{k.shared_bytes} B smem (nvcc)" for k in result.cuda]
     stats = result.index.stats()
     total = sum(len(ps) for ps in result.problems.values())
     counts = ", ".join(_n(result.count(s), _LEVEL[s]) for s in (Severity.ERROR, Severity.WARNING, Severity.INFO)
@@ -146,6 +148,10 @@ def json_report(result: CheckResult) -> str:
     if result.compiled:
         doc["compile"] = [_compile_json(report, jr) for report in result.compiled for jr in report.jobs]
         doc["compileStats"] = {k: v for k, v in result.compile_stats.items() if k != "pool"}
+    if result.cuda:
+        doc["cuda"] = [{"path": k.path, "name": k.name, "line": k.line + 1, "target": k.target,
+                        "registers": k.registers, "spillBytes": k.spill_bytes, "stackBytes": k.stack_bytes,
+                        "sharedBytes": k.shared_bytes} for k in result.cuda]
     return json.dumps(doc, indent=2) + "\n"
 
 

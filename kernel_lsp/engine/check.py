@@ -8,7 +8,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
-from analyzers.model import Problem, Severity
+from analyzers.model import Problem, Severity, Span
+from analyzers.rules import make_problem
+from analyzers.suppression import select_problems
 
 from ..settings import Settings
 from .files import read_source, walk_sources
@@ -22,6 +24,7 @@ class CheckResult:
     missing: list[str] = field(default_factory=list)  # paths given that do not exist
     compiled: list[Any] = field(default_factory=list)  # service.KernelCompileReport, with --target only
     compile_stats: dict[str, Any] = field(default_factory=dict)
+    cuda: list[Any] = field(default_factory=list)  # cuda.CudaKernel per kernel and target, with --target only
 
     def count(self, severity: Severity) -> int:
         return sum(1 for ps in self.problems.values() for p in ps if p.severity == severity)
@@ -53,7 +56,28 @@ def check_paths(paths: Iterable[str], settings: Settings, targets: Sequence[str]
             extra.setdefault(report.path, []).extend(compile_problems(report))
     for path in sorted(index.files):
         result.problems[path] = index.problems(path, extra.get(path, ()))
+    if targets:
+        _check_cuda_files(result, paths, settings, list(targets))
     return result
+
+
+def _check_cuda_files(result: CheckResult, paths: Iterable[str], settings: Settings, targets: list[str]) -> None:
+    """CUDA C++ files among the paths, compiled with nvcc where it is installed."""
+    from .cuda import CUDA_SUFFIXES, check_cuda, find_nvcc
+
+    files = [str(Path(f).resolve()) for given in paths if os.path.exists(given)
+             for f in walk_sources(given, settings.exclude, CUDA_SUFFIXES)]
+    if not files:
+        return
+    nvcc = find_nvcc()
+    for path in files:
+        if nvcc is None:
+            problems = [make_problem("KC006", Span.point(0), "not compiled: nvcc is not installed (CUDA toolkit)")]
+        else:
+            report = check_cuda(path, targets, nvcc, timeout=settings.compile_timeout_s)
+            problems = report.problems
+            result.cuda.extend(report.kernels)
+        result.problems[path] = select_problems(problems, {}, settings.select, settings.ignore)
 
 
 async def _compile(index: WorkspaceIndex, settings: Settings, targets: list[str], root: Path) -> tuple[list, dict]:

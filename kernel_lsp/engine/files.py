@@ -63,19 +63,20 @@ def read_source(path: str | Path, max_bytes: int) -> FileText:
         ))
 
 
-def walk_sources(root: str | Path, exclude: Iterable[str]) -> Iterator[Path]:
+def walk_sources(root: str | Path, exclude: Iterable[str], suffixes: tuple[str, ...] = SOURCE_SUFFIXES
+                 ) -> Iterator[Path]:
     """Every source file under root, skipping excluded folders and files (and symlinked folders)."""
     exclude = tuple(exclude)
     root = Path(root)
     if root.is_file():
-        if is_source(root):
+        if str(root).endswith(suffixes):
             yield root
         return
     for dirpath, dirnames, filenames in os.walk(root):
         dirnames[:] = sorted(d for d in dirnames if not is_excluded(d, exclude)
                              and not os.path.islink(os.path.join(dirpath, d)))
         for name in sorted(filenames):
-            if is_source(name) and not is_excluded(name, exclude):
+            if name.endswith(suffixes) and not is_excluded(name, exclude):
                 yield Path(dirpath, name)
 
 

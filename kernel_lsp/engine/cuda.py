@@ -1,0 +1,129 @@
+"""CUDA C++ (.cu) files, where nvcc is installed: compile errors at their lines and each kernel's resources.
+
+nvcc compiles the file for each CUDA target (`-c -o /dev/null`), with ptxas' verbose report; nothing runs.
+Problems use the compile codes (KC001 errors, KC002 warnings, KC003 spills) so that `check` treats them alike.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+from dataclasses import dataclass, field
+
+from analyzers.model import Problem, Span
+from analyzers.rules import make_problem
+from analyzers.targets import parse_target
+
+CUDA_SUFFIXES = (".cu",)
+_DIAGNOSTIC = re.compile(r"^(?P<file>.+?)\((?P<line>\d+)\): (?P<kind>error|warning)(?: #[\w-]+)?: (?P<msg>.*)$")
+_ENTRY = re.compile(r"Compiling entry function '(?P<name>[^']+)' for '(?P<arch>\w+)'")
+_FRAME = re.compile(r"(?P<stack>\d+) bytes stack frame, (?P<spill>\d+) bytes spill stores")
+_USED = re.compile(r"Used (?P<regs>\d+) registers(?:.*?(?P<smem>\d+) bytes smem)?")
+_KERNEL = re.compile(r"__global__\s+(?:[\w:<>,\s\*&]+?\s+)?(?P<name>\w+)\s*\(")
+
+
+@dataclass
+class CudaKernel:
+    name: str  # the source name (demangled from ptxas' report)
+    line: int  # 0-based line of its definition, -1 when not found in the source
+    target: str
+    registers: int | None = None
+    stack_bytes: int | None = None
+    spill_bytes: int | None = None
+    shared_bytes: int = 0
+    path: str = ""
+
+
+@dataclass
+class CudaReport:
+    path: str
+    problems: list[Problem] = field(default_factory=list)
+    kernels: list[CudaKernel] = field(default_factory=list)
+
+
+def find_nvcc() -> str | None:
+    found = shutil.which("nvcc")
+    if found:
+        return found
+    home = os.environ.get("CUDA_HOME") or "/usr/local/cuda"
+    candidate = os.path.join(home, "bin", "nvcc")
+    return candidate if os.access(candidate, os.X_OK) else None
+
+
+def _source_name(mangled: str) -> str:
+    """`_Z5scalePffi` -> `scale`, `_ZN2ns6kernelEPf` -> `kernel` (Itanium mangling); other names unchanged."""
+    if not mangled.startswith("_Z"):
+        return mangled
+    rest, nested = mangled[2:], mangled.startswith("_ZN")
+    if nested:
+        rest = rest[1:]
+    last = None
+    while rest and rest[0].isdigit():
+        digits = re.match(r"\d+", rest).group(0)
+        n = int(digits)
+        last, rest = rest[len(digits):len(digits) + n], rest[len(digits) + n:]
+        if not nested:
+            break
+    return last or mangled
+
+
+def check_cuda(path: str, targets: list[str], nvcc: str, timeout: float = 120.0) -> CudaReport:
+    report = CudaReport(path)
+    try:
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            lines = fh.read().splitlines()
+    except OSError as exc:
+        report.problems.append(make_problem("KC006", Span.point(0), f"cannot read {path}: {exc}"))
+        return report
+    defined = {}
+    for i, text in enumerate(lines):
+        for m in _KERNEL.finditer(text):
+            defined.setdefault(m.group("name"), i)
+    seen: set[tuple[int, str]] = set()
+    for name in targets:
+        spec = parse_target(name)
+        if spec.backend != "cuda":
+            continue  # nvcc builds NVIDIA code only
+        try:
+            proc = subprocess.run([nvcc, f"-arch=sm_{spec.arch}", "-c", path, "-o", os.devnull, "-Xptxas", "-v"],
+                                  capture_output=True, text=True, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            report.problems.append(make_problem(
+                "KC006", Span.point(0), f"nvcc took longer than {timeout:.0f} s for {spec.name}: stopped"))
+            continue
+        except OSError as exc:
+            report.problems.append(make_problem("KC006", Span.point(0), f"cannot run nvcc: {exc}"))
+            return report
+        output = (proc.stderr or "") + (proc.stdout or "")
+        for raw in output.splitlines():
+            m = _DIAGNOSTIC.match(raw.strip())
+            if m and os.path.basename(m.group("file")) == os.path.basename(path):
+                line = int(m.group("line")) - 1
+                key = (line, m.group("msg"))
+                if key in seen:
+                    continue  # the front end reports the same error for every target
+                seen.add(key)
+                code = "KC001" if m.group("kind") == "error" else "KC002"
+                width = len(lines[line]) if 0 <= line < len(lines) else 0
+                report.problems.append(make_problem(code, Span(line, 0, line, width), f"nvcc: {m.group('msg')}"))
+        kernel: CudaKernel | None = None
+        for raw in output.splitlines():
+            if m := _ENTRY.search(raw):
+                source = _source_name(m.group("name"))
+                kernel = CudaKernel(source, defined.get(source, -1), spec.name, path=path)
+                report.kernels.append(kernel)
+            elif kernel is not None and (m := _FRAME.search(raw)):
+                kernel.stack_bytes, kernel.spill_bytes = int(m.group("stack")), int(m.group("spill"))
+            elif kernel is not None and (m := _USED.search(raw)):
+                kernel.registers = int(m.group("regs"))
+                kernel.shared_bytes = int(m.group("smem") or 0)
+        for k in report.kernels:
+            if k.target == spec.name and k.spill_bytes:
+                line = max(k.line, 0)
+                report.problems.append(make_problem(
+                    "KC003", Span(line, 0, line, len(lines[line]) if line < len(lines) else 0),
+                    f"{k.name} spills {k.spill_bytes} bytes to local memory on {spec.name} ({k.registers} registers):"
+                    " reduce live values per thread, or raise the register budget with __launch_bounds__"))
+    return report
