@@ -63,15 +63,6 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _triton_installed() -> bool:
-    import importlib.util
-
-    try:
-        return importlib.util.find_spec("triton") is not None  # without importing it
-    except (ImportError, ValueError):
-        return False
-
-
 def _check(args: argparse.Namespace) -> int:
     from analyzers.model import Severity
 
@@ -119,7 +110,9 @@ def _check(args: argparse.Namespace) -> int:
             if canonical not in targets:
                 targets.append(canonical)
 
-    if (targets or config_targets) and not _triton_installed():
+    from .engine.compile import triton_installed
+
+    if (targets or config_targets) and not triton_installed():
         print("kernel-lsp: compiling for a target needs triton in this Python environment (pip install triton)",
               file=sys.stderr)
         return EXIT_USAGE

@@ -25,7 +25,7 @@ from analyzers.source import ParseCache
 
 from . import __version__
 from .convert import Positions
-from .engine.files import path_is_excluded, read_source, walk_sources
+from .engine.files import oversize, path_is_excluded, read_source, walk_sources
 from .engine.index import WorkspaceIndex
 from .engine.scheduler import Scheduler
 from .engine.watcher import DELETED, DELETED_DIR, WorkspaceWatcher
@@ -203,8 +203,7 @@ class KernelLanguageServer(LanguageServer):
     def _analyze_text(self, path: str, text: str, version: int | None = None) -> FileAnalysis | None:
         if version is not None and self._is_current(path, version):
             return None  # a request already analysed this version
-        limit = self.state.settings.max_file_bytes
-        if len(text) > limit or (len(text) * 4 > limit and len(text.encode("utf-8", "replace")) > limit):
+        if oversize(text, self.state.settings.max_file_bytes) is not None:
             return None  # set_text records the size problem
         return analyze_source(text, path, self.parse_cache(path))
 
@@ -261,13 +260,9 @@ class KernelLanguageServer(LanguageServer):
         if settings.compile == "off" or not self.state.roots or self.state.compile_unavailable:
             return None
         if self.state.compiler is None:
-            import importlib.util
+            from .engine.compile import triton_installed
 
-            try:
-                found = importlib.util.find_spec("triton")  # finds it without importing it
-            except (ImportError, ValueError):
-                found = None
-            if found is None:
+            if not triton_installed():
                 self.state.compile_unavailable = True
                 self.message("background compiles need triton in the Python environment that runs kernel-lsp "
                              "(pip install triton); the static checks keep working", types.MessageType.Info)

@@ -29,6 +29,17 @@ def too_large_problem(size: int, max_bytes: int) -> Problem:
     )
 
 
+def oversize(text: str, max_bytes: int) -> int | None:
+    """The UTF-8 size of text when it is over max_bytes, else None. A code point is at most 4 bytes: the text is
+    only encoded when its length alone cannot decide."""
+    if len(text) > max_bytes:
+        return len(text)
+    if len(text) * 4 <= max_bytes:
+        return None
+    size = len(text.encode("utf-8", "replace"))
+    return size if size > max_bytes else None
+
+
 def is_excluded(name: str, patterns: Iterable[str]) -> bool:
     return any(name == p or fnmatch.fnmatchcase(name, p) for p in patterns)
 

@@ -17,7 +17,7 @@ from analyzers.model import FileAnalysis, LaunchSite, Problem, Severity, TritonK
 from analyzers.suppression import select_problems
 
 from ..settings import Settings
-from .files import read_source, too_large_problem
+from .files import oversize, read_source, too_large_problem
 
 _SEVERITY_NAMES = {"error": Severity.ERROR, "warning": Severity.WARNING, "information": Severity.INFO,
                    "hint": Severity.HINT}
@@ -59,10 +59,8 @@ class WorkspaceIndex:
     # -- updates -------------------------------------------------------------------------------------------
 
     def set_text(self, path: str, text: str, version: int | None = None, from_buffer: bool = False) -> IndexedFile:
-        # A code point is at most 4 bytes: only measure the encoding when the length alone cannot decide.
-        limit = self.settings.max_file_bytes
-        size = len(text) if len(text) > limit or len(text) * 4 <= limit else len(text.encode("utf-8", "replace"))
-        if size > limit:
+        size = oversize(text, self.settings.max_file_bytes)
+        if size is not None:
             entry = IndexedFile(path, FileAnalysis(path), too_large_problem(size, self.settings.max_file_bytes),
                                 version, from_buffer)
         else:

@@ -14,6 +14,19 @@ def codes(diags):
     return sorted(str(d.code) for d in diags)
 
 
+async def code_actions(s, uri, diags):
+    """The actions an editor gets for the first diagnostic, as it asks with the cursor on it."""
+    return await s.client.text_document_code_action_async(types.CodeActionParams(
+        text_document=types.TextDocumentIdentifier(uri=uri), range=diags[0].range,
+        context=types.CodeActionContext(diagnostics=diags)))
+
+
+def apply(s, uri, edits):
+    for edit in edits:
+        s.replace(uri, (edit.range.start.line, edit.range.start.character),
+                  (edit.range.end.line, edit.range.end.character), edit.new_text)
+
+
 async def test_problem_reported_and_cleared_by_typing(start):
     s = await start({"kernels.py": TYPO})
     uri = s.open("kernels.py")
@@ -72,9 +85,7 @@ async def test_quick_fix_is_a_versioned_edit_that_fixes_the_problem(start):
     s = await start({"kernels.py": TYPO})
     uri = s.open("kernels.py")
     diags = await s.diagnostics(uri)
-    actions = await s.client.text_document_code_action_async(types.CodeActionParams(
-        text_document=types.TextDocumentIdentifier(uri=uri), range=diags[0].range,
-        context=types.CodeActionContext(diagnostics=diags)))
+    actions = await code_actions(s, uri, diags)
     titles = [a.title for a in actions]
     assert any("arange" in t for t in titles), titles
     assert "Ignore TR007 on this line" in titles
@@ -82,9 +93,7 @@ async def test_quick_fix_is_a_versioned_edit_that_fixes_the_problem(start):
     assert fix.kind == types.CodeActionKind.QuickFix and fix.diagnostics
     change = fix.edit.document_changes[0]
     assert change.text_document.version == s.versions[uri]
-    for edit in change.edits:
-        s.replace(uri, (edit.range.start.line, edit.range.start.character),
-                  (edit.range.end.line, edit.range.end.character), edit.new_text)
+    apply(s, uri, change.edits)
     assert await s.diagnostics(uri) == []
 
 
@@ -92,13 +101,11 @@ async def test_suppression_comment_action(start):
     s = await start({"kernels.py": TYPO})
     uri = s.open("kernels.py")
     diags = await s.diagnostics(uri)
-    actions = await s.client.text_document_code_action_async(types.CodeActionParams(
-        text_document=types.TextDocumentIdentifier(uri=uri), range=diags[0].range,
-        context=types.CodeActionContext(diagnostics=diags)))
+    actions = await code_actions(s, uri, diags)
     ignore = next(a for a in actions if a.title.startswith("Ignore"))
-    (edit,) = ignore.edit.document_changes[0].edits
-    s.replace(uri, (edit.range.start.line, edit.range.start.character),
-              (edit.range.end.line, edit.range.end.character), edit.new_text)
+    edits = ignore.edit.document_changes[0].edits
+    assert len(edits) == 1
+    apply(s, uri, edits)
     assert await s.diagnostics(uri) == []
 
 
