@@ -33,6 +33,7 @@ from .settings import Settings
 
 if TYPE_CHECKING:
     from .engine.compile.service import CompileService
+    from .engine.cuda import CudaReport
 
 log = logging.getLogger(__name__)
 
@@ -69,6 +70,11 @@ class ServerState:
     stale_compiles_dropped: int = 0
     compile_unavailable: bool = False  # triton is not installed where the server runs
     focus: dict[str, int] = field(default_factory=dict)  # path -> the line the user last asked about
+    # CUDA C++ documents: path -> (document version, nvcc's report of that version)
+    cuda: dict[str, tuple[int | None, "CudaReport"]] = field(default_factory=dict)
+    nvcc: str | None = None
+    nvcc_missing_told: bool = False
+    pin_hint_told: bool = False  # the user has been told how to pin parameter types the compile had to assume
 
 
 class CompileProgress:
@@ -170,6 +176,9 @@ class KernelLanguageServer(LanguageServer):
         if path is None:
             return
         version, text = doc.version, doc.source
+        if is_cuda(path):
+            self.schedule_cuda(path, uri, version, text)
+            return
         # A pulling client asks for the problems right after each change, and that request analyses the new
         # version itself; the background job only matters when no request comes (then dependents need it).
         delay = PULL_FALLBACK_DELAY if self.state.pull else 0.0
@@ -217,8 +226,8 @@ class KernelLanguageServer(LanguageServer):
     def ensure_current(self, uri: str) -> str | None:
         """Bring the index up to the open document's version now (for pull requests); returns the path."""
         path = to_fs_path(uri)
-        if path is None:
-            return None
+        if path is None or is_cuda(path):
+            return path  # CUDA C++ has no static analysis: nvcc's results arrive from schedule_cuda
         doc = self.workspace.text_documents.get(uri)
         if doc is None:
             if self.state.index.get(path) is None:
@@ -252,6 +261,49 @@ class KernelLanguageServer(LanguageServer):
         dependents = index.dependents(_changed(before, _signatures(index, path)), exclude=path)
         if dependents:
             self.publish(dependents)
+
+    # -- CUDA C++ ------------------------------------------------------------------------------------------
+
+    def schedule_cuda(self, path: str, uri: str, version: int | None, text: str) -> None:
+        """Compile an open .cu document with nvcc for the configured CUDA targets once typing settles."""
+        settings = self.state.settings
+        if settings.compile == "off":
+            return
+        if self.state.nvcc is None:
+            from .engine.cuda import find_nvcc
+
+            self.state.nvcc = find_nvcc()
+            if self.state.nvcc is None:
+                if not self.state.nvcc_missing_told:
+                    self.state.nvcc_missing_told = True
+                    self.message("CUDA C++ files are compiled with nvcc, which is not installed here (or not on "
+                                 "PATH / under CUDA_HOME); only Triton and NKI kernels are checked",
+                                 types.MessageType.Info)
+                return
+        nvcc, targets, timeout = self.state.nvcc, list(settings.targets), settings.compile_timeout_s
+
+        async def work():
+            from .engine.cuda import check_cuda
+
+            return await asyncio.to_thread(check_cuda, path, targets, nvcc, timeout, text)
+
+        def done(report) -> None:
+            doc = self.workspace.text_documents.get(uri)
+            if doc is None or doc.version != version:
+                self.state.stale_dropped += 1  # edited or closed while nvcc ran: a newer compile follows
+                return
+            self.state.cuda[path] = (version, report)
+            self.publish([path], hints=True)
+
+        self.state.scheduler.submit_async(("cuda", path), work, done, delay=settings.compile_debounce_ms / 1000)
+
+    def cuda_report(self, path: str) -> "CudaReport | None":
+        """nvcc's report of an open .cu document's current version."""
+        found = self.state.cuda.get(path)
+        doc = self.open_document(path)
+        if found is None or doc is None or doc.version != found[0]:
+            return None
+        return found[1]
 
     # -- compiling -----------------------------------------------------------------------------------------
 
@@ -303,6 +355,22 @@ class KernelLanguageServer(LanguageServer):
         self.state.scheduler.submit_async(
             ("compile", path), work, lambda reports: self._compiled(path, analysis, reports), delay=delay)
 
+    def _tell_how_to_pin(self, reports: list) -> None:
+        """Once per session: some pointer types were guessed, so the figures hold only for launches like that."""
+        if self.state.pin_hint_told:
+            return
+        for report in reports:
+            guessed = next((n for j in report.jobs for n in j.job.notes if ": assumed *" in n), None)
+            if guessed:
+                self.state.pin_hint_told = True
+                first = guessed.split(":")[0].split(",")[0].strip()
+                self.message(
+                    f"{report.kernel} was compiled with assumed parameter types ({guessed}); its registers, "
+                    "errors and IR hold for launches with those types. Pin them with an annotation in the kernel "
+                    f"(`{first}: \"*bf16\"`) or the `pins` setting ({{\"{report.kernel}\": {{\"{first}\": "
+                    "\"*bf16\"}}); hover a kernel's name to see what each compile assumed.", types.MessageType.Info)
+                return
+
     def note_focus(self, path: str | None, line: int) -> None:
         """Where the user is looking in a document (from the requests the editor makes at the cursor)."""
         if path is not None:
@@ -334,6 +402,7 @@ class KernelLanguageServer(LanguageServer):
             self.state.stale_compiles_dropped += 1  # the text changed while compiling: a newer compile follows
             return
         problems = [p for r in reports for p in compile_problems(r)]
+        self._tell_how_to_pin(reports)
         # The IR text stays in the disk cache (Show IR reads it from there): memory does not grow with it.
         for report in reports:
             report.jobs = [dataclasses.replace(j, result=dataclasses.replace(j.result, asm={})) for j in report.jobs]
@@ -491,6 +560,10 @@ class KernelLanguageServer(LanguageServer):
 
 def _changed(before: dict[str, tuple], after: dict[str, tuple]) -> set[str]:
     return {name for name in before.keys() | after.keys() if before.get(name) != after.get(name)}
+
+
+def is_cuda(path: str) -> bool:
+    return path.endswith(".cu")
 
 
 def _signatures(index: WorkspaceIndex, path: str) -> dict[str, tuple]:

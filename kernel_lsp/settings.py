@@ -107,6 +107,40 @@ def _severity_map(value: Any) -> dict[str, str]:
     return out
 
 
+_TRITON_TYPE = re.compile(r"^\*?(?:fp8e4nv|fp8e4b15|fp8e5|fp16|bf16|fp32|fp64|i1|u1|i8|u8|i16|u16|i32|u32|i64|u64)$")
+
+
+def _pins(value: Any) -> dict[str, dict[str, Any]]:
+    if value == []:
+        return {}  # an empty Lua table
+    if not isinstance(value, dict):
+        raise ValueError("expected an object mapping kernel names to {parameter: type or value}")
+    out: dict[str, dict[str, Any]] = {}
+    for kernel, params in value.items():
+        if not isinstance(kernel, str) or not kernel.isidentifier():
+            raise ValueError(f"not a kernel name: {kernel!r}")
+        if not isinstance(params, dict):
+            raise ValueError(f"{kernel}: expected an object such as {{\"x_ptr\": \"*fp16\", \"BLOCK\": 128}}")
+        for name, pin in params.items():
+            if not isinstance(name, str) or not name.isidentifier():
+                raise ValueError(f"{kernel}: not a parameter name: {name!r}")
+            if name in ("num_warps", "num_stages"):
+                if isinstance(pin, bool) or not isinstance(pin, int) or not 1 <= pin <= 64:
+                    raise ValueError(f"{kernel}.{name}: expected an integer between 1 and 64")
+            elif isinstance(pin, str) and pin.startswith("*") and not _TRITON_TYPE.match(pin):
+                raise ValueError(f"{kernel}.{name}: {pin!r} is not a Triton pointer type such as \"*fp16\"")
+            elif not isinstance(pin, (str, int, float, bool)):
+                raise ValueError(f"{kernel}.{name}: expected a type such as \"*bf16\" or \"i64\", or a "
+                                 "constexpr value")
+        out[kernel] = dict(params)
+    return out
+
+
+def is_type_pin(value: Any) -> bool:
+    """A pin naming a runtime parameter's type ("*fp16", "i64"), as opposed to a constexpr's value."""
+    return isinstance(value, str) and bool(_TRITON_TYPE.match(value))
+
+
 DEFAULT_EXCLUDE = (
     ".git", ".hg", ".svn", ".venv", "venv", ".env", "env", "__pycache__", "node_modules", "build", "dist",
     ".kernel-lsp", ".mypy_cache", ".pytest_cache", ".ruff_cache", ".tox", ".nox", "site-packages", "*.egg-info",
@@ -131,6 +165,10 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("compile", "compile", "string", "open", "What the language server compiles in the background: "
             "`open` (the open documents' kernels, after each change settles), `workspace` (also every kernel file "
             "of the workspace, at a lower priority) or `off`.", _choice(_COMPILE_MODES), _COMPILE_MODES),
+    Setting("pins", "pins", "object", {}, "Parameter types and values to compile a kernel with, where the "
+            "source does not tell: kernel name -> {parameter: Triton type (`\"*fp16\"`, `\"i64\"`) or constexpr "
+            "value, `num_warps`, `num_stages`}, e.g. `{\"add_kernel\": {\"x_ptr\": \"*bf16\", \"BLOCK\": 256}}`. "
+            "An annotation on the parameter (`x_ptr: \"*bf16\"`) does the same in the source.", _pins),
     Setting("compileDebounceMs", "compile_debounce_ms", "integer", 600, "How long the text must stay unchanged "
             "before the server compiles it, in milliseconds.", _int_range(0, 60_000)),
     Setting("compileWorkers", "compile_workers", "integer", 0, "Worker processes that compile kernels. `0`: "
@@ -157,6 +195,7 @@ class Settings:
     watch_files: bool = True
     targets: tuple[str, ...] = ("sm_90",)
     compile: str = "open"
+    pins: dict[str, dict[str, Any]] = field(default_factory=dict)
     compile_debounce_ms: int = 600
     compile_workers: int = 0  # 0: CPU cores minus one
     compile_timeout_s: int = 60

@@ -36,3 +36,12 @@ def test_null_restores_the_default():
     base, _ = parse_settings({"ignore": ["TR002"]})
     s, _ = parse_settings({"ignore": None}, base)
     assert s.ignore == ()
+
+
+def test_pins_take_types_values_and_launch_options():
+    s, messages = parse_settings({"pins": {"add_kernel": {"x_ptr": "*bf16", "n": 4096, "BLOCK": 256, "num_warps": 8}}})
+    assert messages == [] and s.pins == {"add_kernel": {"x_ptr": "*bf16", "n": 4096, "BLOCK": 256, "num_warps": 8}}
+    for bad in ({"add_kernel": {"x_ptr": "*half"}}, {"add_kernel": ["x_ptr"]}, {"add_kernel": {"num_warps": 0}},
+                {"not a name": {}}, ["add_kernel"]):
+        s, messages = parse_settings({"pins": bad})
+        assert s.pins == {} and len(messages) == 1 and "pins" in messages[0], bad

@@ -1,4 +1,4 @@
-"""Rules for what the compiler says about a kernel (KC001–KC006): produced by the compile service
+"""Rules for what the compiler says about a kernel (KC001–KC007): produced by the compile service
 (`kernel_lsp.engine.compile.service.compile_problems`) from real compiles for the configured targets, not by a
 static check. Registered here so that codes, severities, suppression and documentation work as for every rule.
 """
@@ -57,4 +57,16 @@ register(Rule(
     explanation="The worker compiling this kernel did not answer within `compileTimeoutS`, died (a signal, the "
     "memory limit), or failed for a reason that is not the kernel's. Nothing is known about this configuration; "
     "raise `compileTimeoutS` for very large kernels, or report the crash with the message shown.",
+))
+register(Rule(
+    code="KC007", name="scalar-global-access", language="compile", severity=Severity.WARNING,
+    summary="A block load or store compiled to one scalar access per element instead of vector accesses.",
+    wrong="", right="",
+    explanation="Each thread of the compiled kernel handles several elements of this load or store, but the "
+    "PTX moves them one at a time (for example `ld.global.b32` rather than `ld.global.v4.b32`), which needs "
+    "several times more memory instructions. Triton vectorizes only accesses it can prove contiguous and 16-byte "
+    "aligned: offsets built from `tl.arange` with a unit stride in the innermost dimension, base pointers and "
+    "sizes divisible by 16 (the JIT specializes on that at launch), or hints such as "
+    "`tl.multiple_of(offs, 16)` and `tl.max_contiguous(offs, BLOCK)`. A runtime stride on the innermost "
+    "dimension (`offs * stride`) prevents it; pass contiguous tensors and drop the stride, or accept a gather.",
 ))

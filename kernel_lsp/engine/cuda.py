@@ -10,6 +10,7 @@ import os
 import re
 import shutil
 import subprocess
+import tempfile
 from dataclasses import dataclass, field
 
 from analyzers.model import Problem, Span
@@ -69,17 +70,37 @@ def _source_name(mangled: str) -> str:
     return last or mangled
 
 
-def check_cuda(path: str, targets: list[str], nvcc: str, timeout: float = 120.0) -> CudaReport:
+def check_cuda(path: str, targets: list[str], nvcc: str, timeout: float = 120.0, text: str | None = None
+               ) -> CudaReport:
+    """Compile a .cu file for each CUDA target. `text`: an editor's unsaved buffer, compiled in its place (a
+    temporary copy under the same name, with the file's folder on the include path); else the file on disk."""
     report = CudaReport(path)
-    try:
-        with open(path, encoding="utf-8", errors="replace") as fh:
-            lines = fh.read().splitlines()
-    except OSError as exc:
-        report.problems.append(make_problem("KC006", Span.point(0), f"cannot read {path}: {exc}"))
-        return report
+    if text is None:
+        try:
+            with open(path, encoding="utf-8", errors="replace") as fh:
+                text = fh.read()
+        except OSError as exc:
+            report.problems.append(make_problem("KC006", Span.point(0), f"cannot read {path}: {exc}"))
+            return report
+        with tempfile.TemporaryDirectory(prefix="kernel-lsp-cu-") as scratch:
+            return _check(report, path, text, targets, nvcc, timeout, scratch, copy=False)
+    with tempfile.TemporaryDirectory(prefix="kernel-lsp-cu-") as scratch:
+        return _check(report, path, text, targets, nvcc, timeout, scratch, copy=True)
+
+
+def _check(report: CudaReport, path: str, text: str, targets: list[str], nvcc: str, timeout: float, scratch: str,
+           copy: bool) -> CudaReport:
+    lines = text.splitlines()
+    compiled_file = path
+    include = []
+    if copy:
+        compiled_file = os.path.join(scratch, os.path.basename(path))
+        with open(compiled_file, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        include = ["-I", os.path.dirname(os.path.abspath(path))]
     defined = {}
-    for i, text in enumerate(lines):
-        for m in _KERNEL.finditer(text):
+    for i, line_text in enumerate(lines):
+        for m in _KERNEL.finditer(line_text):
             defined.setdefault(m.group("name"), i)
     seen: set[tuple[int, str]] = set()
     for name in targets:
@@ -87,7 +108,8 @@ def check_cuda(path: str, targets: list[str], nvcc: str, timeout: float = 120.0)
         if spec.backend != "cuda":
             continue  # nvcc builds NVIDIA code only
         try:
-            proc = subprocess.run([nvcc, f"-arch=sm_{spec.arch}", "-c", path, "-o", os.devnull, "-Xptxas", "-v"],
+            proc = subprocess.run([nvcc, f"-arch=sm_{spec.arch}", *include, "-c", compiled_file, "-o",
+                                   os.path.join(scratch, "out.o"), "-Xptxas", "-v"],
                                   capture_output=True, text=True, timeout=timeout)
         except subprocess.TimeoutExpired:
             report.problems.append(make_problem(

@@ -160,7 +160,12 @@ class WorkspaceIndex:
         found = list(analysis.problems)
         found += check_launch_sites(analysis, lambda site: self.resolve(site, path))
         found += extra
-        selected = select_problems(found, analysis.suppressions, self.settings.select, self.settings.ignore)
+        return self.filtered(found, analysis.suppressions)
+
+    def filtered(self, found: Sequence[Problem], suppressions: dict[int, frozenset[str]] | None = None
+                 ) -> list[Problem]:
+        """Problems after suppression comments, select/ignore and severity overrides, in file order."""
+        selected = select_problems(list(found), suppressions or {}, self.settings.select, self.settings.ignore)
         out = []
         for p in selected:
             override = self.settings.severity_for(p.code)

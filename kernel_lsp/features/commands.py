@@ -7,12 +7,10 @@ import resource
 from typing import TYPE_CHECKING, Any
 
 from .. import __version__
+from ..commands import REINDEX, STATUS
 
 if TYPE_CHECKING:
     from ..server import KernelLanguageServer
-
-STATUS = "kernel-lsp.status"
-REINDEX = "kernel-lsp.reindex"
 
 
 def rss_mb() -> float:

@@ -13,13 +13,18 @@ from lsprotocol import types
 from pygls.uris import from_fs_path
 
 from .. import convert
+from ..server import is_cuda
 
 if TYPE_CHECKING:
     from ..server import KernelLanguageServer
 
 
 def diagnostics_for(ls: "KernelLanguageServer", path: str) -> list[types.Diagnostic]:
-    problems = ls.state.index.problems(path, ls.compile_problems(path))
+    if is_cuda(path):
+        report = ls.cuda_report(path)
+        problems = ls.state.index.filtered(report.problems) if report else []
+    else:
+        problems = ls.state.index.problems(path, ls.compile_problems(path))
     if not problems:
         return []
     pos = ls.positions(path)
@@ -37,11 +42,12 @@ def push_diagnostics(ls: "KernelLanguageServer", path: str, clear: bool = False)
     if uri is None:
         return
     entry = ls.state.index.get(path)
-    diags = diagnostics_for(ls, path) if entry is not None and not clear else []
-    open_buffer = entry is not None and entry.from_buffer
+    cuda_doc = ls.open_document(path) if is_cuda(path) else None
+    diags = diagnostics_for(ls, path) if (entry is not None or cuda_doc is not None) and not clear else []
+    open_buffer = (entry is not None and entry.from_buffer) or cuda_doc is not None
     if not diags and path not in ls.state.pushed and not open_buffer:
         return  # nothing to show and nothing shown before: spare the client
-    version = entry.version if open_buffer else None
+    version = cuda_doc.version if cuda_doc is not None else entry.version if open_buffer else None
     ls.text_document_publish_diagnostics(types.PublishDiagnosticsParams(uri=uri, diagnostics=diags, version=version))
     if diags:
         ls.state.pushed.add(path)

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 from lsprotocol import types
 from pygls.uris import to_fs_path
 
+from ..server import is_cuda
 from .diagnostics import push_diagnostics
 
 if TYPE_CHECKING:
@@ -33,6 +34,10 @@ def register(server: "KernelLanguageServer") -> None:
             return
         ls.state.parse_caches.pop(path, None)
         ls.state.focus.pop(path, None)
+        if is_cuda(path):  # .cu files are checked while open only
+            if ls.state.cuda.pop(path, None) is not None or path in ls.state.pushed:
+                push_diagnostics(ls, path, clear=True)
+            return
         # The buffer is gone: what counts now is the file on disk (if it is part of the workspace).
         if ls.in_workspace(path) and not ls.is_excluded(path):
             ls.reload_from_disk([path])

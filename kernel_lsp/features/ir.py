@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from lsprotocol import types
 from pygls.uris import from_fs_path
 
+from ..commands import SHOW_IR
 from ..engine.compile.irmap import STAGES, ir_lines_for
 
 if TYPE_CHECKING:
@@ -26,7 +27,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-SHOW_IR = "kernel-lsp.showIR"
 DEFAULT_STAGE = "ttgir"
 SHOW_DOCUMENT_TIMEOUT = 5.0
 
@@ -120,7 +120,10 @@ async def show_ir(ls: "KernelLanguageServer", uri: Any, line: Any, character: An
         return _fail(ls, f"{kernel.name} failed to compile for {target}: {reason}", kernel=kernel.name)
     chosen = ok[0]
     job, asm = chosen.job, ls.compiled_asm(chosen.job, chosen.result)
-    available = [s for s in STAGES if asm.get(s)]
+    on_request = {"sass"} if job.target.backend == "cuda" and asm.get("ptx") else set()  # disassembled when asked
+    if stage in on_request and not asm.get(stage):
+        asm = await ls.state.compiler.asm_with_sass(job)
+    available = [s for s in STAGES if asm.get(s) or s in on_request]
     if stage not in available:
         return _fail(ls, f"stage {stage!r} is not available for {kernel.name} on {target}: available stages are "
                          f"{', '.join(available)}", availableStages=available, kernel=kernel.name, target=target)

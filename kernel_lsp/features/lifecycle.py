@@ -95,7 +95,7 @@ def register(server: "KernelLanguageServer") -> None:
             await ls.index_workspace()
             for doc in list(ls.workspace.text_documents.values()):
                 ls.analyze_document(doc.uri)
-        compile_keys = ("targets", "compile", "compile_workers", "compile_timeout_s", "cache_max_mb")
+        compile_keys = ("targets", "compile", "pins", "compile_workers", "compile_timeout_s", "cache_max_mb")
         if any(getattr(old, k) != getattr(new, k) for k in compile_keys):
             if ls.state.compiler is not None:
                 await ls.state.compiler.close()

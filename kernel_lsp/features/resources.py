@@ -6,6 +6,8 @@ from typing import TYPE_CHECKING
 
 from lsprotocol import types
 
+from ..server import is_cuda
+
 if TYPE_CHECKING:
     from ..server import KernelLanguageServer
 
@@ -78,7 +80,37 @@ def hover_table(kernel: str, reports: list) -> str:
     assumed = list(dict.fromkeys(note for rep in reports for j in rep.jobs for note in j.job.notes))
     if assumed:
         lines += ["", "Compiled assuming:"] + [f"- {note}" for note in assumed]
+        lines += ["", "Pin types and values with annotations (`x_ptr: \"*bf16\"`) or the `pins` setting."]
     return "\n".join(lines)
+
+
+def cuda_hint_label(kernels: list) -> str:
+    """One .cu kernel's resources per CUDA target, from ptxas' report."""
+    parts = []
+    for k in kernels:
+        text = f"{k.target}: {k.registers if k.registers is not None else '?'} regs"
+        if k.spill_bytes:
+            text += f" · {_size(k.spill_bytes)} spill"
+        parts.append(text + f" · {_size(k.shared_bytes)} smem")
+    return " | ".join(parts)
+
+
+def cuda_hover_table(name: str, kernels: list) -> str:
+    lines = [f"**{name}** compiled with nvcc (ptxas report)", "",
+             "| target | registers | stack | spills | shared |", "| --- | ---: | ---: | ---: | ---: |"]
+    for k in kernels:
+        lines.append(f"| {k.target} | {k.registers if k.registers is not None else '?'} | {_size(k.stack_bytes)} | "
+                     f"{_size(k.spill_bytes)} | {_size(k.shared_bytes)} |")
+    return "\n".join(lines)
+
+
+def _cuda_kernels_by_line(ls: "KernelLanguageServer", path: str) -> dict[int, tuple[str, list]]:
+    report = ls.cuda_report(path)
+    out: dict[int, tuple[str, list]] = {}
+    for k in report.kernels if report else ():
+        if k.line >= 0:
+            out.setdefault(k.line, (k.name, []))[1].append(k)
+    return out
 
 
 def _reports_by_kernel(ls: "KernelLanguageServer", path: str) -> dict[str, list]:
@@ -93,6 +125,12 @@ def register(server: "KernelLanguageServer") -> None:
     @server.feature(types.TEXT_DOCUMENT_INLAY_HINT, types.InlayHintOptions(resolve_provider=False))
     def inlay_hints(ls: "KernelLanguageServer", params: types.InlayHintParams):
         path = ls.ensure_current(params.text_document.uri)
+        if path and is_cuda(path):
+            pos = ls.positions(path)
+            return [types.InlayHint(position=pos.position(line, len(pos.lines[line].rstrip("\r\n"))),
+                                    label=cuda_hint_label(kernels), padding_left=True)
+                    for line, (_, kernels) in sorted(_cuda_kernels_by_line(ls, path).items())
+                    if params.range.start.line <= line <= params.range.end.line and line < len(pos.lines)]
         entry = ls.state.index.get(path) if path else None
         if entry is None or entry.analysis is None:
             return []
@@ -112,6 +150,12 @@ def register(server: "KernelLanguageServer") -> None:
     @server.feature(types.TEXT_DOCUMENT_HOVER)
     def hover(ls: "KernelLanguageServer", params: types.HoverParams):
         path = ls.ensure_current(params.text_document.uri)
+        if path and is_cuda(path):
+            found = _cuda_kernels_by_line(ls, path).get(params.position.line)
+            if found is None:
+                return None
+            return types.Hover(contents=types.MarkupContent(kind=types.MarkupKind.Markdown,
+                                                            value=cuda_hover_table(*found)))
         entry = ls.state.index.get(path) if path else None
         if entry is None or entry.analysis is None:
             return None

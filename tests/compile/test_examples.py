@@ -104,6 +104,8 @@ def test_vector_add_uses_128_bit_global_accesses(compiled) -> None:
     for target in ("sm_90", "gfx942"):
         res = results[f"vector_add {target} launch at line 43"].resources
         assert res.load_widths == (128,) and res.store_widths == (128,), target
+    # Contiguous, 16-divisible accesses everywhere: no example has a block access left scalar (KC007).
+    assert {name: r.resources.scalar_accesses for name, r in results.items() if r.resources.scalar_accesses} == {}
     r = results["vector_add sm_90 launch at line 43"]
     assert "LDG.E.128" in r.asm["sass"] and "ld.global.v4.b32" in r.asm["ptx"]
     assert set(results["vector_add gfx942 launch at line 43"].asm) >= {"ttir", "ttgir", "llir", "amdgcn"}

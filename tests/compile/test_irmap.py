@@ -121,8 +121,22 @@ def test_synthetic_locations() -> None:
     ])
     assert source_lines_of_ir("ptx", ptx, job) == {2: [9], 3: [9], 6: [10], 7: [10], 8: [10], 9: [10], 10: [10],
                                                  11: [10]}
+    sass = "\n".join([
+        "//--------------------- .text.k --------------------------",
+        "k:",
+        f'\t//## File "{mod}", line 4',
+        "        /*0000*/                   LDC R1, c[0x0][0x28] ;",
+        '\t//## File "/site-packages/triton/language/core.py", line 40',
+        "        /*0010*/                   S2R R0, SR_TID.X ;",
+        f'\t//## File "{mod}", line 5',
+        "        /*0020*/              @!P0 LDG.E.128 R16, desc[UR4][R2.64] ;",
+        "        /*0030*/                   EXIT ;",
+        "//--------------------- .nv.info --------------------------",
+        "        /*0000*/ .byte 0x04",
+    ])
+    assert source_lines_of_ir("sass", sass, job) == {3: [10], 7: [11], 8: [11]}
     with pytest.raises(ValueError):
-        source_lines_of_ir("sass", "", job)
+        source_lines_of_ir("cuda", "", job)
 
 
 def _fake_job():

@@ -144,3 +144,27 @@ def test_the_kernel_the_user_looks_at_compiles_first(tmp_path):
     asyncio.run(service.compile_file("two.py", text, analysis, ["sm_90"], priority=3, first="softmax_kernel"))
     assert {p for k, p in seen if k == "softmax_kernel"} == {2}
     assert {p for k, p in seen if k == "add_kernel"} == {3}
+
+
+STRIDED = """import triton
+import triton.language as tl
+
+
+@triton.jit
+def gather(x_ptr, y_ptr, out_ptr, n, stride, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    a = tl.load(x_ptr + offs, mask=offs < n)
+    b = tl.load(y_ptr + offs * stride, mask=offs < n)
+    tl.store(out_ptr + offs, a + b, mask=offs < n)
+
+
+def launch(x, y, out, n, stride):
+    gather[(triton.cdiv(n, 1024),)](x, y, out, n, stride, BLOCK=1024)
+"""
+
+
+def test_a_strided_block_load_left_scalar_is_kc007_on_its_line(service, tmp_path) -> None:
+    path = str(tmp_path / "strided.py")
+    problems = [p for p in _problems(_compile(service, path, STRIDED)) if p.code == "KC007"]
+    assert [(p.span.start_line, p.kernel) for p in problems] == [(8, "gather")]  # the `offs * stride` load only
+    assert "32-bit access per element" in problems[0].message and "8 elements" in problems[0].message

@@ -100,14 +100,14 @@ class Session:
     def uri(self, name: str) -> str:
         return (self.root / name).as_uri()
 
-    def open(self, name: str, text: str | None = None) -> str:
+    def open(self, name: str, text: str | None = None, language: str = "python") -> str:
         uri = self.uri(name)
         if text is None:
             text = (self.root / name).read_text()
         self.versions[uri] = 1
         self.texts[uri] = text
         self.client.text_document_did_open(types.DidOpenTextDocumentParams(
-            types.TextDocumentItem(uri=uri, language_id="python", version=1, text=text)))
+            types.TextDocumentItem(uri=uri, language_id=language, version=1, text=text)))
         return uri
 
     def replace(self, uri: str, start: tuple[int, int], end: tuple[int, int], text: str) -> None:

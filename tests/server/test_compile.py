@@ -61,6 +61,9 @@ async def test_compile_errors_hints_and_hover(start):
         text_document=types.TextDocumentIdentifier(uri=uri), position=types.Position(add_line, 6)))
     assert "| sm_90 |" in hover.contents.value and "regs" in hover.contents.value
     assert "Compiled assuming:" in hover.contents.value and "*fp32" in hover.contents.value
+    # The pointer types were guessed: the user is told how to pin them, once.
+    told = [m.message for m in s.client.messages if "assumed parameter types" in m.message]
+    assert len(told) == 1 and "`pins` setting" in told[0] and "add_kernel" in told[0], told
 
     if s.pulls:
         assert s.client.inlay_hint_refreshes >= 1  # told to ask again once results arrived
@@ -82,3 +85,22 @@ async def test_an_edit_hides_results_of_the_old_text_until_recompiled(start):
     assert not [d for d in diags if d.code == "KC001"]  # results of the old text are never shown for the new one
     await asyncio.sleep(3)
     assert not [d for d in await s.diagnostics(uri) if str(d.code).startswith("KC")]
+
+
+async def test_pinned_types_reach_the_compile(start):
+    pinned = {**OPTIONS, "pins": {"add_kernel": {"x_ptr": "*fp16", "y_ptr": "*fp16", "out_ptr": "*fp16",
+                                                 "BLOCK": 256}}}
+    s = await start({"kernels.py": GOOD}, options=pinned)
+    uri = s.open("kernels.py")
+    add_line = GOOD.splitlines().index("def add_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):")
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + 90
+    while True:
+        hover = await s.client.text_document_hover_async(types.HoverParams(
+            text_document=types.TextDocumentIdentifier(uri=uri), position=types.Position(add_line, 6)))
+        if hover is not None or loop.time() > deadline:
+            break
+        await asyncio.sleep(0.1)
+    assert hover is not None and "| sm_90 |" in hover.contents.value
+    assert "*fp32" not in hover.contents.value and "BLOCK = 256" not in hover.contents.value  # nothing guessed
+    assert not [m for m in s.client.messages if "assumed parameter types" in m.message]

@@ -48,7 +48,7 @@ async def test_show_ir_opens_the_ir_of_the_cursor_line(start):
     got = await s.command(SHOW_IR, uri, LOAD_LINE, 8)
     assert "error" not in got, got
     assert got["stage"] == "ttgir" and got["target"] == "sm_90" and got["config"]
-    assert got["availableStages"] == ["ttir", "ttgir", "llir", "ptx"]
+    assert got["availableStages"] == ["ttir", "ttgir", "llir", "ptx", "sass"]
     path = Path(got["path"])
     assert path.is_file() and path.parent == s.root / ".kernel-lsp" / "ir"
     assert path.name.startswith("add_kernel.sm_90.") and path.suffix == ".ttgir"
@@ -80,10 +80,14 @@ async def test_show_ir_opens_the_ir_of_the_cursor_line(start):
     assert "error" not in amd and amd["target"] == "gfx942" and amd["lines"], amd
     assert "amdgcn" in amd["availableStages"] and "ptx" not in amd["availableStages"]
 
-    bad = await s.command(SHOW_IR, uri, LOAD_LINE, 0, "sass")
-    assert "error" in bad and "ttgir" in bad["error"]
+    sass = await s.command(SHOW_IR, uri, LOAD_LINE, 0, "sass")  # disassembled on request, with line info
+    assert "error" not in sass and Path(sass["path"]).suffix == ".sass" and sass["lines"], sass
+    sass_lines = Path(sass["path"]).read_text().splitlines()
+    assert any("LDG" in sass_lines[i] for i in sass["lines"])
+    sass_sources = _sources(s, "sass", "sm_90", Path(sass["path"]).read_text())
+    assert all(sass_sources[i] == [LOAD_LINE] for i in sass["lines"])
     missing = await s.command(SHOW_IR, uri, LOAD_LINE, 0, "amdgcn")  # sm_90 has no AMDGCN
-    assert "error" in missing and set(missing["availableStages"]) == {"ttir", "ttgir", "llir", "ptx"}
+    assert "error" in missing and set(missing["availableStages"]) == {"ttir", "ttgir", "llir", "ptx", "sass"}
     assert "ptx" in missing["error"] and "ttgir" in missing["error"]
 
     outside = await s.command(SHOW_IR, uri, 0, 0)  # the import line: no kernel there

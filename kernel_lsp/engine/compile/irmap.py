@@ -21,7 +21,8 @@ import re
 
 from .jobs import CompileJob
 
-STAGES = ("ttir", "ttgir", "llir", "ptx", "amdgcn")
+STAGES = ("ttir", "ttgir", "llir", "ptx", "sass", "amdgcn")
+_SASS_LINE = re.compile(r'^\s*//## File "((?:[^"\\]|\\.)*)", line (\d+)')
 
 _MLIR_DEF = re.compile(r"^(#loc\d*)\s*=\s*loc\((.*)\)\s*$")
 _MLIR_FILE = re.compile(r'"((?:[^"\\]|\\.)*)":(\d+):(\d+)')
@@ -48,7 +49,8 @@ def _module_file_check(job: CompileJob):
     return ok
 
 
-def _user_line(job: CompileJob, module_line: int) -> int | None:
+def user_line(job: CompileJob, module_line: int) -> int | None:
+    """The user's file line (0-based) of a line (1-based) of the job's extracted module."""
     if not 1 <= module_line <= len(job.line_map):
         return None
     user = job.line_map[module_line - 1]
@@ -69,7 +71,7 @@ def _mlir(text: str, job: CompileJob) -> dict[int, list[int]]:
         found: set[int] = set()
         for fm in _MLIR_FILE.finditer(body):
             if ok(fm.group(1)):
-                user = _user_line(job, int(fm.group(2)))
+                user = user_line(job, int(fm.group(2)))
                 if user is not None:
                     found.add(user)
         for ref in _MLIR_REF.findall(body):
@@ -152,7 +154,7 @@ def _llvm(text: str, job: CompileJob) -> dict[int, list[int]]:
             kind, fields = meta[ref]
             if kind in ("!DILocation", "!DISubprogram") and "line" in fields:
                 in_module = file_ok(fields.get("scope")) if kind == "!DILocation" else file_ok(ref)
-                user = _user_line(job, int(fields["line"])) if in_module else None
+                user = user_line(job, int(fields["line"])) if in_module else None
                 if user is not None:
                     found.add(user)
                 if "inlinedAt" in fields:
@@ -195,12 +197,28 @@ def _asm(text: str, job: CompileJob) -> dict[int, list[int]]:
             m = _ASM_LOC.match(s)
             current = None
             if m and (not files or ok(files.get(m.group(1), ""))):
-                current = _user_line(job, int(m.group(2)))
+                current = user_line(job, int(m.group(2)))
         elif (line == "}" or s.startswith((".file", ".section", ".Lfunc_end", ".amdgpu_metadata", ".end_amdgpu",
                                              ".amdhsa_kernel", ".size", ".globl", ".visible",
                                              ".entry", ".func", ".text"))):
             current = None  # outside any function body
         if current is not None:
+            result[i] = [current]
+    return result
+
+
+def _sass(text: str, job: CompileJob) -> dict[int, list[int]]:
+    """nvdisasm -g puts `//## File "...", line N` before the instructions of each source line."""
+    ok = _module_file_check(job)
+    result: dict[int, list[int]] = {}
+    current: int | None = None
+    for i, line in enumerate(text.splitlines()):
+        m = _SASS_LINE.match(line)
+        if m:
+            current = user_line(job, int(m.group(2))) if ok(m.group(1)) else None
+        elif line.startswith("//---") or line.lstrip().startswith((".section", ".text.")):
+            current = None  # the next function or section
+        elif current is not None and "/*" in line:
             result[i] = [current]
     return result
 
@@ -213,6 +231,8 @@ def source_lines_of_ir(stage: str, text: str, job: CompileJob) -> dict[int, list
         return _llvm(text, job)
     if stage in ("ptx", "amdgcn"):
         return _asm(text, job)
+    if stage == "sass":
+        return _sass(text, job)
     raise ValueError(f"unknown IR stage {stage!r}: expected one of {', '.join(STAGES)}")
 
 

@@ -69,6 +69,9 @@ class Resources:
     load_widths: tuple[int, ...] = ()  # bits per global load instruction seen
     store_widths: tuple[int, ...] = ()
     uses_tma: bool = False
+    # Global block accesses that compiled to one element per instruction although each thread handles several:
+    # (module_source line 1-based, "load" | "store", bits per element, elements per thread). NVIDIA only.
+    scalar_accesses: tuple[tuple[int, str, int, int], ...] = ()
 
 
 @dataclass(frozen=True)

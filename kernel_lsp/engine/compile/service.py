@@ -27,6 +27,7 @@ from ..cache import WORKSPACE_DIR, ResultCache
 from ..pool import Outcome, Status, WorkerPool
 from .jobs import CompileError, CompileJob, CompileResult, Target
 from .specialize import make_target, plan_jobs
+from .irmap import user_line
 from .worker import CACHE_DIR_ENV, relocate
 
 log = logging.getLogger(__name__)
@@ -53,6 +54,13 @@ def compile_job(job: CompileJob) -> CompileResult:
     from .worker import run_job
 
     return run_job(job, sass=False)
+
+
+def compile_job_with_sass(job: CompileJob) -> CompileResult:
+    """The same compile with the SASS disassembly, for Show IR: triton's cache makes the compile itself a hit."""
+    from .worker import run_job
+
+    return run_job(job, sass=True)
 
 
 # --- results -----------------------------------------------------------------------------------------------------
@@ -117,7 +125,7 @@ def _span_of(err: CompileError, fallback: Span) -> Span:
 
 
 def compile_problems(report: KernelCompileReport, target_spec: TargetSpec | None = None) -> list[Problem]:
-    """Problems (KC001–KC006) of one kernel on one target. Pure: no I/O. The same error in several
+    """Problems (KC001–KC007) of one kernel on one target. Pure: no I/O. The same error in several
     configurations is reported once, naming them all."""
     spec = target_spec or parse_target(report.target.name)
     kernel, here = report.kernel, report.span
@@ -173,6 +181,22 @@ def compile_problems(report: KernelCompileReport, target_spec: TargetSpec | None
             out.append(_problem("KC005", here, f"{kernel}: tl.dot does not use tensor cores {where}; it runs on "
                                 "the FMA units. Use 16-bit (or tf32) inputs and tiles of at least 16 in every "
                                 "dimension.", kernel))
+    # One warning per line and kind, naming every configuration where the access stayed scalar.
+    scalar: dict[tuple[int, str], list[tuple[JobReport, int, int]]] = {}
+    for jr in report.jobs:
+        if jr.result.ok:
+            for module_line, kind, bits, per_thread in jr.result.resources.scalar_accesses:
+                line = user_line(jr.job, module_line)
+                if line is not None:
+                    scalar.setdefault((line, kind), []).append((jr, bits, per_thread))
+    for (line, kind), hits in sorted(scalar.items()):
+        jr, bits, per_thread = hits[0]
+        where = _where(jr.job) if len(hits) == 1 else f"on {spec.name} in {len(hits)} configurations"
+        out.append(_problem(
+            "KC007", Span.point(line, 0), f"{kernel}: the global {kind}s on this line compile to one {bits}-bit "
+            f"access per element {where}, although each thread handles {per_thread} elements. The compiler could "
+            "not prove the offsets contiguous and 16-byte aligned: use unit strides for the innermost dimension, "
+            "sizes that are multiples of 16, or tl.multiple_of / tl.max_contiguous hints.", kernel))
     return out
 
 
@@ -242,7 +266,8 @@ class CompileService:
             by_target = {t.name: KernelCompileReport(path, kernel.name, t, kernel.name_span) for t in target_list}
             reports += by_target.values()
             try:
-                jobs = plan_jobs(text, kernel.name, target_list, path=path, launch_sites=sites)
+                jobs = plan_jobs(text, kernel.name, target_list, path=path, launch_sites=sites,
+                                 pins=self.settings.pins.get(kernel.name))
             except Exception as exc:  # noqa: BLE001 - one kernel's planning failure must not hide the others
                 log.info("cannot plan compile jobs for %s in %s", kernel.name, path, exc_info=True)
                 for r in by_target.values():
@@ -291,6 +316,17 @@ class CompileService:
             if self._inflight.get(job.key) is future:
                 del self._inflight[job.key]
         return relocate(result, job), False
+
+    async def asm_with_sass(self, job: CompileJob) -> dict[str, str]:
+        """Every IR stage of a job, SASS included (NVIDIA targets), computed on demand and cached with the result."""
+        cached = self.cache.get(job.key) if job.key else None
+        if isinstance(cached, CompileResult) and "sass" in cached.asm:
+            return cached.asm
+        outcome = await self.pool.run(f"{__name__}:compile_job_with_sass", job, timeout=self.timeout, priority=-1)
+        result = self._result(job, outcome)
+        if result.ok and job.key:
+            await asyncio.to_thread(self.cache.put, job.key, result)
+        return result.asm if result.ok else (cached.asm if isinstance(cached, CompileResult) else {})
 
     def _result(self, job: CompileJob, outcome: Outcome) -> CompileResult:
         if outcome.status is Status.OK and isinstance(outcome.value, CompileResult):

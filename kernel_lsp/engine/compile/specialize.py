@@ -380,6 +380,8 @@ def _runtime_param(p: Param, cfg: _Config, target: Target, mod: ExtractedModule,
                    assumed: _Assumed) -> tuple[str, list[str]]:
     """(type, attrs) of a non-constexpr parameter for one configuration and target."""
     given, kind = cfg.values.get(p.name), cfg.kinds.get(p.name)
+    if isinstance(pin, (int, float)):  # a pinned value (bool included) specializes like a launch-site literal
+        given, kind = pin, "literal"
     is_ptr = p.name in pointer_params or kind == "tensor" or bool(re.search(r"(^|_)ptrs?$", p.name.lower()))
     if _SCALAR_ANNOTATION.match((p.annotation or "").strip().strip("'\"")):
         is_ptr = False  # `n: int` says so, whatever the body does with it

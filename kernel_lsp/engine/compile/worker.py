@@ -306,6 +306,56 @@ def _widths(text: str, nvidia: bool) -> tuple[tuple[int, ...], tuple[int, ...]]:
     return tuple(sorted(loads)), tuple(sorted(stores))
 
 
+_TT_ACCESS = re.compile(r"\btt\.(load|store)\b.*:\s*tensor<((?:\d+x)+)!tt\.ptr<([a-z]+)(\d+)>")
+_PTX_ACCESS = re.compile(r"\b(ld|st)\.global((?:\.[\w:]+)+)")
+
+
+def _scalar_accesses(job: CompileJob, ttgir: str, ptx: str, num_warps: int) -> tuple[tuple[int, str, int, int], ...]:
+    """Block loads/stores whose PTX moves one element per instruction though each thread holds several of them:
+    the compiler could not prove the offsets contiguous and aligned, so the access is not vectorized."""
+    from dataclasses import replace
+
+    from .irmap import source_lines_of_ir
+
+    # Lines of the extracted module itself (not the user's file): the result is cached by content, and the
+    # service maps these lines with the line map of whichever job asks.
+    own = replace(job, line_map=tuple(range(1, job.module_source.count("\n") + 2)))
+    threads = num_warps * job.target.warp_size
+    blocks: dict[tuple[int, str], tuple[int, int]] = {}
+    ttgir_lines = ttgir.splitlines()
+    for i, users in source_lines_of_ir("ttgir", ttgir, own).items():
+        m = _TT_ACCESS.search(ttgir_lines[i])
+        if not m:
+            continue
+        numel = 1
+        for dim in m.group(2).rstrip("x").split("x"):
+            numel *= int(dim)
+        bits = int(m.group(4))
+        if numel < 2 * threads or bits >= 128:
+            continue
+        for user in users:  # a helper's access maps to its own line and the call site
+            key = (user + 1, m.group(1))
+            blocks[key] = (bits, max(numel // threads, blocks.get(key, (0, 0))[1]))
+    if not blocks:
+        return ()
+    widest: dict[tuple[int, str], int] = {}
+    ptx_lines = ptx.splitlines()
+    for i, users in source_lines_of_ir("ptx", ptx, own).items():
+        found = [("load", int(n, 0) * 8) for n in _CP_ASYNC.findall(ptx_lines[i])]  # pipelined loads, in bytes
+        for m in _PTX_ACCESS.finditer(ptx_lines[i]):
+            vec = re.search(r"\.v(\d+)", m.group(2))
+            sizes = re.findall(r"\.[bsuf](\d+)\b", m.group(2))
+            if sizes:
+                found.append(("load" if m.group(1) == "ld" else "store",
+                              int(sizes[-1]) * (int(vec.group(1)) if vec else 1)))
+        for kind, bits in found:
+            for user in users:
+                key = (user + 1, kind)
+                widest[key] = max(widest.get(key, 0), bits)
+    return tuple(sorted((line, kind, bits, per_thread) for (line, kind), (bits, per_thread) in blocks.items()
+                        if (line, kind) in widest and widest[(line, kind)] <= bits))
+
+
 def _matrix_instructions(text: str, nvidia: bool) -> tuple[str, ...]:
     found = []
     if nvidia:
@@ -536,8 +586,8 @@ def _compile(triton, job: CompileJob, mod_path: Path, mod_name: str, sass: bool)
 
     asm = {k: v for k, v in compiled.asm.items() if isinstance(v, str) and k != "source"}
     report = _sidecar(compiled, cap.stdout.getvalue(), asm, nvidia, sass)
-    if nvidia and sass and report.get("sass"):
-        asm["sass"] = report["sass"]
+    if nvidia and sass and report.get("sass_with_lines"):
+        asm["sass"] = report["sass_with_lines"]
     for d in _PTXAS_DIAG.finditer(report.get("ptxas_log", "")):
         if d.group(2) == "warning":
             warns.append(_error(job, f"ptxas: {d.group(3).strip()}", "ptxas"))
@@ -595,20 +645,55 @@ def _sidecar(compiled, stdout: str, asm: dict, nvidia: bool, want_sass: bool) ->
     elif not report.get("ptxas_log"):
         report["ptxas_log"] = _rerun_ptxas(compiled, asm.get("ptx", ""))
         changed = True
-    if want_sass and not report.get("sass"):
-        try:
-            from triton.tools.disasm import get_sass
-
-            report["sass"] = get_sass(compiled.asm["cubin"])
-            changed = True
-        except Exception:  # noqa: BLE001 - SASS is a nicety; a missing nvdisasm must not fail the compile
-            report["sass"] = ""
+    if want_sass and not report.get("sass_with_lines"):
+        report["sass_with_lines"] = _sass(compiled, asm.get("ptx", ""))
+        changed = changed or bool(report["sass_with_lines"])
     if changed and group_dir is not None:
         with contextlib.suppress(OSError):
             tmp = group_dir / f"{_SIDECAR}.{os.getpid()}"
             tmp.write_text(json.dumps(report))
             os.replace(tmp, group_dir / _SIDECAR)
     return report
+
+
+def _sass(compiled, ptx: str) -> str:
+    """SASS with the source line of each instruction (`//## File "...", line N` comments, which Show IR maps to the
+    user's lines). The cubin's own line table cannot be used: LLVM gives every line of an inline asm block (where
+    triton puts its loads and stores) a `.loc` of its own, bumped past the real line. So the PTX is assembled again
+    without those, with the backend's flags, and disassembled. SASS is a nicety: any failure gives an empty text."""
+    if not ptx:
+        return ""
+    kept, in_asm = [], False
+    for line in ptx.splitlines():
+        s = line.strip()
+        if s.startswith("// begin inline asm"):
+            in_asm = True
+        elif s.startswith("// end inline asm"):
+            in_asm = False
+        elif in_asm and s.startswith(".loc"):
+            continue
+        kept.append(line)
+    m = re.search(r"^\.target\s+(\w+)", ptx, re.MULTILINE)
+    arch = m.group(1) if m else f"sm_{compiled.metadata.target.arch}"
+    try:
+        ptxas = _ptxas_tool(compiled.metadata.target.arch)
+        try:
+            from triton import knobs
+
+            nvdisasm = knobs.nvidia.nvdisasm.path
+        except Exception:  # noqa: BLE001 - older triton: the tool sits next to ptxas in the wheel
+            nvdisasm = str(Path(ptxas).parent / "nvdisasm")
+        with tempfile.TemporaryDirectory() as d:
+            src, cubin = Path(d) / "k.ptx", Path(d) / "k.cubin"
+            src.write_text("\n".join(kept) + "\n")
+            flags = [f for f in _ptxas_flags(getattr(compiled.metadata, "enable_fp_fusion", True)) if f != "-v"]
+            subprocess.run([ptxas, *flags, f"--gpu-name={arch}", str(src), "-o", str(cubin)], capture_output=True,
+                           timeout=120, check=True)
+            proc = subprocess.run([nvdisasm, "-c", "-g", str(cubin)], capture_output=True, text=True, timeout=120,
+                                  check=True)
+        return proc.stdout
+    except (OSError, subprocess.SubprocessError, ImportError, AttributeError):
+        return ""
 
 
 def _rerun_ptxas(compiled, ptx: str) -> str:
@@ -661,6 +746,7 @@ def _resources(job: CompileJob, compiled, asm: dict, report: dict, nvidia: bool)
         load_widths=loads,
         store_widths=stores,
         uses_tma=nvidia and "cp.async.bulk.tensor" in text,
+        scalar_accesses=_scalar_accesses(job, asm.get("ttgir", ""), text, num_warps) if nvidia else (),
     )
 
 

@@ -157,7 +157,7 @@ function M.setup(opts)
   local settings = json_settings(opts.settings)
   local config = {
     cmd = opts.cmd or default_cmd(opts.python),
-    filetypes = { "python" },
+    filetypes = { "python", "cuda" },  -- .cu files are compiled with nvcc where it is installed
     root_markers = { "pyproject.toml", "setup.py", ".git" },
     init_options = settings,
     settings = { [M.section] = settings },
