@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test bench docs clean
+.PHONY: demo test test-vscode bench docs clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -23,6 +23,15 @@ demo: $(VENV)/.installed
 
 test: $(VENV)/.installed-dev
 	$(BIN)/python -m pytest -q
+	$(MAKE) test-vscode
+
+# The VS Code extension, built and tested against the server in .venv (editors/vscode/README.md).
+test-vscode: $(VENV)/.installed
+	@if command -v npm >/dev/null 2>&1; then \
+		cd editors/vscode && npm ci --no-audit --no-fund && npx tsc -p . && npx vitest run; \
+	else \
+		echo "npm is not installed: skipping the VS Code extension's build and tests (editors/vscode)"; \
+	fi
 
 bench: $(VENV)/.installed-dev
 	$(BIN)/python bench/run_all.py

@@ -1,18 +1,25 @@
-"""Generates docs/rules.md and docs/configuration.md from their single definitions.
+"""Generates docs/rules.md, docs/configuration.md and the generated parts of the VS Code extension's package.json
+from their single definitions (the rule registry, settings.SETTINGS, commands.COMMANDS).
 
 `python -m kernel_lsp.docs` rewrites them; `--check` exits 1 when a committed file is stale (the tests do this).
 """
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
+from typing import Any
 
 from analyzers.rules import RULES
 
+from .commands import COMMANDS, ServerCommand
+from .settings import SECTION, SETTINGS, Setting
 from .settings import markdown as configuration_markdown
 
-DOCS = Path(__file__).resolve().parent.parent / "docs"
+ROOT = Path(__file__).resolve().parent.parent
+DOCS = ROOT / "docs"
+VSCODE_PACKAGE = ROOT / "editors" / "vscode" / "package.json"
 _LANGUAGES = (("general", "General"), ("triton", "Triton"), ("nki", "AWS NKI"), ("compile", "Compilation"))
 
 
@@ -51,22 +58,112 @@ def rules_markdown() -> str:
 
 GENERATED = {"rules.md": rules_markdown, "configuration.md": configuration_markdown}
 
+# The VS Code extension's package.json: the server's settings and commands are generated into it, the rest of the
+# manifest (the extension's own settings and commands, scripts, dependencies) is kept as written.
+VSCODE_SETTINGS_ID = "kernelLsp.server-settings"  # the contributes.configuration section that is generated
+VSCODE_CATEGORY = "kernel-lsp"
+# How the extension sends each kind of argument (kernel_lsp/commands.py); a new kind needs extension code first.
+VSCODE_ARGUMENTS = ("none", "position", "uri")
+_SERVER_PREFIX = "kernel-lsp."
+
+
+def vscode_command_id(command: ServerCommand) -> str:
+    """The palette command of a server command: kernel-lsp.showIR -> kernelLsp.showIR.
+
+    It cannot be the server's own name: the language client registers that one itself, for code lenses."""
+    if not command.name.startswith(_SERVER_PREFIX):
+        raise ValueError(f"server command {command.name!r} does not start with {_SERVER_PREFIX!r}")
+    if command.argument not in VSCODE_ARGUMENTS:
+        raise ValueError(f"server command {command.name}: the VS Code extension cannot send a {command.argument!r} "
+                         f"argument (it knows {', '.join(VSCODE_ARGUMENTS)}): teach editors/vscode/src/commands.ts")
+    return f"{SECTION}.{command.name[len(_SERVER_PREFIX):]}"
+
+
+def _json_default(value: Any) -> Any:
+    return list(value) if isinstance(value, tuple) else value
+
+
+def vscode_setting(setting: Setting) -> dict[str, Any]:
+    prop: dict[str, Any] = {"type": setting.type, "default": _json_default(setting.default)}
+    if setting.type == "array":
+        prop["items"] = {"type": "string"}
+    if setting.type == "object":
+        prop["additionalProperties"] = {"type": "string"}
+    if setting.enum:
+        prop["enum"] = list(setting.enum)
+    prop["markdownDescription"] = setting.description
+    return prop
+
+
+def vscode_package(current: dict[str, Any]) -> dict[str, Any]:
+    """`current` (a parsed package.json) with its generated parts rewritten from SETTINGS and COMMANDS."""
+    pkg = json.loads(json.dumps(current))
+    contributes = pkg.setdefault("contributes", {})
+
+    sections = contributes.get("configuration", [])
+    if isinstance(sections, dict):
+        sections = [sections]
+    generated_settings = {
+        "id": VSCODE_SETTINGS_ID,
+        "title": "kernel-lsp server",
+        "properties": {f"{SECTION}.{s.key}": vscode_setting(s) for s in SETTINGS},
+    }
+    contributes["configuration"] = [generated_settings] + [s for s in sections if s.get("id") != VSCODE_SETTINGS_ID]
+
+    previous = {c.get("command") for c in pkg.get(SECTION, {}).get("serverCommands", [])}
+    server_commands = [{"command": vscode_command_id(c), "server": c.name, "argument": c.argument} for c in COMMANDS]
+    generated_ids = {c["command"] for c in server_commands}
+    own = [c for c in contributes.get("commands", []) if c.get("command") not in previous | generated_ids]
+    contributes["commands"] = [
+        {"command": vscode_command_id(c), "title": c.title, "category": VSCODE_CATEGORY} for c in COMMANDS
+    ] + own
+
+    pkg["activationEvents"] = ["onLanguage:python", "onLanguage:cuda-cpp"] + [f"onCommand:{c['command']}" for c in contributes["commands"]]
+    # What the extension reads at run time: which settings go to the server, how each command's argument is sent.
+    pkg[SECTION] = {"serverSettings": [s.key for s in SETTINGS], "serverCommands": server_commands}
+    return pkg
+
+
+def vscode_package_text(current_text: str) -> str:
+    return json.dumps(vscode_package(json.loads(current_text)), indent=2, ensure_ascii=False) + "\n"
+
+
+def _vscode_package_stale() -> bool:
+    try:
+        text = VSCODE_PACKAGE.read_text(encoding="utf-8")
+        return text != vscode_package_text(text)
+    except (OSError, ValueError):
+        return True
+
 
 def stale() -> list[str]:
-    return [name for name, make in GENERATED.items()
-            if not (DOCS / name).exists() or (DOCS / name).read_text(encoding="utf-8") != make()]
+    names = [f"docs/{name}" for name, make in GENERATED.items()
+             if not (DOCS / name).exists() or (DOCS / name).read_text(encoding="utf-8") != make()]
+    if _vscode_package_stale():
+        names.append(str(VSCODE_PACKAGE.relative_to(ROOT)))
+    return names
 
 
 def main(argv: list[str]) -> int:
     if "--check" in argv:
         names = stale()
         for name in names:
-            print(f"docs/{name} is stale: run `python -m kernel_lsp.docs`", file=sys.stderr)
+            print(f"{name} is stale: run `python -m kernel_lsp.docs`", file=sys.stderr)
         return 1 if names else 0
     DOCS.mkdir(exist_ok=True)
     for name, make in GENERATED.items():
         (DOCS / name).write_text(make(), encoding="utf-8")
         print(f"wrote docs/{name}")
+    try:
+        text = vscode_package_text(VSCODE_PACKAGE.read_text(encoding="utf-8"))
+    except OSError as exc:
+        print(f"cannot read {VSCODE_PACKAGE}: {exc}", file=sys.stderr)
+        return 1
+    except ValueError as exc:
+        print(f"{VSCODE_PACKAGE} is not valid JSON: {exc}", file=sys.stderr)
+        return 1
+    VSCODE_PACKAGE.write_text(text, encoding="utf-8")
+    print(f"wrote {VSCODE_PACKAGE.relative_to(ROOT)}")
     return 0
 
 

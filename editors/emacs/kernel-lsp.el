@@ -1,0 +1,201 @@
+;;; kernel-lsp.el --- kernel-lsp for Emacs through eglot  -*- lexical-binding: t; -*-
+
+;; Version: 0.1.0
+;; Package-Requires: ((emacs "28.1") (eglot "1.9"))
+;; Keywords: languages, tools
+
+;;; Commentary:
+
+;; Registers kernel-lsp (a language server for Triton and NKI GPU kernels) with eglot for `python-mode' and
+;; `python-ts-mode', passes `kernel-lsp-settings' as its initializationOptions, and starts it by itself in
+;; buffers that contain kernels.  Diagnostics appear through flymake, quick fixes through `eglot-code-actions'.
+;;
+;;   (add-to-list 'load-path "~/src/kernel-lsp/editors/emacs")
+;;   (require 'kernel-lsp)
+;;   (setq kernel-lsp-python "~/project/.venv/bin/python")   ; an interpreter that has kernel-lsp
+;;   (setq kernel-lsp-settings '(:ignore ["TR009"] :targets ["sm_90" "sm_80"]))
+;;   (kernel-lsp-setup)
+;;
+;; Commands: `kernel-lsp-status', `kernel-lsp-reindex', `kernel-lsp-show-ir' (the compiled IR of the kernel at
+;; point) and `kernel-lsp-execute' (any command the server offers).  See docs/editors.md.
+
+;;; Code:
+
+(require 'eglot)
+(require 'jsonrpc)
+(require 'subr-x)
+
+(defgroup kernel-lsp nil
+  "kernel-lsp, the language server for GPU kernels."
+  :group 'tools
+  :prefix "kernel-lsp-")
+
+(defcustom kernel-lsp-python nil
+  "A Python interpreter that has kernel-lsp installed; the server runs as `PYTHON -m kernel_lsp serve'.
+When nil, `kernel-lsp-command' decides."
+  :type '(choice (const :tag "Automatic" nil) file))
+
+(defcustom kernel-lsp-command nil
+  "The command line that starts the server, a list of strings.
+When nil: `kernel-lsp-python' when set, else `kernel-lsp serve' when kernel-lsp is on `exec-path', else
+`python3 -m kernel_lsp serve'."
+  :type '(choice (const :tag "Automatic" nil) (repeat string)))
+
+(defcustom kernel-lsp-settings nil
+  "kernel-lsp settings (docs/configuration.md) as a plist, sent as initializationOptions.
+For example (:ignore [\"TR009\"] :severity (:NK \"hint\") :compile \"off\").  Use vectors for lists."
+  :type 'plist)
+
+(defcustom kernel-lsp-auto-start 'kernels
+  "When `kernel-lsp-setup' starts eglot in Python buffers by itself.
+`kernels': in buffers that contain Triton or NKI kernels; `always': in every Python buffer; nil: never (run
+\\[eglot] yourself)."
+  :type '(choice (const :tag "Buffers with kernels" kernels) (const :tag "Every Python buffer" always)
+                 (const :tag "Never" nil)))
+
+(defconst kernel-lsp-modes '(python-mode python-ts-mode)
+  "The major modes kernel-lsp serves.")
+
+(defconst kernel-lsp--kernel-regexp
+  (rx (or (seq "@" (* (any alnum "_.")) "jit" symbol-end)
+          (seq bol (* space) (or "import" "from") (+ space) (or "triton" "nki" "neuronxcc") symbol-end)))
+  "Text that marks a buffer as kernel code: a jit decorator, or an import of triton or NKI.")
+
+(defclass kernel-lsp-server (eglot-lsp-server) ()
+  "The kernel-lsp language server.")
+
+(cl-defmethod eglot-initialization-options ((_server kernel-lsp-server))
+  (or kernel-lsp-settings eglot--{}))
+
+(defun kernel-lsp--command ()
+  (cond (kernel-lsp-command kernel-lsp-command)
+        (kernel-lsp-python (list (expand-file-name kernel-lsp-python) "-m" "kernel_lsp" "serve"))
+        ((executable-find "kernel-lsp") (list "kernel-lsp" "serve"))
+        (t (list (or (executable-find "python3") "python") "-m" "kernel_lsp" "serve"))))
+
+(defun kernel-lsp-contact (&optional _interactive)
+  "The eglot contact for kernel-lsp: its server class and command line."
+  (cons 'kernel-lsp-server (kernel-lsp--command)))
+
+(defun kernel-lsp-buffer-has-kernels-p ()
+  "Whether the current buffer contains Triton or NKI kernel code."
+  (save-excursion
+    (save-restriction
+      (widen)
+      (goto-char (point-min))
+      (let ((case-fold-search nil))
+        (re-search-forward kernel-lsp--kernel-regexp nil t)))))
+
+(defun kernel-lsp-maybe-start ()
+  "Start eglot with kernel-lsp in this buffer, as `kernel-lsp-auto-start' says."
+  (when (and buffer-file-name
+             (or (eq kernel-lsp-auto-start 'always)
+                 (and (eq kernel-lsp-auto-start 'kernels) (kernel-lsp-buffer-has-kernels-p))))
+    (eglot-ensure)))
+
+;;;###autoload
+(defun kernel-lsp-setup ()
+  "Register kernel-lsp as eglot's server for Python buffers and start it where `kernel-lsp-auto-start' says.
+Eglot runs one server per project and major mode: this replaces another Python server (pylsp, pyright) in
+eglot for the modes in `kernel-lsp-modes'."
+  (setq eglot-server-programs
+        (cons (cons kernel-lsp-modes #'kernel-lsp-contact)
+              (cl-remove-if (lambda (entry) (eq (cdr entry) #'kernel-lsp-contact)) eglot-server-programs)))
+  (dolist (mode kernel-lsp-modes)
+    (add-hook (intern (format "%s-hook" mode)) #'kernel-lsp-maybe-start)))
+
+;;; Commands
+
+(defun kernel-lsp--server ()
+  (let ((server (eglot-current-server)))
+    (unless (and server (cl-typep server 'kernel-lsp-server))
+      (user-error "kernel-lsp is not running in this buffer (M-x eglot, or see `kernel-lsp-setup')"))
+    server))
+
+(defun kernel-lsp--offered (server)
+  "The commands SERVER advertises."
+  (append (plist-get (plist-get (eglot--capabilities server) :executeCommandProvider) :commands) nil))
+
+(defun kernel-lsp-position-argument ()
+  "The position argument of a server command: this buffer's uri and point, as {uri, line, character}."
+  (let ((params (eglot--TextDocumentPositionParams)))
+    (list :uri (plist-get (plist-get params :textDocument) :uri)
+          :line (plist-get (plist-get params :position) :line)
+          :character (plist-get (plist-get params :position) :character))))
+
+(defun kernel-lsp-execute-command (command &optional arguments)
+  "Run the server's COMMAND with ARGUMENTS (a vector) and return its result.
+A result with an :error key is reported as an error."
+  (let* ((server (kernel-lsp--server))
+         (result (jsonrpc-request server :workspace/executeCommand
+                                  (list :command command :arguments (or arguments [])))))
+    (when (and (listp result) (plist-get result :error))
+      (user-error "kernel-lsp: %s" (plist-get result :error)))
+    result))
+
+(defun kernel-lsp--format (value &optional indent)
+  (let ((pad (make-string (or indent 0) ?\s)))
+    (if (and (consp value) (keywordp (car value)))
+        (mapconcat (lambda (pair)
+                     (let ((key (substring (symbol-name (car pair)) 1)) (v (cdr pair)))
+                       (if (and (consp v) (keywordp (car v)))
+                           (format "%s%s:\n%s" pad key (kernel-lsp--format v (+ 2 (or indent 0))))
+                         (format "%s%s: %s" pad key (kernel-lsp--format-value v)))))
+                   (cl-loop for (k v) on value by #'cddr collect (cons k v))
+                   "\n")
+      (concat pad (kernel-lsp--format-value value)))))
+
+(defun kernel-lsp--format-value (v)
+  (cond ((vectorp v) (mapconcat #'kernel-lsp--format-value v ", "))
+        ((eq v :json-false) "false")
+        ((eq v t) "true")
+        ((null v) "null")
+        ((stringp v) v)
+        (t (format "%s" v))))
+
+(defun kernel-lsp-status ()
+  "Show what the server is doing: indexed files, queued work, compile counters, memory."
+  (interactive)
+  (let ((status (kernel-lsp-execute-command "kernel-lsp.status")))
+    (with-current-buffer (get-buffer-create "*kernel-lsp status*")
+      (let ((inhibit-read-only t))
+        (erase-buffer)
+        (insert (kernel-lsp--format status) "\n"))
+      (special-mode)
+      (display-buffer (current-buffer)))
+    status))
+
+(defun kernel-lsp-reindex ()
+  "Forget what is known of closed files and index the workspace again."
+  (interactive)
+  (let* ((status (kernel-lsp-execute-command "kernel-lsp.reindex"))
+         (n (plist-get status :indexed)))
+    (message "kernel-lsp: indexed %s files, %s Triton and %s NKI kernels"
+             (plist-get n :files) (plist-get n :tritonKernels) (plist-get n :nkiKernels))
+    status))
+
+(defun kernel-lsp-show-ir (&optional stage)
+  "Open the compiled IR (STAGE: ttgir by default; ttir, llir, ptx, sass, amdgcn) of the kernel at point."
+  (interactive (list (let ((s (completing-read "IR stage (default ttgir): "
+                                               '("ttir" "ttgir" "llir" "ptx" "sass" "amdgcn") nil nil)))
+                       (unless (string-empty-p s) s))))
+  (let* ((argument (append (kernel-lsp-position-argument) (and stage (list :stage stage))))
+         (result (kernel-lsp-execute-command "kernel-lsp.showIR" (vector argument)))
+         (path (plist-get result :path))
+         (lines (plist-get result :lines)))
+    (when path
+      (find-file-other-window path)
+      (when (and lines (> (length lines) 0))
+        (goto-char (point-min))
+        (forward-line (aref lines 0))))
+    result))
+
+(defun kernel-lsp-execute (command)
+  "Run any COMMAND the server offers, with the position at point as its argument."
+  (interactive (list (completing-read "kernel-lsp command: " (kernel-lsp--offered (kernel-lsp--server)) nil t)))
+  (let ((result (kernel-lsp-execute-command command (vector (kernel-lsp-position-argument)))))
+    (message "%s" (kernel-lsp--format result))
+    result))
+
+(provide 'kernel-lsp)
+;;; kernel-lsp.el ends here

@@ -1,0 +1,55 @@
+// Running the server's commands from the palette, and refining a proposal with a follow-up instruction.
+import * as vscode from 'vscode';
+import { ExecuteCommandRequest, type LanguageClient } from 'vscode-languageclient/node';
+
+import type { ArgumentKind } from './manifest';
+
+export const REFINE = 'kernel-lsp.refine';
+
+/** The commands the running server advertises in its initialize result. */
+export function advertised(client: LanguageClient | undefined): string[] {
+  return client?.initializeResult?.capabilities.executeCommandProvider?.commands ?? [];
+}
+
+/** The position argument of a command: the active editor's uri and cursor, as the server takes them. */
+export function positionArgument(client: LanguageClient, editor: vscode.TextEditor): Record<string, unknown> {
+  const cursor = editor.selection.active;
+  return {
+    uri: client.code2ProtocolConverter.asUri(editor.document.uri),
+    line: cursor.line,
+    character: cursor.character,
+  };
+}
+
+/** The arguments for a command, or the reason they cannot be made (no editor). */
+export function commandArguments(
+  kind: ArgumentKind,
+  client: LanguageClient,
+  editor: vscode.TextEditor | undefined,
+): unknown[] | { reason: string } {
+  if (kind === 'none') {
+    return [];
+  }
+  if (!editor) {
+    return { reason: 'open a Python file and put the cursor in a kernel first' };
+  }
+  if (kind === 'uri') {
+    return [{ uri: client.code2ProtocolConverter.asUri(editor.document.uri) }];
+  }
+  if (kind === 'position') {
+    return [positionArgument(client, editor)];
+  }
+  return { reason: `this extension cannot send a ${String(kind)} argument: update the kernel-lsp extension` };
+}
+
+/** An object result with an "error" key is the server saying why the command did nothing. */
+export function errorOf(result: unknown): string | undefined {
+  if (result && typeof result === 'object' && !Array.isArray(result) && 'error' in result) {
+    return String((result as { error: unknown }).error);
+  }
+  return undefined;
+}
+
+export async function execute(client: LanguageClient, command: string, args: unknown[]): Promise<unknown> {
+  return client.sendRequest(ExecuteCommandRequest.type, { command, arguments: args });
+}

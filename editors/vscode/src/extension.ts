@@ -1,0 +1,344 @@
+// kernel-lsp for VS Code: starts the language server, contributes its settings and commands, shows its state.
+import * as vscode from 'vscode';
+import {
+  DidChangeConfigurationNotification,
+  LanguageClient,
+  State,
+  type LanguageClientOptions,
+  type ServerOptions,
+} from 'vscode-languageclient/node';
+
+import { REFINE, advertised, commandArguments, errorOf, execute, positionArgument } from './commands';
+import { candidates, findServer, notFoundMessage, probe, type ServerLaunch } from './interpreter';
+import { pipeServerLog } from './log';
+import { readManifest, SECTION, type Manifest, type ServerCommand } from './manifest';
+import { configurationAnswer, serverSettings } from './settings';
+import { formatStatus, StatusIndicator, type Status } from './status';
+
+export const STATUS = 'kernel-lsp.status';
+const CHOOSE_INTERPRETER = 'Choose interpreter';
+const SHOW_LOG = 'Show log';
+const STATUS_POLL_MS = 500;
+const STATUS_POLL_LIMIT = 120;
+
+async function pythonExtensionInterpreter(resource: vscode.Uri | undefined): Promise<string | undefined> {
+  const extension = vscode.extensions?.getExtension('ms-python.python');
+  if (!extension) {
+    return undefined;
+  }
+  const api: any = extension.isActive ? extension.exports : await extension.activate();
+  const environment = api?.environments?.getActiveEnvironmentPath?.(resource);
+  if (environment?.path) {
+    return environment.path;
+  }
+  return api?.settings?.getExecutionDetails?.(resource)?.execCommand?.[0];
+}
+
+export class KernelLspExtension implements vscode.Disposable {
+  client: LanguageClient | undefined;
+  launch: ServerLaunch | undefined;
+  readonly indicator: StatusIndicator;
+  private readonly disposables: vscode.Disposable[] = [];
+  private polling: ReturnType<typeof setTimeout> | undefined;
+
+  constructor(readonly manifest: Manifest, readonly output: vscode.LogOutputChannel) {
+    this.indicator = new StatusIndicator(
+      vscode.window.createStatusBarItem('kernelLsp.status', vscode.StatusBarAlignment.Left, 10),
+      `${SECTION}.status`,
+      () => void this.refreshStatus(),
+    );
+  }
+
+  get trusted(): boolean {
+    return vscode.workspace.isTrusted !== false;
+  }
+
+  /** What the server gets as its settings now. */
+  settings(): Record<string, unknown> {
+    return serverSettings(vscode.workspace.getConfiguration(SECTION), this.manifest.serverSettings, this.trusted);
+  }
+
+  private async findLaunch(): Promise<ServerLaunch | undefined> {
+    const config = vscode.workspace.getConfiguration(SECTION);
+    const folders = (vscode.workspace.workspaceFolders ?? []).map((f) => f.uri.fsPath);
+    const resource = vscode.workspace.workspaceFolders?.[0]?.uri;
+    const list = await candidates({
+      configuredPath: config.get<string>('server.path') || undefined,
+      configuredPython: config.get<string>('server.python') || undefined,
+      pythonExtension: () => pythonExtensionInterpreter(resource),
+      workspaceFolders: folders,
+      trusted: this.trusted,
+    });
+    const search = await findServer(list);
+    if (!search.launch) {
+      const message = notFoundMessage(search);
+      this.output.error(message);
+      this.indicator.stopped('no interpreter with kernel-lsp installed');
+      void vscode.window.showErrorMessage(message, CHOOSE_INTERPRETER, SHOW_LOG).then((choice) => {
+        if (choice === CHOOSE_INTERPRETER) {
+          void vscode.commands.executeCommand(`${SECTION}.chooseInterpreter`);
+        } else if (choice === SHOW_LOG) {
+          this.output.show(true);
+        }
+      });
+    }
+    return search.launch;
+  }
+
+  /** Finds an interpreter and starts the server; false (with a message shown) when it cannot. */
+  async start(): Promise<boolean> {
+    const launch = await this.findLaunch();
+    if (!launch) {
+      return false;
+    }
+    this.launch = launch;
+    this.output.info(`starting ${launch.command} ${launch.args.join(' ')} (kernel-lsp ${launch.version}, from ` +
+      `${launch.candidate.source})${this.trusted ? '' : ' in an untrusted workspace: compiling is off'}`);
+    const serverOptions: ServerOptions = {
+      command: launch.command,
+      args: launch.args,
+      options: { cwd: vscode.workspace.workspaceFolders?.[0]?.uri.fsPath },
+    };
+    const clientOptions: LanguageClientOptions & { stdioOptions: any } = {
+      documentSelector: [{ scheme: 'file', language: 'python' }, { scheme: 'file', language: 'cuda-cpp' }],
+      initializationOptions: this.settings(),
+      outputChannel: this.output,
+      traceOutputChannel: this.output,
+      stdioOptions: {
+        stdout: (input: any, channel: vscode.LogOutputChannel) => pipeServerLog(input, channel),
+        stderr: (input: any, channel: vscode.LogOutputChannel) => pipeServerLog(input, channel),
+      },
+      middleware: {
+        workspace: {
+          // Only the server's own settings, and compiling forced off in an untrusted workspace.
+          configuration: async (params, token, next) => {
+            const answers = await next(params, token);
+            return Array.isArray(answers) ? configurationAnswer(params.items, answers, () => this.settings()) : answers;
+          },
+        },
+        handleWorkDoneProgress: (token, params, next) => {
+          this.indicator.progress(token, params);
+          next(token, params);
+        },
+      },
+    };
+    const client = new LanguageClient(SECTION, 'kernel-lsp', serverOptions, clientOptions);
+    this.client = client;
+    client.onDidChangeState((e) => {
+      if (e.newState === State.Stopped && this.client === client) {
+        this.indicator.stopped('the server stopped (see the kernel-lsp output)');
+      }
+    });
+    try {
+      await client.start();
+    } catch (error) {
+      const reason = error instanceof Error ? error.message : String(error);
+      this.indicator.stopped(reason);
+      this.output.error(`kernel-lsp failed to start: ${reason}`);
+      void vscode.window.showErrorMessage(`kernel-lsp failed to start: ${reason}`, SHOW_LOG).then((choice) => {
+        if (choice === SHOW_LOG) {
+          this.output.show(true);
+        }
+      });
+      return false;
+    }
+    this.pollStatus(0);
+    return true;
+  }
+
+  async stop(): Promise<void> {
+    if (this.polling) {
+      clearTimeout(this.polling);
+      this.polling = undefined;
+    }
+    const client = this.client;
+    this.client = undefined;
+    if (client && client.state !== State.Stopped) {
+      await client.stop();
+    }
+  }
+
+  async restart(): Promise<boolean> {
+    await this.stop();
+    return this.start();
+  }
+
+  /** Asks the server for its status while it indexes the workspace, so the status bar follows. */
+  private pollStatus(count: number): void {
+    this.polling = undefined;
+    void this.refreshStatus().then((status) => {
+      if (status && (status.indexing || !status.ready) && count < STATUS_POLL_LIMIT && this.client) {
+        this.polling = setTimeout(() => this.pollStatus(count + 1), STATUS_POLL_MS);
+      }
+    });
+  }
+
+  async refreshStatus(): Promise<Status | undefined> {
+    const client = this.client;
+    if (!client || !client.isRunning()) {
+      return undefined;
+    }
+    try {
+      const status = (await execute(client, STATUS, [])) as Status;
+      if (status && typeof status === 'object') {
+        this.indicator.status(status);
+      }
+      return status;
+    } catch (error) {
+      this.output.warn(`kernel-lsp status failed: ${error instanceof Error ? error.message : String(error)}`);
+      return undefined;
+    }
+  }
+
+  private running(): LanguageClient | undefined {
+    if (this.client?.isRunning()) {
+      return this.client;
+    }
+    void vscode.window.showWarningMessage('kernel-lsp is not running: open a Python file, or see the kernel-lsp output');
+    return undefined;
+  }
+
+  /** A palette command: runs the server command with its argument and shows what came back. */
+  async runServerCommand(command: ServerCommand): Promise<unknown> {
+    const client = this.running();
+    if (!client) {
+      return undefined;
+    }
+    if (!advertised(client).includes(command.server)) {
+      void vscode.window.showWarningMessage(`kernel-lsp: this server does not offer "${command.title}" ` +
+        `(${command.server}); update kernel-lsp where it runs`);
+      return undefined;
+    }
+    const args = commandArguments(command.argument, client, vscode.window.activeTextEditor);
+    if (!Array.isArray(args)) {
+      void vscode.window.showWarningMessage(`kernel-lsp: ${command.title}: ${args.reason}`);
+      return undefined;
+    }
+    let result: unknown;
+    try {
+      result = await execute(client, command.server, args);
+    } catch (error) {
+      const reason = error instanceof Error ? error.message : String(error);
+      void vscode.window.showErrorMessage(`kernel-lsp: ${command.title} failed: ${reason}`);
+      return undefined;
+    }
+    const error = errorOf(result);
+    if (error !== undefined) {
+      void vscode.window.showErrorMessage(`kernel-lsp: ${command.title}: ${error}`);
+    } else if (command.server === STATUS && result && typeof result === 'object') {
+      this.indicator.status(result as Status);
+      this.output.info(`status\n${formatStatus(result as Status)}`);
+      this.output.show(true);
+    } else if (result !== null && result !== undefined) {
+      this.output.info(`${command.server}: ${JSON.stringify(result)}`);
+    }
+    return result;
+  }
+
+  /** Asks for a follow-up instruction and sends it with the cursor's place to the server's refine command. */
+  async refineProposal(): Promise<unknown> {
+    const client = this.running();
+    if (!client) {
+      return undefined;
+    }
+    if (!advertised(client).includes(REFINE)) {
+      void vscode.window.showInformationMessage(
+        `kernel-lsp: this server does not offer refining proposals (no ${REFINE} command)`);
+      return undefined;
+    }
+    const editor = vscode.window.activeTextEditor;
+    if (!editor) {
+      void vscode.window.showWarningMessage('kernel-lsp: put the cursor in the kernel whose proposal to refine');
+      return undefined;
+    }
+    const instruction = await vscode.window.showInputBox({
+      title: 'kernel-lsp: refine the proposal',
+      prompt: 'What should change in the proposed edit? (for example "keep BLOCK_SIZE at 128")',
+      ignoreFocusOut: true,
+    });
+    if (!instruction?.trim()) {
+      return undefined;
+    }
+    try {
+      const result = await execute(client, REFINE, [{ ...positionArgument(client, editor), instruction: instruction.trim() }]);
+      const error = errorOf(result);
+      if (error !== undefined) {
+        void vscode.window.showErrorMessage(`kernel-lsp: refine: ${error}`);
+      }
+      return result;
+    } catch (error) {
+      void vscode.window.showErrorMessage(`kernel-lsp: refine failed: ${error instanceof Error ? error.message : String(error)}`);
+      return undefined;
+    }
+  }
+
+  /** Picks an interpreter file, checks that it has kernel-lsp, saves it in the user settings and restarts. */
+  async chooseInterpreter(): Promise<boolean> {
+    const picked = await vscode.window.showOpenDialog({
+      canSelectFiles: true,
+      canSelectFolders: false,
+      canSelectMany: false,
+      openLabel: 'Use this interpreter for kernel-lsp',
+      title: 'A Python interpreter that has kernel-lsp installed',
+    });
+    const file = picked?.[0]?.fsPath;
+    if (!file) {
+      return false;
+    }
+    const result = await probe({ kind: 'python', command: file, source: 'your choice' });
+    if ('reason' in result) {
+      void vscode.window.showErrorMessage(`kernel-lsp: ${file} cannot run the server: ${result.reason}. ` +
+        'Install it there with `pip install kernel-lsp`, or choose another interpreter.', CHOOSE_INTERPRETER)
+        .then((choice) => choice === CHOOSE_INTERPRETER && this.chooseInterpreter());
+      return false;
+    }
+    await vscode.workspace.getConfiguration(SECTION).update('server.python', file, vscode.ConfigurationTarget.Global);
+    return this.restart();
+  }
+
+  /** Setting changes: a new interpreter restarts the server, the server's settings are sent to it. */
+  async configurationChanged(event: vscode.ConfigurationChangeEvent): Promise<void> {
+    if (event.affectsConfiguration(`${SECTION}.server`)) {
+      await this.restart();
+    } else if (event.affectsConfiguration(SECTION) && this.client?.isRunning()) {
+      await this.client.sendNotification(DidChangeConfigurationNotification.type, { settings: { [SECTION]: this.settings() } });
+    }
+  }
+
+  dispose(): void {
+    void this.stop();
+    this.indicator.dispose();
+    for (const d of this.disposables) {
+      d.dispose();
+    }
+  }
+}
+
+export interface KernelLspApi {
+  readonly extension: KernelLspExtension;
+}
+
+export async function activate(context: vscode.ExtensionContext): Promise<KernelLspApi> {
+  const manifest = readManifest(context.extension.packageJSON);
+  const output = vscode.window.createOutputChannel('kernel-lsp', { log: true });
+  const extension = new KernelLspExtension(manifest, output);
+  context.subscriptions.push(output, extension);
+  for (const command of manifest.serverCommands) {
+    context.subscriptions.push(vscode.commands.registerCommand(command.command, () => extension.runServerCommand(command)));
+  }
+  context.subscriptions.push(
+    vscode.commands.registerCommand(`${SECTION}.refineProposal`, () => extension.refineProposal()),
+    vscode.commands.registerCommand(`${SECTION}.chooseInterpreter`, () => extension.chooseInterpreter()),
+    vscode.commands.registerCommand(`${SECTION}.restartServer`, () => extension.restart()),
+    vscode.commands.registerCommand(`${SECTION}.showOutput`, () => output.show(true)),
+    vscode.workspace.onDidChangeConfiguration((e) => extension.configurationChanged(e)),
+    // Trust granted: restart with compiling allowed and the workspace's own interpreters considered.
+    vscode.workspace.onDidGrantWorkspaceTrust(() => extension.restart()),
+  );
+  await extension.start();
+  return { extension };
+}
+
+export async function deactivate(): Promise<void> {
+  // The client is stopped by the extension's disposal (context.subscriptions).
+}

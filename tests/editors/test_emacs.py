@@ -1,0 +1,82 @@
+"""editors/emacs/kernel-lsp.el in a real `emacs --batch` with eglot: the server starts for a kernel file and its
+diagnostics reach flymake; the status command answers."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.server.kernels import TYPO, TYPO_LINE
+
+pytestmark = pytest.mark.emacs
+
+ROOT = Path(__file__).resolve().parents[2]
+EMACS = shutil.which("emacs")
+
+
+def _has_eglot() -> bool:
+    if EMACS is None:
+        return False
+    probe = subprocess.run([EMACS, "--batch", "--eval", "(progn (package-initialize) (require 'eglot))"],
+                           check=False, capture_output=True, timeout=60)
+    return probe.returncode == 0
+
+
+if not _has_eglot():
+    pytest.skip("emacs with eglot is not installed", allow_module_level=True)
+
+DRIVER = r"""
+(package-initialize)
+(add-to-list 'load-path (getenv "KERNEL_LSP_EL"))
+(require 'kernel-lsp)
+(require 'flymake)
+(require 'json)
+(setq kernel-lsp-command (list (getenv "KERNEL_LSP_PYTHON") "-m" "kernel_lsp" "serve"))
+(setq kernel-lsp-settings '(:compile "off"))
+(setq eglot-sync-connect t)
+(kernel-lsp-setup)
+(defun kl-wait (pred seconds)
+  (let ((deadline (+ (float-time) seconds)))
+    (while (and (not (funcall pred)) (< (float-time) deadline))
+      (accept-process-output nil 0.05))
+    (funcall pred)))
+(find-file (getenv "KERNEL_LSP_FILE"))
+;; The file's python-mode hook asked eglot to connect after the current command, as for a file opened by hand.
+(run-hooks 'post-command-hook)
+(let* ((server (kl-wait #'eglot-current-server 20))
+       (found (kl-wait (lambda () (flymake-start nil t) (flymake-diagnostics)) 20))
+       (status (and server (kernel-lsp-execute-command "kernel-lsp.status"))))
+  (princ (json-encode
+          (list :server (and server (symbol-name (eieio-object-class server)))
+                :diagnostics (vconcat (mapcar (lambda (d)
+                                                (list :line (1- (line-number-at-pos (flymake-diagnostic-beg d)))
+                                                      :text (flymake-diagnostic-text d)))
+                                              found))
+                :statusCompile (and status (plist-get (plist-get status :compile) :mode)))))
+  (terpri)
+  (when server (eglot-shutdown server)))
+"""
+
+
+def test_eglot_shows_the_server_diagnostics_through_flymake(tmp_path: Path):
+    (tmp_path / ".git").mkdir()  # the project root eglot uses
+    kernel = tmp_path / "kernels.py"
+    kernel.write_text(TYPO)
+    driver = tmp_path / "driver.el"
+    driver.write_text(DRIVER)
+    env = {"KERNEL_LSP_EL": str(ROOT / "editors" / "emacs"), "KERNEL_LSP_PYTHON": sys.executable,
+           "KERNEL_LSP_FILE": str(kernel), "HOME": str(tmp_path), "PATH": "/usr/bin:/bin"}
+    run = subprocess.run([EMACS, "--batch", "-l", str(driver)], check=False, capture_output=True, text=True,
+                         timeout=90, env=env, cwd=tmp_path)
+    lines = [line for line in run.stdout.splitlines() if line.startswith("{")]
+    assert run.returncode == 0 and lines, f"emacs failed:\n{run.stdout}\n{run.stderr}"
+    result = json.loads(lines[-1])
+    assert result["server"] == "kernel-lsp-server"
+    typo = [d for d in result["diagnostics"] if "TR007" in d["text"]]
+    assert typo and typo[0]["line"] == TYPO_LINE, result
+    assert result["statusCompile"] == "off"  # kernel-lsp-settings arrived as initializationOptions
