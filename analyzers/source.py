@@ -74,7 +74,7 @@ def _top_level_chunks(lines: list[str]) -> list[tuple[int, int]]:
     """
     chunks: list[tuple[int, int]] = []
     start = None
-    prev_decorator = False
+    decorating = False  # inside a decorator list: its arguments may span lines, up to the def it decorates
     in_string: str | None = None  # the open triple quote, if any
     for i, line in enumerate(lines):
         opened = in_string
@@ -86,13 +86,15 @@ def _top_level_chunks(lines: list[str]) -> list[tuple[int, int]]:
         if not stripped or stripped.startswith("#"):
             continue
         top = not line[0].isspace()
-        if top and not _CONTINUATION.match(stripped) and not prev_decorator:
+        continuation = _CONTINUATION.match(stripped)
+        if top and not continuation and not decorating:
             if start is not None:
                 chunks.append((start, i))
             start = i
         elif start is None:
             start = i
-        prev_decorator = top and stripped.startswith("@")
+        if top and not continuation:
+            decorating = stripped.startswith("@")
     if start is not None:
         chunks.append((start, len(lines)))
     return chunks

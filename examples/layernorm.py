@@ -100,6 +100,26 @@ def reference_layer_norm(
     return y.to(x.dtype), mean, rstd
 
 
+from kernel_lsp.spec import spec  # beside the spec it serves: the kernels above need none of it
+
+
+# Correctness spec: y, mean and rstd all compared; ragged feature counts and a 3-D input.
+@spec(
+    kernel=layernorm_fwd_kernel,
+    launcher=layer_norm,
+    reference=reference_layer_norm,
+    shapes=[(5, 3), (9, 300), (2, 3, 129)],
+    dtypes=["float32", "float16"],
+    atol={"float32": 1e-4, "float16": 1e-2},
+    rtol={"float32": 1e-4, "float16": 1e-2},
+    bench_shapes=[(4096, 4096)],
+)
+def layernorm_inputs(shape, dtype, device):
+    n_cols = shape[-1]
+    x = (torch.randn(shape, device=device) * 3 + 1.5).to(dtype)
+    return (x, torch.randn(n_cols, device=device).to(dtype), torch.randn(n_cols, device=device).to(dtype))
+
+
 if __name__ == "__main__":
     device = "cuda" if torch.cuda.is_available() else "cpu"
     torch.manual_seed(0)
@@ -121,5 +141,5 @@ if __name__ == "__main__":
             )
             worst = max(worst, err_y)
             assert err_y <= tol and err_stats <= 1e-4, f"{shape} {dtype}: y {err_y}, mean/rstd {err_stats}"
-            print(f"{str(shape):>14} {str(dtype):>13}: max error y {err_y:.3e}, mean/rstd {err_stats:.3e}")
+            print(f"{shape!s:>14} {dtype!s:>13}: max error y {err_y:.3e}, mean/rstd {err_stats:.3e}")
     print(f"layernorm OK on {device}; max error {worst:.3e}")

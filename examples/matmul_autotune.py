@@ -125,6 +125,26 @@ def reference_matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     return (a.float() @ b.float()).to(a.dtype)
 
 
+from kernel_lsp.spec import spec  # beside the spec it serves: the kernels above need none of it
+
+
+# Correctness spec: every autotune config on a ragged (M, N, K); tolerances cover tf32 / fp16 rounding.
+@spec(
+    kernel=matmul_kernel,
+    launcher=matmul,
+    reference=reference_matmul,
+    shapes=[(33, 20, 70)],
+    dtypes=["float16", "float32"],
+    seeds=1,
+    atol={"float16": 1e-2, "float32": 1e-2},
+    rtol={"float16": 1e-2, "float32": 1e-2},
+    bench_shapes=[(4096, 4096, 4096)],
+)
+def matmul_inputs(shape, dtype, device):
+    M, N, K = shape
+    return (torch.randn(M, K, dtype=dtype, device=device), torch.randn(K, N, dtype=dtype, device=device))
+
+
 def _check(a: torch.Tensor, b: torch.Tensor, config: triton.Config | None, label: str) -> float:
     got = matmul(a, b, config).float()
     want = reference_matmul(a, b).float()

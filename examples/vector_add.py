@@ -48,6 +48,22 @@ def reference_add(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     return x + y
 
 
+from kernel_lsp.spec import spec  # beside the spec it serves: the kernels above need none of it
+
+
+# Correctness spec: `kernel-lsp` checks add_kernel against reference_add on these shapes (ragged ones included).
+@spec(
+    kernel=add_kernel,
+    launcher=add,
+    reference=reference_add,
+    shapes=[(1,), (1000,), (4097,)],
+    dtypes=["float32", "float16"],
+    bench_shapes=[(1 << 24,)],
+)
+def add_inputs(shape, dtype, device):
+    return (torch.randn(shape, dtype=dtype, device=device), torch.randn(shape, dtype=dtype, device=device))
+
+
 if __name__ == "__main__":
     device = "cuda" if torch.cuda.is_available() else "cpu"
     torch.manual_seed(0)
@@ -62,5 +78,5 @@ if __name__ == "__main__":
             err = (got.float() - want.float()).abs().max().item()
             worst = max(worst, err)
             assert err == 0.0, f"n={n} {dtype}: max error {err}"
-            print(f"n={n:>6} {str(dtype):>13}: max error {err:.3e}")
+            print(f"n={n:>6} {dtype!s:>13}: max error {err:.3e}")
     print(f"vector_add OK on {device}; max error {worst:.3e}")

@@ -58,6 +58,13 @@ def build_parser() -> argparse.ArgumentParser:
                        " repeatable or comma-separated): compile errors, spills, shared memory and resources are "
                        "reported. Without it (or `targets` in --config) nothing is compiled")
 
+    check.add_argument("--run-checks", action="store_true",
+                       help="also run every correctness spec (docs/specs.md): each kernel against its PyTorch "
+                       "reference, on the GPU when there is one, else through Triton's interpreter. This runs the "
+                       "files' code (in separate processes) and needs torch and triton")
+    check.add_argument("--check-device", choices=["auto", "interpreter", "cuda"], default=None,
+                       help="where --run-checks runs kernels (default: the checkDevice setting, \"auto\")")
+
     rules = sub.add_parser("rules", help="list the rules, or explain one")
     rules.add_argument("code", nargs="?")
     return parser
@@ -90,6 +97,8 @@ def _check(args: argparse.Namespace) -> int:
         overrides["select"] = args.select
     if args.ignore is not None:
         overrides["ignore"] = args.ignore
+    if args.check_device is not None:
+        overrides["checkDevice"] = args.check_device
     if overrides:
         settings, messages = parse_settings(overrides, settings)
         if messages:
@@ -116,7 +125,10 @@ def _check(args: argparse.Namespace) -> int:
         print("kernel-lsp: compiling for a target needs triton in this Python environment (pip install triton)",
               file=sys.stderr)
         return EXIT_USAGE
-    result = check_paths(args.paths, settings, targets or config_targets)
+    if args.run_checks and not (triton_installed() and _importable("torch")):
+        print("kernel-lsp: --run-checks needs torch and triton in this Python environment", file=sys.stderr)
+        return EXIT_USAGE
+    result = check_paths(args.paths, settings, targets or config_targets, run_specs=args.run_checks)
     if args.format == "json":
         out = json_report(result)
     elif args.format == "sarif":
@@ -135,6 +147,12 @@ def _check(args: argparse.Namespace) -> int:
     worst = result.worst()
     threshold = {"error": Severity.ERROR, "warning": Severity.WARNING, "info": Severity.INFO}.get(fail_on)
     return EXIT_PROBLEMS if threshold is not None and worst is not None and worst <= threshold else EXIT_OK
+
+
+def _importable(module: str) -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec(module) is not None
 
 
 def _rules(args: argparse.Namespace) -> int:

@@ -23,6 +23,14 @@ class ServerCommand:
 STATUS = "kernel-lsp.status"
 REINDEX = "kernel-lsp.reindex"
 SHOW_IR = "kernel-lsp.showIR"
+RUN_CHECKS = "kernel-lsp.runChecks"
+OPTIMIZE_TILING = "kernel-lsp.optimizeTiling"
+PORT_TO_NKI = "kernel-lsp.portToNki"
+FIX_THIS = "kernel-lsp.fixThis"
+EXPLAIN_TIME = "kernel-lsp.explainTime"
+WRITE_SPEC = "kernel-lsp.writeSpec"
+REFINE = "kernel-lsp.refine"
+CANCEL_ASSISTANT = "kernel-lsp.cancelAssistant"
 
 COMMANDS: tuple[ServerCommand, ...] = (
     ServerCommand(STATUS, "Show status", "What the server is doing: indexed files, queued work, compile and "
@@ -31,6 +39,25 @@ COMMANDS: tuple[ServerCommand, ...] = (
                   "again."),
     ServerCommand(SHOW_IR, "Show IR", "Open the TTIR, TTGIR, LLIR, PTX, SASS or AMDGCN of the kernel under the "
                   "cursor, at the instructions that come from the cursor's line.", "position"),
+    ServerCommand(RUN_CHECKS, "Run correctness checks", "Check the kernel under the cursor (or every kernel of the "
+                  "file) against the PyTorch reference of its spec, now.", "position"),
+    ServerCommand(OPTIMIZE_TILING, "Optimize tiling (assistant)", "Ask the model for a plan to make the kernel under "
+                  "the cursor faster; after `refine` with \"go\", candidates are compiled, checked against the spec "
+                  "and timed, and the fastest correct one is proposed as an edit to confirm.", "position"),
+    ServerCommand(PORT_TO_NKI, "Port to NKI (assistant)", "Ask the model for a plan, then an NKI port of the Triton "
+                  "kernel under the cursor (current `nki` API), checked by the NK rules and, where installed, AWS's "
+                  "NKI simulator.", "position"),
+    ServerCommand(FIX_THIS, "Fix this (assistant)", "Ask the model to fix the problem at the cursor (a compile "
+                  "error, a failed check, a rule); the fix is verified before it is proposed.", "position"),
+    ServerCommand(EXPLAIN_TIME, "Explain where the time goes (assistant)", "The model explains the kernel's "
+                  "latency report (measured on a GPU, else estimated): text, no edit.", "position"),
+    ServerCommand(WRITE_SPEC, "Write a correctness spec (assistant)", "The model writes the PyTorch reference and "
+                  "inputs of a spec for the kernel under the cursor; proposed once the check passes.", "position"),
+    ServerCommand(REFINE, "Refine… (assistant)", "Continue the assistant's session for the kernel under the "
+                  "cursor: {uri, line, character, instruction}; \"go\" accepts a plan, other text replaces it or asks "
+                  "for a change.", "position"),
+    ServerCommand(CANCEL_ASSISTANT, "Cancel the assistant", "Stop every assistant action in progress (its model "
+                  "calls and checks); nothing is proposed."),
 )
 
 BY_NAME = {c.name: c for c in COMMANDS}

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from typing import Callable, Sequence
 
-from lsprotocol import types
+from lsprotocol import converters, types
 from pygls.uris import from_fs_path
 from pygls.workspace.position_codec import PositionCodec
 
-from analyzers.model import Fix, Problem, Severity, Span
+from analyzers.model import Fix, Problem, Severity, Span, TextEdit
 
 SOURCE = "kernel-lsp"
 _SEVERITY = {
@@ -82,3 +82,24 @@ def text_edits(uri: str, version: int | None, edits: list[types.TextEdit]) -> ty
         text_document=types.OptionalVersionedTextDocumentIdentifier(uri=uri, version=version),
         edits=edits,
     )])
+
+
+PROPOSAL_ANNOTATION = "kernel-lsp.proposal"
+_CONVERTER = converters.get_converter()  # command answers are plain JSON: the edit is unstructured here
+
+
+def proposal(uri: str, version: int | None, pos: Positions, edits: list[TextEdit], *, title: str, summary: str,
+             table: list[list[str]] | None = None, **extra: object) -> dict:
+    """A proposed change, as a command's answer: the edit is versioned (a client refuses it once the document has
+    changed) and every text edit carries a change annotation that needs confirmation, so an editor previews it
+    (VS Code's refactor preview, the Neovim plugin's diff) instead of applying it silently."""
+    annotated = [types.AnnotatedTextEdit(range=pos.range(e.span), new_text=e.new_text,
+                                         annotation_id=PROPOSAL_ANNOTATION) for e in edits]
+    edit = types.WorkspaceEdit(
+        document_changes=[types.TextDocumentEdit(
+            text_document=types.OptionalVersionedTextDocumentIdentifier(uri=uri, version=version), edits=annotated)],
+        change_annotations={PROPOSAL_ANNOTATION: types.ChangeAnnotation(
+            label=title, needs_confirmation=True, description=summary)},
+    )
+    return {"proposal": {"title": title, "summary": summary, "edit": _CONVERTER.unstructure(edit),
+                         "table": table or [], **extra}}

@@ -20,7 +20,8 @@ from .settings import markdown as configuration_markdown
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
 VSCODE_PACKAGE = ROOT / "editors" / "vscode" / "package.json"
-_LANGUAGES = (("general", "General"), ("triton", "Triton"), ("nki", "AWS NKI"), ("compile", "Compilation"))
+_LANGUAGES = (("general", "General"), ("triton", "Triton"), ("nki", "AWS NKI"), ("compile", "Compilation"),
+              ("checks", "Correctness checks"))
 
 
 def rules_markdown() -> str:

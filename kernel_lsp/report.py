@@ -40,6 +40,7 @@ def text_report(result: CheckResult, color: bool = False) -> str:
     lines += [resource_line(report, jr) for report in result.compiled for jr in report.jobs if jr.result.ok]
     lines += [f"{_display(k.path)}:{k.line + 1} {k.name} {k.target} {k.registers} regs, {k.spill_bytes or 0} B spill, "
               f"{k.shared_bytes} B smem (nvcc)" for k in result.cuda]
+    lines += [f"{_display(path)}:{v.kernel_line + 1} {v.kernel}: {v.message}" for path, v in result.verdicts]
     stats = result.index.stats()
     total = sum(len(ps) for ps in result.problems.values())
     counts = ", ".join(_n(result.count(s), _LEVEL[s]) for s in (Severity.ERROR, Severity.WARNING, Severity.INFO)
@@ -52,6 +53,9 @@ def text_report(result: CheckResult, color: bool = False) -> str:
         cached = sum(1 for jr in jobs if jr.cached)
         targets = ", ".join(dict.fromkeys(r.target.name for r in result.compiled))
         summary += f"; {_n(len(jobs), 'compile job')} for {targets} ({cached} cached)"
+    if result.verdicts:
+        correct = sum(1 for _, v in result.verdicts if v.ok)
+        summary += f"; {_n(len(result.verdicts), 'spec')} checked ({correct} correct)"
     fixable = sum(1 for ps in result.problems.values() for p in ps if p.fix)
     if fixable:
         summary += f"; {fixable} with a quick fix in the editor"
@@ -152,6 +156,10 @@ def json_report(result: CheckResult) -> str:
         doc["cuda"] = [{"path": k.path, "name": k.name, "line": k.line + 1, "target": k.target,
                         "registers": k.registers, "spillBytes": k.spill_bytes, "stackBytes": k.stack_bytes,
                         "sharedBytes": k.shared_bytes} for k in result.cuda]
+    if result.verdicts:
+        from .engine.verify.results import verdict_to_dict
+
+        doc["checks"] = [{"path": path, **verdict_to_dict(v)} for path, v in result.verdicts]
     return json.dumps(doc, indent=2) + "\n"
 
 

@@ -9,10 +9,12 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import gc
-from functools import partial
+import itertools
 import logging
 import os
+import threading
 from dataclasses import dataclass, field
+from functools import partial
 from typing import TYPE_CHECKING, Iterable
 
 from lsprotocol import types
@@ -34,6 +36,7 @@ from .settings import Settings
 if TYPE_CHECKING:
     from .engine.compile.service import CompileService
     from .engine.cuda import CudaReport
+    from .engine.verify import CheckReport
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +45,7 @@ log = logging.getLogger(__name__)
 PULL_FALLBACK_DELAY = 0.3
 # Seconds without a change after which the server collects garbage (see collect_garbage).
 IDLE_GC_DELAY = 1.0
+_PROGRESS_TOKENS = itertools.count(1)
 
 
 @dataclass
@@ -75,6 +79,12 @@ class ServerState:
     nvcc: str | None = None
     nvcc_missing_told: bool = False
     pin_hint_told: bool = False  # the user has been told how to pin parameter types the compile had to assume
+    code_lens_refresh: bool = False  # the client accepts workspace/codeLens/refresh
+    # Correctness checks: path -> (the text that was checked, its report); shown while that text is current
+    checks: dict[str, tuple[str, "CheckReport"]] = field(default_factory=dict)
+    checking: dict[str, tuple[int, threading.Event]] = field(default_factory=dict)  # path -> (generation, cancel)
+    check_generation: int = 0
+    checks_run: int = 0
 
 
 class CompileProgress:
@@ -304,6 +314,101 @@ class KernelLanguageServer(LanguageServer):
         if found is None or doc is None or doc.version != found[0]:
             return None
         return found[1]
+
+    # -- correctness checks --------------------------------------------------------------------------------
+
+    def current_text(self, path: str) -> str | None:
+        doc = self.open_document(path)
+        return doc.source if doc is not None else read_source(path, self.state.settings.max_file_bytes).text
+
+    def check_report(self, path: str) -> "CheckReport | None":
+        """The last check report of a file, while its text is still the one that was checked."""
+        found = self.state.checks.get(path)
+        if found is None or self.current_text(path) != found[0]:
+            return None
+        return found[1]
+
+    def check_problems(self, path: str) -> list:
+        found = self.state.checks.get(path)
+        report = self.check_report(path)
+        if report is None or found is None:
+            return []
+        from .engine.checks import check_problems
+
+        return check_problems(report, found[0])
+
+    def is_checking(self, path: str) -> bool:
+        return path in self.state.checking
+
+    async def run_checks(self, path: str, kernels: tuple[str, ...] | None = None) -> "CheckReport | None":
+        """Check a file's specs (or those of `kernels`) against their references, in a separate process. A newer
+        request for the same file cancels this one (None is returned for the cancelled one)."""
+        from .engine.verify import CheckReport, CheckRequest, run_checks
+
+        text = self.current_text(path)
+        if text is None:
+            return None
+        settings = self.state.settings
+        request = CheckRequest(path, text, kernels, device=settings.check_device,
+                               timeout_s=float(settings.check_timeout_s),
+                               root=self.state.roots[0] if self.state.roots else None)
+        previous = self.state.checking.get(path)
+        if previous is not None:
+            previous[1].set()  # superseded: its process is killed
+        self.state.check_generation += 1
+        generation, cancel = self.state.check_generation, threading.Event()
+        self.state.checking[path] = (generation, cancel)
+        self.refresh_lenses()
+        title = f"checking {', '.join(kernels) if kernels else os.path.basename(path)}"
+        token = await self.begin_progress(title)
+        try:
+            report = await asyncio.to_thread(run_checks, request, cancel)
+        except asyncio.CancelledError:
+            cancel.set()
+            raise
+        finally:
+            self.end_progress(token)
+            if self.state.checking.get(path, (None,))[0] == generation:
+                del self.state.checking[path]
+        if cancel.is_set():
+            return None
+        self.state.checks_run += 1
+        before = self.state.checks.get(path)
+        if kernels and before is not None and before[0] == text:  # keep the other kernels' verdicts of this text
+            kept = tuple(v for v in before[1].verdicts if v.kernel not in kernels)
+            report = CheckReport(path, kept + report.verdicts, report.errors)
+        self.state.checks[path] = (text, report)
+        self.publish([path])
+        self.refresh_lenses()
+        return report
+
+    def refresh_lenses(self) -> None:
+        if self.state.code_lens_refresh:
+            try:
+                self.workspace_code_lens_refresh(None)
+            except Exception:  # noqa: BLE001
+                log.debug("code lens refresh failed", exc_info=True)
+
+    async def begin_progress(self, message: str) -> str | None:
+        """A work-done progress for one piece of work, where the client shows progress; returns its token."""
+        if not self.progress.supported:
+            return None
+        token = f"kernel-lsp-work-{next(_PROGRESS_TOKENS)}"
+        try:
+            await asyncio.wait_for(self.work_done_progress.create_async(token), 5.0)
+            self.work_done_progress.begin(token, types.WorkDoneProgressBegin(title="kernel-lsp", message=message))
+        except Exception:  # noqa: BLE001 - progress is a nicety
+            log.debug("cannot report progress", exc_info=True)
+            return None
+        return token
+
+    def end_progress(self, token: str | None, message: str | None = None) -> None:
+        if token is None:
+            return
+        try:
+            self.work_done_progress.end(token, types.WorkDoneProgressEnd(message=message))
+        except Exception:  # noqa: BLE001
+            log.debug("cannot end progress", exc_info=True)
 
     # -- compiling -----------------------------------------------------------------------------------------
 

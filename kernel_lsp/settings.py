@@ -19,6 +19,8 @@ _CODE = re.compile(r"^[A-Z]{2}\d{0,3}$")
 _SEVERITIES = ("error", "warning", "information", "hint", "off")
 _LOG_LEVELS = ("debug", "info", "warning", "error")
 _COMPILE_MODES = ("open", "workspace", "off")
+_CHECK_MODES = ("save", "request", "off")
+_CHECK_DEVICES = ("auto", "interpreter", "cuda")
 
 
 @dataclass(frozen=True)
@@ -75,6 +77,19 @@ def _targets(value: Any) -> tuple[str, ...]:
         if name not in out:
             out.append(name)
     return tuple(out)
+
+
+def _string(value: Any) -> str:
+    if not isinstance(value, str):
+        raise ValueError("expected a string")
+    return value.strip()
+
+
+def _url(value: Any) -> str:
+    value = _string(value)
+    if value and not re.match(r"^https?://[^\s/]+", value):
+        raise ValueError(f"{value!r} is not an http(s) URL")
+    return value.rstrip("/")
 
 
 def _boolean(value: Any) -> bool:
@@ -179,6 +194,31 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("cacheMaxMB", "cache_max_mb", "integer", 512, "Size cap of the compile result cache in "
             "`<workspace>/.kernel-lsp/cache`, in megabytes; least recently used entries are pruned beyond it.",
             _int_range(1, 1_000_000)),
+    Setting("checks", "checks", "string", "save", "When kernels are checked against the PyTorch reference of "
+            "their spec (docs/specs.md): `save` (each time the file is saved, and on request), `request` (only "
+            "from the code lens or the `kernel-lsp.runChecks` command) or `off`. Checks run the user's code, in a "
+            "separate process.", _choice(_CHECK_MODES), _CHECK_MODES),
+    Setting("checkDevice", "check_device", "string", "auto", "Where checks run: `auto` (the GPU when PyTorch sees "
+            "one, else Triton's interpreter on the CPU), `interpreter` or `cuda`.", _choice(_CHECK_DEVICES),
+            _CHECK_DEVICES),
+    Setting("checkTimeoutS", "check_timeout_s", "integer", 60, "Seconds one spec's check may take before its "
+            "process is killed and a KV004 error says so.", _int_range(1, 3600)),
+    Setting("assistantModel", "assistant_model", "string", "claude-sonnet-4-5", "The Anthropic model the "
+            "assistant's code actions use.", _string),
+    Setting("assistantBaseUrl", "assistant_base_url", "string", "", "Base URL of the Messages API (empty: "
+            "Anthropic's). For a proxy or a gateway.", _url),
+    Setting("assistantApiKey", "assistant_api_key", "string", "", "API key for the assistant. Prefer the "
+            "ANTHROPIC_API_KEY environment variable of the editor; this setting is for clients that cannot set it. "
+            "It is never logged.", _string),
+    Setting("assistantMaxAttempts", "assistant_max_attempts", "integer", 3, "How many times the assistant may "
+            "try again after a candidate fails to compile, to pass its checks or to be faster, per request.",
+            _int_range(1, 10)),
+    Setting("assistantCandidates", "assistant_candidates", "integer", 1, "Candidates asked for per request; the "
+            "correct ones are ranked by measured (or estimated) latency.", _int_range(1, 8)),
+    Setting("assistantTimeoutS", "assistant_timeout_s", "integer", 120, "Seconds one Messages API call may take.",
+            _int_range(5, 3600)),
+    Setting("assistantMaxTokens", "assistant_max_tokens", "integer", 8000, "Upper bound on the tokens of one "
+            "answer of the model.", _int_range(256, 128_000)),
     Setting("logLevel", "log_level", "string", "info", "Server log verbosity (written to stderr, which editors show "
             "in their output panel).", _choice(_LOG_LEVELS), _LOG_LEVELS),
 )
@@ -200,6 +240,16 @@ class Settings:
     compile_workers: int = 0  # 0: CPU cores minus one
     compile_timeout_s: int = 60
     cache_max_mb: int = 512
+    checks: str = "save"
+    check_device: str = "auto"
+    check_timeout_s: int = 60
+    assistant_model: str = "claude-sonnet-4-5"
+    assistant_base_url: str = ""
+    assistant_api_key: str = field(default="", repr=False)  # never in logs or messages
+    assistant_max_attempts: int = 3
+    assistant_candidates: int = 1
+    assistant_timeout_s: int = 120
+    assistant_max_tokens: int = 8000
     log_level: str = "info"
 
     def severity_for(self, code: str) -> str | None:

@@ -21,7 +21,7 @@ class Rule:
     name: str  # kebab-case, stable
     summary: str  # one line: what is wrong
     severity: Severity
-    language: str  # "general", "triton", "nki" or "compile" (reported by the compile service)
+    language: str  # "general", "triton", "nki", "compile" or "checks" (reported by the compile service and checks)
     wrong: str  # a complete example that triggers the rule
     right: str  # the same example, fixed; triggers no rule above information level
     explanation: str = ""  # why it matters and how to fix it
@@ -157,4 +157,4 @@ register(Rule(
 
 def load_rule_modules() -> None:
     """Import every rule module so that its rules and checks register themselves."""
-    from . import compile, nki, triton_kernel, triton_launch  # noqa: F401
+    from . import checks, compile, nki, triton_kernel, triton_launch  # noqa: F401

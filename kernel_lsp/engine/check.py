@@ -25,6 +25,7 @@ class CheckResult:
     compiled: list[Any] = field(default_factory=list)  # service.KernelCompileReport, with --target only
     compile_stats: dict[str, Any] = field(default_factory=dict)
     cuda: list[Any] = field(default_factory=list)  # cuda.CudaKernel per kernel and target, with --target only
+    verdicts: list[Any] = field(default_factory=list)  # (path, verify.Verdict) per spec, with --run-checks only
 
     def count(self, severity: Severity) -> int:
         return sum(1 for ps in self.problems.values() for p in ps if p.severity == severity)
@@ -35,9 +36,10 @@ class CheckResult:
 
 
 def check_paths(paths: Iterable[str], settings: Settings, targets: Sequence[str] = (),
-                root: str | Path | None = None) -> CheckResult:
+                root: str | Path | None = None, run_specs: bool = False) -> CheckResult:
     """Analyse the files; with `targets`, also compile every kernel for them (in worker processes, results cached
-    under `<root>/.kernel-lsp`, root defaulting to the working directory) and merge the compile problems."""
+    under `<root>/.kernel-lsp`, root defaulting to the working directory) and merge the compile problems; with
+    `run_specs`, also run every correctness spec (docs/specs.md) and merge what the checks found."""
     index = WorkspaceIndex(settings)
     result = CheckResult(index)
     for given in paths:
@@ -54,11 +56,35 @@ def check_paths(paths: Iterable[str], settings: Settings, targets: Sequence[str]
 
         for report in result.compiled:
             extra.setdefault(report.path, []).extend(compile_problems(report))
+    if run_specs:
+        _run_specs(result, settings, Path(root or os.getcwd()), extra)
     for path in sorted(index.files):
         result.problems[path] = index.problems(path, extra.get(path, ()))
     if targets:
         _check_cuda_files(result, paths, settings, list(targets))
     return result
+
+
+def _run_specs(result: CheckResult, settings: Settings, root: Path, extra: dict[str, list[Problem]]) -> None:
+    """Every file with a spec, checked in its own process; a few at a time (each is one process)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from analyzers.specs import find_specs
+
+    from .checks import check_problems
+    from .verify import CheckRequest, run_checks
+
+    texts = {path: read_source(path, settings.max_file_bytes).text for path in sorted(result.index.files)}
+    todo = [path for path, text in texts.items() if text and find_specs(text)]
+
+    def check(path: str):
+        return run_checks(CheckRequest(path, texts[path], device=settings.check_device,
+                                       timeout_s=float(settings.check_timeout_s), root=str(root)))
+
+    with ThreadPoolExecutor(max_workers=max(1, min(len(todo), (os.cpu_count() or 2) - 1))) as pool:
+        for path, report in zip(todo, pool.map(check, todo)):
+            result.verdicts += [(path, v) for v in report.verdicts]
+            extra.setdefault(path, []).extend(check_problems(report, texts[path] or ""))
 
 
 def _check_cuda_files(result: CheckResult, paths: Iterable[str], settings: Settings, targets: list[str]) -> None:

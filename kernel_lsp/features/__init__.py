@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from . import code_actions, commands, diagnostics, documents, ir, lifecycle, resources, symbols
+from . import checks, code_actions, commands, diagnostics, documents, ir, lifecycle, resources, symbols
 
 if TYPE_CHECKING:
     from ..server import KernelLanguageServer
 
-FEATURES = (lifecycle, documents, diagnostics, code_actions, symbols, resources, commands, ir)
+FEATURES = (lifecycle, documents, diagnostics, code_actions, symbols, resources, commands, ir, checks)
 
 
 def register_all(server: "KernelLanguageServer") -> None:

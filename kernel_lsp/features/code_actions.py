@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import ast
 import re
 from typing import TYPE_CHECKING
 
 from lsprotocol import types
 
 from analyzers.model import Span, TextEdit
+from analyzers.source import SourceText, parse_recovering
 
 from .. import convert
 
@@ -33,7 +35,7 @@ def _suppress_edit(line_text: str, line: int, code: str) -> TextEdit:
 def register(server: "KernelLanguageServer") -> None:
     @server.feature(
         types.TEXT_DOCUMENT_CODE_ACTION,
-        types.CodeActionOptions(code_action_kinds=[types.CodeActionKind.QuickFix]),
+        types.CodeActionOptions(code_action_kinds=[types.CodeActionKind.QuickFix, types.CodeActionKind.Refactor]),
     )
     def code_action(ls: "KernelLanguageServer", params: types.CodeActionParams):
         uri = params.text_document.uri
@@ -42,11 +44,16 @@ def register(server: "KernelLanguageServer") -> None:
         if path is None or doc is None:
             return None
         only = params.context.only
-        if only and not any(k == types.CodeActionKind.QuickFix or k.startswith("quickfix") for k in only):
+        fixes = not only or any(k.startswith(types.CodeActionKind.QuickFix) for k in only)
+        refactors = not only or any(k.startswith(types.CodeActionKind.Refactor) for k in only)
+        if not fixes and not refactors:
             return None
         pos = convert.Positions(doc.lines, doc.position_codec)
         want = pos.span(params.range)
         ls.note_focus(path, want.start_line)  # editors ask for code actions where the cursor is
+        spec_action = _starter_spec_action(ls, path, uri, doc, pos, want.start_line) if refactors else None
+        if not fixes:
+            return [spec_action] if spec_action else None
         sent = {(d.code, d.range.start.line): d for d in params.context.diagnostics}
         actions: list[types.CodeAction] = []
         suppressions: list[types.CodeAction] = []
@@ -71,4 +78,32 @@ def register(server: "KernelLanguageServer") -> None:
                 diagnostics=diags,
                 edit=convert.text_edits(uri, doc.version, [types.TextEdit(pos.range(edit.span), edit.new_text)]),
             ))
-        return actions + suppressions or None
+        return actions + suppressions + ([spec_action] if spec_action else []) or None
+
+
+def _starter_spec_action(ls: "KernelLanguageServer", path: str, uri: str, doc, pos: convert.Positions,
+                         line: int) -> types.CodeAction | None:
+    """"Write a correctness spec" for the kernel at the cursor when it has none: inserted after its launcher."""
+    from analyzers.specs import find_specs, starter_spec
+
+    entry = ls.state.index.get(path)
+    analysis = entry.analysis if entry else None
+    kernel = next((k for k in analysis.kernels if k.span.contains_line(line)), None) if analysis else None
+    if kernel is None or any(s.kernel and s.kernel.rsplit(".", 1)[-1] == kernel.name for s in find_specs(doc.source)):
+        return None
+    sites = [s for s in analysis.launch_sites if s.target == kernel.name]
+    text = starter_spec(kernel, sites, doc.source)
+    after = kernel.span.end_line
+    for site in sites:  # after the top-level function that launches it, where the spec can name that launcher
+        for node in parse_recovering(SourceText(doc.source)).body:
+            if isinstance(node, ast.FunctionDef) and node.lineno - 1 <= site.span.start_line < node.end_lineno:
+                after = max(after, node.end_lineno - 1)
+    at = min(after + 1, len(doc.lines))
+    insert = pos.position(at, 0)
+    if at < len(doc.lines):
+        new_text = "\n\n" + text + "\n"
+    else:  # at the end of the file
+        new_text = ("" if doc.lines and doc.lines[-1].endswith("\n") else "\n") + "\n\n" + text
+    edit = types.TextEdit(types.Range(insert, insert), new_text)
+    return types.CodeAction(title=f"Write a correctness spec for {kernel.name}", kind=types.CodeActionKind.Refactor,
+                            edit=convert.text_edits(uri, doc.version, [edit]))

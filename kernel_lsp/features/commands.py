@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import resource
+import shutil
 from typing import TYPE_CHECKING, Any
 
 from .. import __version__
@@ -22,6 +23,11 @@ def rss_mb() -> float:
     except (OSError, ValueError, IndexError):
         peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
         return round(peak / (2**20 if os.uname().sysname == "Darwin" else 2**10), 1)
+
+
+def gpu_present() -> bool:
+    """Whether an NVIDIA GPU is visible, without importing torch: the driver's device node or nvidia-smi."""
+    return os.path.exists("/dev/nvidiactl") or shutil.which("nvidia-smi") is not None
 
 
 def status(ls: "KernelLanguageServer") -> dict[str, Any]:
@@ -44,6 +50,10 @@ def status(ls: "KernelLanguageServer") -> dict[str, Any]:
             "filesCompiled": len(state.compiled), "staleDropped": state.stale_compiles_dropped,
             **(state.compiler.stats() if state.compiler is not None else {}),
         },
+        "mode": "gpu" if state.settings.check_device == "cuda" or (
+            state.settings.check_device == "auto" and gpu_present()) else "cpu",
+        "checks": {"when": state.settings.checks, "device": state.settings.check_device, "run": state.checks_run,
+                   "running": len(state.checking)},
         "memoryMB": rss_mb(),
         "pid": os.getpid(),
     }

@@ -24,7 +24,7 @@ def diagnostics_for(ls: "KernelLanguageServer", path: str) -> list[types.Diagnos
         report = ls.cuda_report(path)
         problems = ls.state.index.filtered(report.problems) if report else []
     else:
-        problems = ls.state.index.problems(path, ls.compile_problems(path))
+        problems = ls.state.index.problems(path, ls.compile_problems(path) + ls.check_problems(path))
     if not problems:
         return []
     pos = ls.positions(path)

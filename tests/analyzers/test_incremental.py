@@ -68,3 +68,12 @@ def test_unindented_docstring_lines_do_not_split_statements():
     assert _top_level_chunks(SourceText(text).lines) == [(0, 5), (5, 6)]
     result = analyze_source(text, "d.py", ParseCache())
     assert [p.code for p in result.problems] == []
+
+
+def test_a_decorator_whose_arguments_span_lines_stays_with_its_def():
+    text = "import x\n\n@spec(\n    kernel=k,\n)\ndef inputs(shape):\n    return ()\n\n\ny = 1\n"
+    assert _top_level_chunks(SourceText(text).lines) == [(0, 2), (2, 9), (9, 10)]
+    edited = text.replace("y = 1", "y = 2")
+    cache = ParseCache()
+    analyze_source(text, "s.py", cache)
+    assert _snapshot(analyze_source(edited, "s.py", cache)) == _snapshot(analyze_source(edited, "s.py"))

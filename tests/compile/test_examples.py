@@ -29,6 +29,9 @@ pytest.importorskip("triton")  # a dev dependency on Linux x86-64; elsewhere the
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
+# The label of vector_add's launch-site configuration: "launch at line N", N the 1-based line of the launch.
+VECTOR_ADD_LAUNCH = "launch at line " + str(1 + (EXAMPLES / "vector_add.py").read_text().splitlines().index(
+    "    add_kernel[grid](x, y, out, n, BLOCK_SIZE=block_size, num_warps=4)"))
 KERNELS = {"vector_add": "add_kernel", "fused_softmax": "softmax_kernel", "layernorm": "layernorm_fwd_kernel",
            "matmul_autotune": "matmul_kernel"}
 
@@ -53,7 +56,7 @@ def compiled(cache_dir, request):
     jobs["matmul sm_80 config 2"] = _plan("matmul_autotune", ["sm_80"])[1]
     # One row of 8192 fp32 values in a single warp: 256 values per thread do not fit in 255 registers.
     jobs["softmax spills sm_90"] = _plan("fused_softmax", ["sm_90"], pins={"BLOCK_SIZE": 8192, "num_warps": 1})[0]
-    results, wall = compile_all(jobs, cache_dir, sass=("vector_add sm_90 launch at line 43",))
+    results, wall = compile_all(jobs, cache_dir, sass=(f"vector_add sm_90 {VECTOR_ADD_LAUNCH}",))
     report(request, "examples, cold compiles", results, wall)
     return jobs, results
 
@@ -102,13 +105,13 @@ def test_matrix_instructions_per_target(compiled) -> None:
 def test_vector_add_uses_128_bit_global_accesses(compiled) -> None:
     _, results = compiled
     for target in ("sm_90", "gfx942"):
-        res = results[f"vector_add {target} launch at line 43"].resources
+        res = results[f"vector_add {target} {VECTOR_ADD_LAUNCH}"].resources
         assert res.load_widths == (128,) and res.store_widths == (128,), target
     # Contiguous, 16-divisible accesses everywhere: no example has a block access left scalar (KC007).
     assert {name: r.resources.scalar_accesses for name, r in results.items() if r.resources.scalar_accesses} == {}
-    r = results["vector_add sm_90 launch at line 43"]
+    r = results[f"vector_add sm_90 {VECTOR_ADD_LAUNCH}"]
     assert "LDG.E.128" in r.asm["sass"] and "ld.global.v4.b32" in r.asm["ptx"]
-    assert set(results["vector_add gfx942 launch at line 43"].asm) >= {"ttir", "ttgir", "llir", "amdgcn"}
+    assert set(results[f"vector_add gfx942 {VECTOR_ADD_LAUNCH}"].asm) >= {"ttir", "ttgir", "llir", "amdgcn"}
 
 
 def _ptxas_report(ptx: str, tmp_path: Path) -> dict[str, int]:

@@ -43,6 +43,10 @@ def _on_inlay_hint_refresh(client: LanguageClient, params: None) -> None:
     client.inlay_hint_refreshes += 1  # type: ignore[attr-defined]
 
 
+def _on_code_lens_refresh(client: LanguageClient, params: None) -> None:
+    client.code_lens_refreshes += 1  # type: ignore[attr-defined]
+
+
 def _on_show_document(client: LanguageClient, params: types.ShowDocumentParams) -> types.ShowDocumentResult:
     client.shown_documents.append(params)  # type: ignore[attr-defined]
     return types.ShowDocumentResult(success=True)
@@ -55,12 +59,14 @@ def make_client() -> LanguageClient:
     client.publish_count = 0  # type: ignore[attr-defined]
     client.applied_edits = []  # type: ignore[attr-defined]
     client.inlay_hint_refreshes = 0  # type: ignore[attr-defined]
+    client.code_lens_refreshes = 0  # type: ignore[attr-defined]
     client.shown_documents = []  # type: ignore[attr-defined]
     register_lsp_features(client, {
         **DEFAULT_CLIENT_FEATURES,
         types.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS: _on_publish,
         types.WORKSPACE_APPLY_EDIT: _on_apply_edit,
         types.WORKSPACE_INLAY_HINT_REFRESH: _on_inlay_hint_refresh,
+        types.WORKSPACE_CODE_LENS_REFRESH: _on_code_lens_refresh,
         types.WINDOW_SHOW_DOCUMENT: _on_show_document,
     })
     return client

@@ -1,0 +1,52 @@
+"""Rules for what a correctness check found (KV001–KV005): reported from real runs of a kernel against its
+PyTorch reference (`kernel_lsp.spec`, docs/specs.md), not by a static check. Registered here so that codes,
+severities, suppression and documentation work as for every rule.
+"""
+
+from __future__ import annotations
+
+from ..model import Severity
+from . import Rule, register
+
+register(Rule(
+    code="KV001", name="check-mismatch", language="checks", severity=Severity.ERROR,
+    summary="The kernel's output differs from its PyTorch reference on a case of its spec.",
+    wrong="", right="",
+    explanation="The spec's launcher ran the kernel on fresh random inputs and its output did not match the "
+    "reference within the tolerance. The message gives the first failing case (shape, dtype, seed), the largest "
+    "absolute and relative errors, how many elements differ and the first of them. \"all in the tail\" means every "
+    "wrong element lies past the last full block: the usual sign of a missing or off-by-one mask.",
+))
+register(Rule(
+    code="KV002", name="check-rejected", language="checks", severity=Severity.ERROR,
+    summary="The check could not trust the result: the kernel did not really compute it.",
+    wrong="", right="",
+    explanation="A result only counts when the kernel computed it: the spec's kernel must launch, the launcher "
+    "must not fall back to PyTorch or swallow the kernel's exceptions, inputs must stay unmodified, outputs must "
+    "be written (they start as NaN), and two runs on the same inputs must agree. The message says which of these "
+    "failed.",
+))
+register(Rule(
+    code="KV003", name="out-of-bounds-access", language="checks", severity=Severity.ERROR,
+    summary="A load or store touched memory outside every tensor argument (caught on the CPU interpreter).",
+    wrong="", right="",
+    explanation="On the CPU, checks run through Triton's interpreter with a bounds guard: an active lane whose "
+    "address lies outside all of the kernel's tensor arguments stops the run before it corrupts memory. The "
+    "diagnostic sits on the load or store and names the pointer argument, the element offset and the program "
+    "id. Mask the access (`mask=offs < n`) or fix the offset arithmetic.",
+))
+register(Rule(
+    code="KV004", name="check-crashed", language="checks", severity=Severity.ERROR,
+    summary="The kernel crashed, hung or ran out of memory while it was checked.",
+    wrong="", right="",
+    explanation="The checking process died from a signal, did not finish within `checkTimeoutS`, or exceeded its "
+    "memory limit. The message says which and, when known, the kernel line; other checks and the server carry "
+    "on.",
+))
+register(Rule(
+    code="KV005", name="check-not-run", language="checks", severity=Severity.WARNING,
+    summary="The spec could not be run: the module failed to import, or the spec or its launcher is wrong.",
+    wrong="", right="",
+    explanation="Nothing was verified. The message gives the error (an import error, an exception in the inputs "
+    "function, the reference or the launcher, a spec argument of the wrong kind).",
+))

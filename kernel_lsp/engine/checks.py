@@ -1,0 +1,50 @@
+"""What a correctness check report means for the user's file: problems (KV001–KV005) and one-line summaries.
+
+Pure: no torch, no processes. The checks themselves run in `engine.verify`.
+"""
+
+from __future__ import annotations
+
+from analyzers.model import Problem, Span
+from analyzers.rules import make_problem
+
+from .verify import CheckReport, Verdict
+
+_CODES = {"mismatch": "KV001", "rejected": "KV002", "out-of-bounds": "KV003", "crashed": "KV004",
+          "timeout": "KV004", "out-of-memory": "KV004", "error": "KV005"}
+
+
+def verdict_span(v: Verdict, lines: list[str]) -> Span:
+    """Where a verdict's problem goes: its own line when known, else the kernel's def line."""
+    line = v.line if v.line is not None else v.kernel_line
+    line = min(max(line, 0), max(len(lines) - 1, 0))
+    width = len(lines[line].rstrip("\r\n")) if line < len(lines) else 0
+    if v.line is not None and v.column is not None:
+        return Span(line, min(v.column, width), line, width)
+    start = width - len(lines[line].lstrip()) if line < len(lines) else 0
+    return Span(line, start, line, width)
+
+
+def check_problems(report: CheckReport, text: str) -> list[Problem]:
+    lines = text.splitlines()
+    out: list[Problem] = []
+    for v in report.verdicts:
+        code = _CODES.get(v.status)
+        if code is None:
+            continue
+        message = v.message
+        if v.notes:
+            message += " (" + "; ".join(v.notes) + ")"
+        out.append(make_problem(code, verdict_span(v, lines), message, kernel=v.kernel))
+    for line, message in report.errors:
+        at = min(max(line or 0, 0), max(len(lines) - 1, 0))
+        width = len(lines[at].rstrip("\r\n")) if at < len(lines) else 0
+        out.append(make_problem("KV005", Span(at, 0, at, width), message))
+    return out
+
+
+def summary(v: Verdict) -> str:
+    """What a code lens shows for one verdict."""
+    if v.ok:
+        return f"✓ {v.message}"
+    return f"✗ {v.message}"

@@ -1,0 +1,232 @@
+"""The parent side of a check: one fresh checking process per request, watched for time, memory and cancel.
+
+A process that crashes, hangs or grows past the memory limit is killed with its whole process group; the spec it
+was checking gets the verdict (signal, seconds, megabytes, and the user's line from faulthandler's stack where
+there is one), and a fresh process carries on with the specs after it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import select
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from .results import CheckReport, CheckRequest, Verdict, verdict_from_dict
+
+RUNNER = "kernel_lsp.engine.verify.runner"
+POLL_S = 0.05
+_PACKAGE_ROOT = str(Path(__file__).resolve().parents[3])  # the folder holding kernel_lsp/
+
+
+def _rss_mb(pid: int) -> float:
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return 0.0
+
+
+def _gpu_present() -> bool:
+    return os.path.exists("/dev/nvidiactl") or os.path.exists("/dev/kfd")
+
+
+def _stack_line(stderr: str, path: str) -> int | None:
+    """0-based line of the user's file in the most recent faulthandler dump (most recent call first)."""
+    dumps = stderr.split("most recent call first")
+    if len(dumps) < 2:
+        return None
+    pattern = re.compile(r'File "(.+?)", line (\d+)')
+    for match in pattern.finditer(dumps[-1]):
+        if match.group(1) == path:
+            return int(match.group(2)) - 1
+    return None
+
+
+def _signal_name(code: int) -> str:
+    try:
+        return signal.Signals(-code).name
+    except ValueError:
+        return f"signal {-code}"
+
+
+class _Run:
+    """One checking process."""
+
+    def __init__(self, request: CheckRequest, skip: list[str]):
+        self.request = request
+        self.stderr = tempfile.TemporaryFile(mode="w+b")  # noqa: SIM115 - closed in close()
+        read_fd, write_fd = os.pipe()
+        env = dict(os.environ)
+        env.pop("TRITON_INTERPRET", None)  # the runner decides, before importing triton
+        env["KERNEL_LSP_VERIFY_FD"] = str(write_fd)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (_PACKAGE_ROOT, env.get("PYTHONPATH")) if p)
+        env.setdefault("PYTHONFAULTHANDLER", "1")
+        payload = {
+            "path": os.path.abspath(request.path), "source": request.source, "root": request.root,
+            "kernels": list(request.kernels) if request.kernels is not None else None,
+            "device": request.device, "skip": skip,
+            # Address-space cap as a backstop to the resident-memory watch; CUDA reserves huge address ranges.
+            "address_space_mb": None if (request.device != "interpreter" and _gpu_present())
+            else request.memory_mb + 2048,
+        }
+        cwd = request.root or os.path.dirname(request.path) or None
+        if cwd and not os.path.isdir(cwd):
+            cwd = None
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", RUNNER], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=self.stderr,
+            env=env, pass_fds=(write_fd,), start_new_session=True, cwd=cwd)
+        os.close(write_fd)
+        self.fd = read_fd
+        self.buffer = b""
+        try:
+            self.proc.stdin.write(json.dumps(payload).encode())
+            self.proc.stdin.close()
+        except OSError:
+            pass
+
+    def events(self, timeout: float) -> tuple[list[dict], bool]:
+        """Events that arrived within `timeout` s; the flag is False once the pipe closed."""
+        ready, _, _ = select.select([self.fd], [], [], timeout)
+        if not ready:
+            return [], True
+        chunk = os.read(self.fd, 1 << 16)
+        if not chunk:
+            return self._lines(final=True), False
+        self.buffer += chunk
+        return self._lines(), True
+
+    def _lines(self, final: bool = False) -> list[dict]:
+        *lines, self.buffer = self.buffer.split(b"\n")
+        if final and self.buffer:
+            lines.append(self.buffer)
+            self.buffer = b""
+        out = []
+        for line in lines:
+            try:
+                out.append(json.loads(line))
+            except ValueError:
+                continue
+        return out
+
+    def dump_stacks(self) -> None:
+        try:
+            os.kill(self.proc.pid, signal.SIGUSR1)
+        except OSError:
+            return
+        time.sleep(0.3)
+
+    def kill(self) -> None:
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except OSError:
+            pass
+        try:
+            self.proc.wait(5)
+        except subprocess.TimeoutExpired:
+            pass
+
+    def stderr_text(self) -> str:
+        try:
+            self.stderr.seek(0)
+            return self.stderr.read()[-200_000:].decode("utf-8", "replace")
+        except OSError:
+            return ""
+
+    def close(self) -> None:
+        self.kill()
+        os.close(self.fd)
+        self.stderr.close()
+
+
+def check(request: CheckRequest, cancel: threading.Event | None = None) -> CheckReport:
+    started = time.monotonic()
+    verdicts: list[Verdict] = []
+    errors: list[tuple[int | None, str]] = []
+    done: list[str] = []
+    device = "CPU interpreter" if request.device in ("interpreter", "cpu") else request.device
+    path = os.path.abspath(request.path)
+    while True:
+        run = _Run(request, done)
+        current: dict[str, Any] | None = None
+        clock = time.monotonic()
+        ended = False
+        failure: tuple[str, str, str] | None = None  # status, message, why (for the stack line)
+        try:
+            while True:
+                events, alive = run.events(POLL_S)
+                for ev in events:
+                    kind = ev.get("event")
+                    if kind == "device":
+                        device = ev["device"]
+                    elif kind == "errors":
+                        errors += [(e[0], e[1]) for e in ev["errors"]]
+                    elif kind == "start":
+                        current, clock = ev, time.monotonic()
+                    elif kind == "verdict":
+                        verdicts.append(verdict_from_dict(ev["verdict"]))
+                        done.append(ev["verdict"]["spec"])
+                        current, clock = None, time.monotonic()
+                    elif kind == "oom":
+                        failure = ("out-of-memory", (f"out of memory: {ev.get('message', '')} (limit "
+                                   f"{request.memory_mb} MB)"), "oom")
+                    elif kind == "done":
+                        ended = True
+                if ended or failure:
+                    break
+                if cancel is not None and cancel.is_set():
+                    errors.append((None, "check cancelled"))
+                    return CheckReport(request.path, tuple(verdicts), tuple(errors))
+                rss = _rss_mb(run.proc.pid)
+                if rss > request.memory_mb:
+                    run.dump_stacks()
+                    failure = ("out-of-memory", (f"out of memory: the check used more than {request.memory_mb} MB "
+                               f"({rss:.0f} MB resident) and was stopped"), "memory")
+                    break
+                if time.monotonic() - clock > request.timeout_s:
+                    run.dump_stacks()
+                    what = "did not finish" if current else "did not import"
+                    failure = ("timeout", (f"timeout: the check {what} within {request.timeout_s:g} s and was "
+                               "stopped (an endless loop or a hang?)"), "timeout")
+                    break
+                if not alive:
+                    code = run.proc.wait()
+                    if code < 0:
+                        failure = ("crashed", f"crashed: the checking process died with {_signal_name(code)}"
+                                   + (" (an out-of-bounds access or a native error)" if code in (-11, -6, -7)
+                                      else ""), "crash")
+                    else:
+                        failure = ("crashed", f"crashed: the checking process exited with code {code}", "crash")
+                    break
+            if failure is None:
+                break
+            run.kill()
+            stderr = run.stderr_text()
+            line = _stack_line(stderr, path)
+            status, message, _ = failure
+            if line is not None:
+                message = f"{message.rstrip('.')}; last at line {line + 1}"
+            if current is None:
+                errors.append((line, message))
+                break
+            verdicts.append(Verdict(
+                kernel=current["kernel"], spec=current["spec"], spec_line=current["spec_line"],
+                kernel_line=current["kernel_line"], status=status, device=device, message=message, line=line,
+                notes=tuple(stderr.strip().splitlines()[-12:]) if status == "crashed" else (),
+                duration_s=round(time.monotonic() - clock, 3)))
+            done.append(current["spec"])
+        finally:
+            run.close()
+    del started
+    return CheckReport(request.path, tuple(verdicts), tuple(errors))

@@ -1,0 +1,128 @@
+"""Correctness checks in the editor: on save and on request (`kernel-lsp.runChecks`), with a code lens per kernel
+that has a spec (its verdict, or a button to run it). Problems found arrive as KV diagnostics."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import TYPE_CHECKING, Any
+
+from lsprotocol import types
+from pygls.uris import from_fs_path, to_fs_path
+
+from analyzers.specs import find_specs
+
+from ..commands import RUN_CHECKS
+
+if TYPE_CHECKING:
+    from ..server import KernelLanguageServer
+
+log = logging.getLogger(__name__)
+
+
+def specced_kernels(text: str) -> set[str]:
+    """Kernels of a text that have a spec (the name given as `kernel=`, without a module prefix)."""
+    return {site.kernel.rsplit(".", 1)[-1] for site in find_specs(text) if site.kernel}
+
+
+def _position_argument(args: tuple) -> tuple[str | None, int | None]:
+    """(uri, line) from one {"uri", "line", ...} object, positional uri[, line, character], or nothing."""
+    if len(args) == 1 and isinstance(args[0], dict):
+        return args[0].get("uri"), args[0].get("line")
+    if len(args) == 1 and isinstance(args[0], (list, tuple)):
+        args = tuple(args[0])
+    uri = args[0] if args and isinstance(args[0], str) else None
+    line = args[1] if len(args) > 1 and isinstance(args[1], int) else None
+    return uri, line
+
+
+async def run_checks_command(ls: "KernelLanguageServer", *args: Any) -> dict[str, Any]:
+    uri, line = _position_argument(args)
+    path = to_fs_path(uri) if uri else None
+    if not path:
+        return {"error": "runChecks needs the document's uri (and optionally a line)"}
+    if ls.state.settings.checks == "off":
+        return {"error": "checks are off (set the `checks` setting to \"save\" or \"request\")"}
+    text = ls.current_text(path)
+    if text is None:
+        return {"error": f"cannot read {path}"}
+    specced = specced_kernels(text)
+    kernels: tuple[str, ...] | None = None
+    if line is not None:
+        path = ls.ensure_current(uri) or path
+        entry = ls.state.index.get(path)
+        kernel = next((k for k in (entry.analysis.kernels if entry and entry.analysis else ())
+                       if k.span.contains_line(line)), None)
+        if kernel is not None:
+            if kernel.name not in specced:
+                return {"error": f"{kernel.name} has no correctness spec: use the code action \"Write a "
+                                 "correctness spec\" (docs/specs.md)", "kernel": kernel.name}
+            kernels = (kernel.name,)
+    if kernels is None and not specced:
+        return {"error": f"{path} has no correctness spec (docs/specs.md)"}
+    report = await ls.run_checks(path, kernels)
+    if report is None:
+        return {"error": "the check was superseded by a newer one"}
+    return {"verdicts": [{"kernel": v.kernel, "status": v.status, "message": v.message, "device": v.device,
+                          "line": v.line, "durationS": round(v.duration_s, 3)} for v in report.verdicts],
+            "errors": [{"line": line, "message": message} for line, message in report.errors]}
+
+
+def code_lenses(ls: "KernelLanguageServer", path: str) -> list[types.CodeLens]:
+    entry = ls.state.index.get(path)
+    text = ls.current_text(path)
+    if entry is None or entry.analysis is None or text is None:
+        return []
+    specced = specced_kernels(text)
+    report = ls.check_report(path)
+    pos = ls.positions(path)
+    running = ls.is_checking(path)
+    lenses = []
+    for kernel in entry.analysis.kernels:
+        if kernel.name not in specced:
+            continue
+        line = kernel.name_span.start_line  # the def line, below any decorators
+        where = {"uri": from_fs_path(path) or path, "line": line, "character": 0}
+        verdicts = [v for v in (report.verdicts if report else ()) if v.kernel == kernel.name]
+        at = types.Range(pos.position(line, 0), pos.position(line, 0))
+        if running:
+            lenses.append(types.CodeLens(range=at, command=types.Command(title="checking…", command="")))
+        elif verdicts:
+            from ..engine.checks import summary
+
+            for v in verdicts:
+                lenses.append(types.CodeLens(range=at, command=types.Command(
+                    title=summary(v), command=RUN_CHECKS, arguments=[where])))
+        else:
+            lenses.append(types.CodeLens(range=at, command=types.Command(
+                title="▶ check against the reference", command=RUN_CHECKS, arguments=[where])))
+    return lenses
+
+
+def register(server: "KernelLanguageServer") -> None:
+    @server.command(RUN_CHECKS)
+    async def run_checks(ls, *args):  # unannotated: pygls resolves annotations of command handlers
+        try:
+            return await run_checks_command(ls, *args)
+        except Exception as exc:  # noqa: BLE001 - a command answers, whatever happened
+            log.exception("runChecks failed")
+            return {"error": f"internal error: {exc}"}
+
+    @server.feature(types.TEXT_DOCUMENT_DID_SAVE, types.SaveOptions(include_text=False))
+    def did_save(ls: "KernelLanguageServer", params: types.DidSaveTextDocumentParams) -> None:
+        path = to_fs_path(params.text_document.uri)
+        if not path or ls.state.settings.checks != "save" or not path.endswith(".py"):
+            return
+        text = ls.current_text(path)
+        if text is None or not specced_kernels(text):
+            return
+        task = asyncio.ensure_future(ls.run_checks(path))
+        task.add_done_callback(lambda t: t.cancelled() or t.exception() and log.error(
+            "checks of %s failed", path, exc_info=t.exception()))
+
+    @server.feature(types.TEXT_DOCUMENT_CODE_LENS, types.CodeLensOptions(resolve_provider=False))
+    def code_lens(ls: "KernelLanguageServer", params: types.CodeLensParams):
+        path = ls.ensure_current(params.text_document.uri)
+        if not path or ls.state.settings.checks == "off":
+            return []
+        return code_lenses(ls, path)

@@ -1,0 +1,114 @@
+"""Correctness checks through the language server: on save and on request, verdicts as code lenses and KV
+diagnostics, a starter spec as a code action. Checks run the real checker (Triton's interpreter on the CPU)."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+from lsprotocol import types
+
+pytest.importorskip("torch")
+pytest.importorskip("triton")
+
+EXAMPLE = (Path(__file__).resolve().parents[2] / "examples" / "vector_add.py").read_text()
+# The classic bug: the mask dropped, so the last, partial block reads and writes past the end.
+UNMASKED = EXAMPLE.replace("x = tl.load(x_ptr + offsets, mask=in_bounds)", "x = tl.load(x_ptr + offsets)")
+UNMASKED_LINE = UNMASKED.splitlines().index("    x = tl.load(x_ptr + offsets)")
+KERNEL_LINE = EXAMPLE.splitlines().index("def add_kernel(")
+NO_SPEC = '''import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def scale_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) * 2.0, mask=offs < n)
+
+
+def scale(x):
+    out = torch.empty_like(x)
+    scale_kernel[(triton.cdiv(x.numel(), 256),)](x, out, x.numel(), BLOCK=256)
+    return out
+'''
+
+
+@pytest.fixture(params=["vscode"])
+def profile(request) -> str:
+    return request.param
+
+
+async def lenses(s, uri) -> list[types.CodeLens]:
+    return await s.client.text_document_code_lens_async(types.CodeLensParams(
+        text_document=types.TextDocumentIdentifier(uri=uri))) or []
+
+
+async def until(what, condition, timeout: float = 60.0):
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while True:
+        value = await what()
+        if condition(value):
+            return value
+        assert loop.time() < deadline, value
+        await asyncio.sleep(0.1)
+
+
+async def test_check_on_request_and_on_save(start):
+    s = await start({"vector_add.py": EXAMPLE}, options={"checkDevice": "interpreter"})
+    uri = s.open("vector_add.py")
+    [lens] = await lenses(s, uri)
+    assert lens.range.start.line == KERNEL_LINE and lens.command.command == "kernel-lsp.runChecks"
+    assert "check against the reference" in lens.command.title
+
+    result = await s.command("kernel-lsp.runChecks", {"uri": uri, "line": KERNEL_LINE + 3, "character": 0})
+    [verdict] = result["verdicts"]
+    assert verdict["status"] == "correct" and verdict["kernel"] == "add_kernel", result
+    assert "CPU interpreter" in verdict["message"]
+    [lens] = await lenses(s, uri)
+    assert lens.command.title.startswith("✓ correct on") and "CPU interpreter" in lens.command.title
+    assert not [d for d in await s.diagnostics(uri) if str(d.code).startswith("KV")]
+
+    # The user drops a mask and saves: the check runs by itself and points at the load.
+    s.set_text(uri, UNMASKED)
+    [lens] = await lenses(s, uri)
+    assert "check against the reference" in lens.command.title  # the old verdict was for the old text
+    s.client.text_document_did_save(types.DidSaveTextDocumentParams(text_document=types.TextDocumentIdentifier(uri)))
+    diags = await until(lambda: s.diagnostics(uri), lambda d: any(str(x.code).startswith("KV") for x in d))
+    [kv] = [d for d in diags if str(d.code).startswith("KV")]
+    assert kv.code == "KV003" and kv.range.start.line == UNMASKED_LINE, kv
+    assert "x_ptr" in kv.message and "program" in kv.message
+    [lens] = await lenses(s, uri)
+    assert lens.command.title.startswith("✗")
+    status = await s.command("kernel-lsp.status")
+    assert status["checks"]["run"] == 2 and status["mode"] in ("cpu", "gpu")
+    assert s.client.code_lens_refreshes >= 2  # told to ask again when a check started and when it ended
+
+
+async def test_starter_spec_code_action_and_a_kernel_without_spec(start):
+    s = await start({"scale.py": NO_SPEC}, options={"checkDevice": "interpreter"})
+    uri = s.open("scale.py")
+    assert await lenses(s, uri) == []
+    kernel_line = NO_SPEC.splitlines().index("def scale_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):")
+    answer = await s.command("kernel-lsp.runChecks", {"uri": uri, "line": kernel_line, "character": 0})
+    assert "no correctness spec" in answer["error"]
+    actions = await s.client.text_document_code_action_async(types.CodeActionParams(
+        text_document=types.TextDocumentIdentifier(uri=uri),
+        range=types.Range(types.Position(kernel_line, 4), types.Position(kernel_line, 4)),
+        context=types.CodeActionContext(diagnostics=[])))
+    [action] = [a for a in actions if a.title == "Write a correctness spec for scale_kernel"]
+    assert action.kind == types.CodeActionKind.Refactor
+    edits = action.edit.document_changes[0].edits
+    [edit] = edits
+    assert edit.range.start.line == len(NO_SPEC.splitlines())  # after the launcher `scale`, at the end
+    assert "launcher=scale," in edit.new_text and "kernel=scale_kernel," in edit.new_text
+    # Applied, the spec is found and its unfinished reference makes the check say so, not pass.
+    lines = NO_SPEC + edit.new_text
+    s.set_text(uri, lines)
+    [lens] = await lenses(s, uri)
+    result = await s.command("kernel-lsp.runChecks", {"uri": uri, "line": kernel_line, "character": 0})
+    statuses = [v["status"] for v in result["verdicts"]]
+    assert statuses and "correct" not in statuses, result
+    assert any("reference" in v["message"] for v in result["verdicts"]) or result["errors"], result
