@@ -92,6 +92,8 @@ def bitwise_equal(a: Any, b: Any) -> bool:
         return a == b if not isinstance(a, torch.Tensor) and not isinstance(b, torch.Tensor) else False
     if a.shape != b.shape or a.dtype != b.dtype:
         return False
+    if a.device != b.device:
+        b = b.to(a.device)
     if a.dtype.is_floating_point and a.dtype.itemsize in _INT_VIEW:
         view = getattr(torch, _INT_VIEW[a.dtype.itemsize])
         return bool(torch.equal(a.contiguous().view(view), b.contiguous().view(view)))
@@ -101,8 +103,6 @@ def bitwise_equal(a: Any, b: Any) -> bool:
 def tail_only(indices: Any, shape: tuple[int, ...], blocks: list[int]) -> bool | None:
     """Whether every mismatching index lies past the last full block, for some block size of the launch along
     some dimension (or along the flattened tensor). None when no block size leaves a partial block."""
-    import torch
-
     if indices.numel() == 0:
         return None
     numel = 1
@@ -117,8 +117,8 @@ def tail_only(indices: Any, shape: tuple[int, ...], blocks: list[int]) -> bool |
                     return True
         if len(shape) > 1 and numel > block and numel % block:
             applicable = True
-            strides = torch.tensor([_stride(shape, d) for d in range(len(shape))], dtype=torch.int64)
-            flat = (indices * strides).sum(dim=1)
+            # Python-int strides: a tensor made here would sit on the default device, not the indices' one.
+            flat = sum(indices[:, d] * _stride(shape, d) for d in range(len(shape)))
             if bool((flat >= (numel // block) * block).all()):
                 return True
     return False if applicable else None

@@ -19,6 +19,8 @@ from typing import Any
 
 from kernel_lsp.spec import unwrap_kernel
 
+from .interp_compat import patch_interpreter
+
 
 class LaunchProbe(Exception):
     """Raised in place of one kernel launch: a launcher must let it propagate."""
@@ -96,6 +98,7 @@ class KernelHooks:
         self._orig_run = self.jit.run
         self.jit.run = self._run
         if self.interpreter:
+            patch_interpreter()
             _Guard.install(self)
 
     def uninstall(self) -> None:

@@ -38,10 +38,6 @@ def _rss_mb(pid: int) -> float:
     return 0.0
 
 
-def _gpu_present() -> bool:
-    return os.path.exists("/dev/nvidiactl") or os.path.exists("/dev/kfd")
-
-
 def _stack_line(stderr: str, path: str) -> int | None:
     """0-based line of the user's file in the most recent faulthandler dump (most recent call first)."""
     dumps = stderr.split("most recent call first")
@@ -52,6 +48,32 @@ def _stack_line(stderr: str, path: str) -> int | None:
         if match.group(1) == path:
             return int(match.group(2)) - 1
     return None
+
+
+_DUMP_HEADER = re.compile(r"^(Current thread|Thread) 0x[0-9a-fA-F]+ \(most recent call first\):$")
+
+
+def stderr_tail(stderr: str, lines: int = 4, chars: int = 600) -> str:
+    """The last lines the process wrote to stderr, without faulthandler's stack dumps (their line is reported
+    on its own): what a native library or an uncaught exception said before the process ended."""
+    kept: list[str] = []
+    in_dump = False
+    for line in stderr.splitlines():
+        if _DUMP_HEADER.match(line.strip()):
+            in_dump = True
+            continue
+        if in_dump and (line.startswith("  ") or not line.strip()):
+            continue
+        in_dump = False
+        if line.strip():
+            kept.append(line.strip())
+    text = " | ".join(kept[-lines:])
+    return text if len(text) <= chars else "..." + text[-chars:]
+
+
+def _with_tail(message: str, stderr: str) -> str:
+    tail = stderr_tail(stderr)
+    return f"{message}; its stderr ended with: {tail}" if tail else f"{message}; it wrote nothing to stderr"
 
 
 def _signal_name(code: int) -> str:
@@ -77,9 +99,8 @@ class _Run:
             "path": os.path.abspath(request.path), "source": request.source, "root": request.root,
             "kernels": list(request.kernels) if request.kernels is not None else None,
             "device": request.device, "skip": skip,
-            # Address-space cap as a backstop to the resident-memory watch; CUDA reserves huge address ranges.
-            "address_space_mb": None if (request.device != "interpreter" and _gpu_present())
-            else request.memory_mb + 2048,
+            # The runner decides whether an address-space cap is safe (it depends on the torch build it imports).
+            "memory_mb": request.memory_mb,
         }
         cwd = request.root or os.path.dirname(request.path) or None
         if cwd and not os.path.isdir(cwd):
@@ -207,16 +228,18 @@ def check(request: CheckRequest, cancel: threading.Event | None = None) -> Check
                                    + (" (an out-of-bounds access or a native error)" if code in (-11, -6, -7)
                                       else ""), "crash")
                     else:
-                        failure = ("crashed", f"crashed: the checking process exited with code {code}", "crash")
+                        failure = ("crashed", f"crashed: the checking process exited with code {code}", "exit")
                     break
             if failure is None:
                 break
             run.kill()
             stderr = run.stderr_text()
             line = _stack_line(stderr, path)
-            status, message, _ = failure
+            status, message, why = failure
             if line is not None:
                 message = f"{message.rstrip('.')}; last at line {line + 1}"
+            if why == "exit" or (why == "crash" and current is None):
+                message = _with_tail(message, stderr)
             if current is None:
                 errors.append((line, message))
                 break

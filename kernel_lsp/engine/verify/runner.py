@@ -23,6 +23,7 @@ from typing import Any
 
 from kernel_lsp.spec import Spec, kernel_name_of, specs_in, unwrap_kernel
 
+from ..gpu import gpu_present
 from .compare import DEFAULT_TOLERANCES, bitwise_equal, compare, prefill
 from .hooks import KernelHooks, LaunchProbe
 from .loading import UserModuleError, load_user_module, user_line
@@ -465,6 +466,60 @@ def _device(requested: str) -> tuple[str, bool, str]:
     raise RuntimeError(f"unknown device {requested!r} (expected auto, cuda or interpreter)")
 
 
+def torch_is_cpu_build() -> bool:
+    """Whether the importable torch has no CUDA or ROCm libraries, known without importing it."""
+    import importlib.util
+
+    try:
+        found = importlib.util.find_spec("torch")
+    except (ImportError, ValueError):
+        return False
+    folders = list(getattr(found, "submodule_search_locations", None) or ()) if found else []
+    if not folders:
+        return False
+    lib = os.path.join(folders[0], "lib")
+    try:
+        names = os.listdir(lib)
+    except OSError:
+        return False
+    return not any(n.startswith(("libtorch_cuda", "libtorch_hip", "libc10_cuda", "libc10_hip")) for n in names)
+
+
+def _vm_size_mb() -> float | None:
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmSize:"):
+                    return int(line.split()[1]) / 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+# Address space a thread may reserve beyond resident memory: its stack and a malloc arena (64 MiB, reserved
+# twice over while it is aligned). torch starts one intra-op thread per core.
+THREAD_RESERVE_MB = 200
+
+
+def cap_address_space(memory_mb: int) -> int | None:
+    """Cap this process's address space at what it maps now plus `memory_mb` and room for one thread per core:
+    a backstop to the parent's resident-memory watch, which polls. Only where that is safe: a CPU build of torch,
+    or no GPU on the machine (a CUDA build maps several GB at import and reserves far more once a CUDA context
+    exists, and fails in native code, even with exit code 1, when the cap is hit; there the watch alone applies).
+    Returns the cap in MB, or None where the current size cannot be read."""
+    import resource
+
+    now = _vm_size_mb()
+    if now is None:
+        return None
+    cap = int(now + memory_mb + 1024 + THREAD_RESERVE_MB * (os.cpu_count() or 1))
+    hard = resource.getrlimit(resource.RLIMIT_AS)[1]
+    if hard != resource.RLIM_INFINITY:
+        cap = min(cap, hard // 2**20)
+    resource.setrlimit(resource.RLIMIT_AS, (cap * 2**20, hard))
+    return cap
+
+
 def main() -> int:
     out = os.fdopen(int(os.environ[FD_ENV]), "w", buffering=1)
 
@@ -476,20 +531,21 @@ def main() -> int:
     os.dup2(2, 1)  # user prints must not mix with anything the parent reads
     faulthandler.enable(file=sys.stderr, all_threads=True)
     faulthandler.register(signal.SIGUSR1, file=sys.stderr, all_threads=True)
-    limit = request.get("address_space_mb")
-    if limit:
-        import resource
-
-        resource.setrlimit(resource.RLIMIT_AS, (int(limit) * 2**20, resource.getrlimit(resource.RLIMIT_AS)[1]))
+    memory_mb = request.get("memory_mb")
+    cpu_torch = torch_is_cpu_build()  # decided from files, before torch maps its libraries
     path = os.path.abspath(request["path"])
     try:
         device, interpreter, label = _device(request.get("device", "auto"))
     except Exception as exc:  # noqa: BLE001
-        emit("errors", errors=[[None, str(exc)]])
+        emit("errors", errors=[[None, f"could not set up {request.get('device', 'auto')!r}: {_describe(exc)}"]])
         emit("done")
         return 0
     if interpreter:
         os.environ["TRITON_INTERPRET"] = "1"  # before triton and the user's module are imported
+        with contextlib.suppress(Exception):  # a broken triton is the user module's import error, reported there
+            import triton  # noqa: F401 - mapped before the address-space cap is measured
+    if memory_mb and interpreter and (cpu_torch or not gpu_present()):
+        cap_address_space(int(memory_mb))
     emit("device", device=label)
     try:
         module = load_user_module(path, request["source"], request.get("root"))

@@ -1,0 +1,100 @@
+"""The checking process's own failures: what the user reads when it exits early, and when its address space is
+capped (a CUDA build of torch cannot even import under the cap, so it never gets one)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+from kernel_lsp.engine.verify import CheckRequest, run_checks
+
+REPO = Path(__file__).resolve().parents[2]
+
+EXITS = textwrap.dedent('''
+    import os
+    import sys
+
+    import torch
+    import triton
+    import triton.language as tl
+
+    from kernel_lsp.spec import spec
+
+    @triton.jit
+    def copy_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+        offs = tl.arange(0, BLOCK)
+        tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=offs < n), mask=offs < n)
+
+    def leave(x):
+        out = torch.empty_like(x)
+        copy_kernel[(1,)](x, out, x.numel(), BLOCK=128)
+        print("native library: giving up on thread creation", file=sys.stderr, flush=True)
+        os._exit(3)
+
+    @spec(kernel=copy_kernel, launcher=leave, reference=lambda x: x.clone(), shapes=[(100,)], seeds=1)
+    def leaving(shape, dtype, device):
+        return (torch.randn(shape, dtype=dtype, device=device),)
+''')
+
+
+def _check(path: Path) -> object:
+    return run_checks(CheckRequest(str(path), path.read_text(), timeout_s=30, device="interpreter"))
+
+
+def test_an_exit_code_comes_with_what_the_process_last_wrote(tmp_path):
+    during = tmp_path / "during.py"
+    during.write_text(EXITS)
+    (verdict,) = _check(during).verdicts
+    assert verdict.status == "crashed" and "exited with code 3" in verdict.message
+    assert "giving up on thread creation" in verdict.message
+
+    before = tmp_path / "before.py"
+    before.write_text("import os, sys\nprint('libfoo: cannot map segment', file=sys.stderr, flush=True)\n"
+                      "os._exit(1)\n")
+    report = _check(before)
+    assert report.verdicts == ()
+    ((_, message),) = report.errors
+    assert "exited with code 1" in message and "libfoo: cannot map segment" in message
+
+
+def _runner_probe(tmp_path: Path, code: str, torch_libs: list[str] | None = None) -> str:
+    """Run `code` in a fresh interpreter with the runner importable; with `torch_libs`, a stand-in torch package
+    holding those library files shadows the real one."""
+    path = [str(REPO)]
+    if torch_libs is not None:
+        lib = tmp_path / "fake" / "torch" / "lib"
+        lib.mkdir(parents=True)
+        (lib.parent / "__init__.py").write_text("")
+        for name in torch_libs:
+            (lib / name).write_bytes(b"")
+        path.insert(0, str(tmp_path / "fake"))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(path)}
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60,
+                          check=False)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
+
+
+def test_only_a_cpu_build_of_torch_counts_as_safe_to_cap(tmp_path):
+    ask = "from kernel_lsp.engine.verify.runner import torch_is_cpu_build; print(torch_is_cpu_build())"
+    assert _runner_probe(tmp_path / "cpu", ask, ["libtorch_cpu.so", "libc10.so"]) == "True"
+    assert _runner_probe(tmp_path / "cuda", ask, ["libtorch_cpu.so", "libtorch_cuda.so", "libc10_cuda.so"]) == "False"
+    assert _runner_probe(tmp_path / "rocm", ask, ["libtorch_cpu.so", "libtorch_hip.so"]) == "False"
+
+
+def test_the_cap_leaves_room_for_the_limit_and_stops_what_exceeds_it(tmp_path):
+    out = _runner_probe(tmp_path, textwrap.dedent('''
+        from kernel_lsp.engine.verify.runner import cap_address_space, _vm_size_mb
+        before = _vm_size_mb()
+        cap = cap_address_space(300)
+        room = bytearray(250 * 2**20)
+        try:
+            bytearray((cap + 64) * 2**20)
+            print(cap > before, "not stopped")
+        except MemoryError:
+            print(cap > before + 300, "stopped")
+    '''))
+    assert out == "True stopped"
