@@ -46,11 +46,16 @@ local function has_code(code)
   end)
 end
 
-local function execute(command)
-  local response = client():request_sync("workspace/executeCommand", { command = command, arguments = {} }, 5000, buf)
+local function execute_with(command, arguments)
+  local response = client():request_sync("workspace/executeCommand", { command = command, arguments = arguments },
+    5000, buf)
   assert(response, command .. ": no response within 5 s")
   assert(not response.err, command .. ": " .. vim.inspect(response.err))
   return response.result
+end
+
+local function execute(command)
+  return execute_with(command, {})
 end
 
 --- Diagnostics once the server has indexed the workspace and the refresh that follows has been pulled.
@@ -140,6 +145,251 @@ function scenarios.crossfile()
     return has_code("TR010")
   end, "TR010 for the launch of a kernel defined in another file")
   result.diagnostics = diagnostics()
+end
+
+--- The notifications so far whose text contains `text`.
+local function notes_with(text)
+  return vim.iter(_G.kernel_lsp_test.notes):filter(function(n)
+    return n.message:find(text, 1, true) ~= nil
+  end):totable()
+end
+
+local function wait_note(ms, text)
+  wait(ms, function()
+    return #notes_with(text) > 0
+  end, ("a message with %q"):format(text))
+  return notes_with(text)
+end
+
+--- The code lens texts shown in the buffer (Neovim's virtual text), by 0-based line.
+local function shown_lenses()
+  local ns = vim.lsp.codelens.__namespaces[client().id]
+  local out = {}
+  for _, mark in ipairs(vim.api.nvim_buf_get_extmarks(buf, ns, 0, -1, { details = true })) do
+    local text = table.concat(vim.tbl_map(function(chunk)
+      return chunk[1]
+    end, mark[4].virt_text or {}))
+    if text ~= "" then
+      out[#out + 1] = { line = mark[2], text = text }
+    end
+  end
+  return out
+end
+
+local function lens_matching(pattern)
+  return vim.iter(shown_lenses()):find(function(l)
+    return l.text:find(pattern, 1, true) ~= nil
+  end)
+end
+
+local function line_of(text)
+  for i, line in ipairs(vim.api.nvim_buf_get_lines(buf, 0, -1, true)) do
+    if line:find(text, 1, true) then
+      return i - 1, line
+    end
+  end
+  error("no line with " .. text, 0)
+end
+
+function scenarios.commands()
+  local c = client()
+  result.plugin_commands = vim.tbl_map(function(x)
+    return { name = x.name, user = x.user, argument = x.argument, title = x.title }
+  end, kl.server_commands)
+  local defined = vim.api.nvim_get_commands({})
+  result.defined = vim.tbl_map(function(x)
+    return defined[x.user] ~= nil
+  end, kl.server_commands)
+  result.advertised = kl.advertised(c)
+  result.inlay_hints_enabled = vim.lsp.inlay_hint.is_enabled({ bufnr = buf })
+  result.mappings = {}
+  for _, lhs in ipairs({ "<localleader>kl", "<localleader>kc", "<localleader>ki", "<localleader>ks" }) do
+    result.mappings[lhs] = vim.fn.maparg(lhs, "n", false, true).desc or vim.NIL
+  end
+  -- A command the server does not offer is reported, not sent; so is every plugin command the server lacks.
+  kl.execute("kernel-lsp.noSuchCommand")
+  result.unadvertised = {}
+  for _, x in ipairs(kl.server_commands) do
+    if not vim.list_contains(result.advertised, x.name) then
+      vim.cmd(x.user .. (x.name == kl.commands.refine and " go" or "")) -- no argument would prompt for one
+      result.unadvertised[#result.unadvertised + 1] = x.user
+    end
+  end
+  -- Results with an "error" key are warnings: a kernel without a spec, Show IR with compiling off.
+  vim.api.nvim_win_set_cursor(0, { line_of("tl.arrange") + 1, 4 })
+  vim.cmd("KernelCheck")
+  wait_note(5000, "has no correctness spec")
+  vim.cmd("KernelIR ttgir")
+  wait_note(5000, "compiling is off")
+  result.notes = _G.kernel_lsp_test.notes
+end
+
+function scenarios.lens()
+  local run
+  wait(10000, function()
+    run = lens_matching("check against the reference")
+    return run ~= nil
+  end, "the '▶ check against the reference' lens")
+  result.lens_before = run
+  result.kernel_line = line_of("def add_kernel(")
+  vim.api.nvim_win_set_cursor(0, { run.line + 1, 0 })
+  local started = vim.uv.hrtime()
+  vim.cmd("KernelLensRun")
+  local verdict
+  wait(20000, function()
+    verdict = lens_matching("✓ correct")
+    return verdict ~= nil
+  end, "the lens to show the verdict")
+  result.lens_s = (vim.uv.hrtime() - started) / 1e9
+  result.lens_after = verdict
+  result.lens_note = wait_note(5000, "✓ add_kernel")[1]
+  -- :KernelCheck at a line inside the kernel body.
+  vim.api.nvim_win_set_cursor(0, { line_of("tl.store(") + 1, 4 })
+  started = vim.uv.hrtime()
+  vim.cmd("KernelCheck")
+  wait(20000, function()
+    return #notes_with("✓ add_kernel") >= 2
+  end, "the :KernelCheck verdict")
+  result.check_s = (vim.uv.hrtime() - started) / 1e9
+  result.check_note = notes_with("✓ add_kernel")[2]
+  wait(5000, function()
+    result.lenses = shown_lenses()
+    return #result.lenses == 1 and result.lenses[1].text:find("✓ correct", 1, true) ~= nil
+  end, "the lens to show the verdict again")
+  -- :KernelCheck! checks the whole file, wherever the cursor is.
+  vim.api.nvim_win_set_cursor(0, { 1, 0 })
+  vim.cmd("KernelCheck!")
+  wait(20000, function()
+    return #notes_with("✓ add_kernel") >= 3
+  end, "the :KernelCheck! verdict")
+  result.file_check_notes = notes_with("checking every kernel of the file")
+end
+
+local function vector_add_proposal(new_text, version, extra)
+  local lnum, line = line_of("def add(")
+  local start, stop = line:find("block_size: int = %d+")
+  assert(start, "no block_size default in " .. line)
+  local digits = #line:sub(start, stop):match("%d+$")
+  local col = stop - digits
+  return vim.tbl_extend("force", {
+    title = "Use block_size=" .. new_text,
+    summary = "Fewer, larger programs.\nEstimated 1.2x faster (roofline model, sm_90).",
+    table = { { "block_size", "estimate" }, { "1024", "10.0 us" }, { new_text, "8.3 us" } },
+    edit = {
+      documentChanges = { {
+        textDocument = { uri = vim.uri_from_bufnr(buf), version = version or vim.lsp.util.buf_versions[buf] },
+        edits = { {
+          range = { start = { line = lnum, character = col }, ["end"] = { line = lnum, character = col + digits } },
+          newText = new_text,
+          annotationId = "tiling",
+        } },
+      } },
+      changeAnnotations = { tiling = { label = "Optimize tiling", needsConfirmation = true } },
+    },
+  }, extra or {})
+end
+
+local function block_line()
+  return select(2, line_of("def add("))
+end
+
+local function preview_state(preview)
+  return {
+    valid = preview ~= nil and vim.api.nvim_buf_is_valid(preview),
+    current = preview ~= nil and vim.api.nvim_get_current_buf() == preview,
+    lines = preview and vim.api.nvim_buf_is_valid(preview) and vim.api.nvim_buf_get_lines(preview, 0, -1, true),
+    modifiable = preview and vim.api.nvim_buf_is_valid(preview) and vim.bo[preview].modifiable,
+    windows = #vim.api.nvim_tabpage_list_wins(0),
+  }
+end
+
+function scenarios.proposal()
+  local c = client()
+  result.line_before = block_line()
+  -- Rejected with `r` in the preview: nothing changes.
+  local preview = kl.preview_proposal(vector_add_proposal("2048"), buf)
+  result.rejected_preview = preview_state(preview)
+  vim.cmd("normal r")
+  result.after_reject = { line = block_line(), modified = vim.bo[buf].modified, preview = preview_state(preview),
+                          back_in_source = vim.api.nvim_get_current_buf() == buf }
+  -- Accepted with `a`: the buffer changes.
+  preview = kl.preview_proposal(vector_add_proposal("2048"), buf)
+  vim.cmd("normal a")
+  result.after_accept = { line = block_line(), modified = vim.bo[buf].modified, preview = preview_state(preview),
+                          back_in_source = vim.api.nvim_get_current_buf() == buf }
+  -- The document changes while the proposal is shown: accepting it is refused.
+  preview = kl.preview_proposal(vector_add_proposal("4096"), buf)
+  vim.api.nvim_buf_set_lines(buf, -1, -1, true, { "# edited after the proposal" })
+  result.stale_accepted = kl.accept()
+  result.after_stale = { line = block_line(), preview = preview_state(preview) }
+  -- workspace/applyEdit with needsConfirmation goes to the same preview; without it, it is applied at once.
+  local handler = c.handlers["workspace/applyEdit"]
+  local ctx = { client_id = c.id, method = "workspace/applyEdit", bufnr = buf }
+  local confirm = vector_add_proposal("512")
+  result.apply_edit_response = handler(nil, { label = "Optimize tiling", edit = confirm.edit }, ctx)
+  result.apply_edit_preview = preview_state(kl.proposal() and kl.proposal().buf)
+  result.line_while_shown = block_line()
+  result.apply_edit_accepted = kl.accept()
+  result.line_after_apply_edit = block_line()
+  local lnum, line = line_of("def add(")
+  local plain = { changes = { [vim.uri_from_bufnr(buf)] = { {
+    range = { start = { line = lnum, character = 0 }, ["end"] = { line = lnum, character = #line } },
+    newText = "def add(x, y, block_size=256):",
+  } } } }
+  result.plain_apply_edit_response = handler(nil, { edit = plain }, ctx)
+  result.line_after_plain = block_line()
+  -- Bad input is a message, not an error.
+  result.bad_proposal = kl.preview_proposal("not a proposal", buf)
+  result.no_edit = kl.preview_proposal({ title = "nothing" }, buf)
+  result.accept_without_proposal = kl.accept()
+  result.notes = _G.kernel_lsp_test.notes
+end
+
+function scenarios.compiled()
+  wait(20000, function()
+    return #vim.lsp.inlay_hint.get({ bufnr = buf }) > 0
+  end, "inlay hints (the kernel's compile)")
+  result.inlay_hints_enabled = vim.lsp.inlay_hint.is_enabled({ bufnr = buf })
+  result.hints = vim.tbl_map(function(h)
+    local label = h.inlay_hint.label
+    return {
+      line = h.inlay_hint.position.line,
+      label = type(label) == "string" and label or table.concat(vim.tbl_map(function(p)
+        return p.value
+      end, label)),
+    }
+  end, vim.lsp.inlay_hint.get({ bufnr = buf }))
+  result.kernel_line = line_of("def add_kernel(")
+  local source_win = vim.api.nvim_get_current_win()
+  vim.api.nvim_win_set_cursor(0, { line_of("tl.store(") + 1, 4 })
+  local argument = kl.position_argument(client(), { stage = "ttgir" })
+  vim.cmd("KernelIR ttgir")
+  local ir_win
+  wait(10000, function()
+    ir_win = vim.iter(vim.api.nvim_tabpage_list_wins(0)):find(function(w)
+      return vim.api.nvim_buf_get_name(vim.api.nvim_win_get_buf(w)):find("kernel-lsp://ir/", 1, true) ~= nil
+    end)
+    return ir_win ~= nil
+  end, "the IR split")
+  -- The command's own result (which may arrive after window/showDocument) names the lines to show.
+  local expected = execute_with(kl.commands.ir, { argument })
+  vim.wait(200)
+  local ir_buf = vim.api.nvim_win_get_buf(ir_win)
+  result.ir = {
+    name = vim.api.nvim_buf_get_name(ir_buf),
+    windows = #vim.api.nvim_tabpage_list_wins(0),
+    source_shown = vim.api.nvim_win_is_valid(source_win) and vim.api.nvim_win_get_buf(source_win) == buf,
+    modifiable = vim.bo[ir_buf].modifiable,
+    readonly = vim.bo[ir_buf].readonly,
+    buftype = vim.bo[ir_buf].buftype,
+    filetype = vim.bo[ir_buf].filetype,
+    line_count = vim.api.nvim_buf_line_count(ir_buf),
+    cursor = vim.api.nvim_win_get_cursor(ir_win)[1] - 1,
+    highlighted = vim.tbl_map(function(m)
+      return m[2]
+    end, vim.api.nvim_buf_get_extmarks(ir_buf, vim.api.nvim_get_namespaces().kernel_lsp_ir, 0, -1, {})),
+  }
+  result.ir_result = expected
 end
 
 local ok, err = xpcall(function()

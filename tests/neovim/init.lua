@@ -10,15 +10,20 @@ vim.opt.shadafile = "NONE"
 local here = vim.fs.dirname(vim.fs.abspath(debug.getinfo(1, "S").source:sub(2)))
 vim.opt.runtimepath:prepend(vim.fs.joinpath(here, "..", "..", "editors", "neovim"))
 
-_G.kernel_lsp_test = { messages = {} }
+_G.kernel_lsp_test = { messages = {}, notes = {} }
 local show_message = vim.lsp.handlers["window/showMessage"]
 vim.lsp.handlers["window/showMessage"] = function(err, params, ctx)
   table.insert(_G.kernel_lsp_test.messages, params.message)
   return show_message(err, params, ctx)
 end
+local LEVELS = {}
+for name, n in pairs(vim.log.levels) do
+  LEVELS[n] = name
+end
 local notify = vim.notify
 vim.notify = function(msg, level, opts)
   table.insert(_G.kernel_lsp_test.messages, msg)
+  table.insert(_G.kernel_lsp_test.notes, { message = msg, level = LEVELS[level or vim.log.levels.INFO] })
   return notify(msg, level, opts)
 end
 

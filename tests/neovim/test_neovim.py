@@ -9,6 +9,7 @@ asserts on. Neovim runs under a timeout and is killed with its process group (th
 from __future__ import annotations
 
 import functools
+import importlib.util
 import json
 import os
 import shutil
@@ -223,3 +224,133 @@ def test_launch_of_a_kernel_from_another_file(nvim, tmp_path):
     })
     r = run_scenario(nvim, "crossfile", root / "launch.py")
     assert [(d["code"], d["lnum"]) for d in r["diagnostics"]] == [("TR010", 4)]
+
+
+def notes(r: dict, text: str) -> list[dict]:
+    return [n for n in r["notes"] if text in n["message"]]
+
+
+def test_plugin_commands_match_the_server_command_table(nvim, tmp_path):
+    """Every server command (kernel_lsp/commands.py) has a user command with the same kind of argument; a command
+    the server does not offer, and a result with an error, are reported as warnings."""
+    from kernel_lsp.commands import COMMANDS
+
+    root = workspace(tmp_path, {"buggy_kernels.py": EXAMPLES / "buggy_kernels.py"})
+    r = run_scenario(nvim, "commands", root / "buggy_kernels.py", setup={"inlay_hints": False})
+    plugin = {c["name"]: c for c in r["plugin_commands"]}
+    for command in COMMANDS:
+        assert command.name in plugin, (f"{command.name} has no user command in editors/neovim: run "
+                                        "python editors/neovim/gen_commands.py")
+        assert (plugin[command.name]["argument"], plugin[command.name]["title"]) == (command.argument, command.title)
+    assert len({c["user"] for c in r["plugin_commands"]}) == len(r["plugin_commands"])
+    assert all(r["defined"]), r["plugin_commands"]
+    assert set(r["advertised"]) <= set(plugin)
+    assert r["inlay_hints_enabled"] is False
+    assert r["mappings"] == {
+        "<localleader>kl": "kernel-lsp: run the code lens on this line",
+        "<localleader>kc": "kernel-lsp: check the kernel under the cursor",
+        "<localleader>ki": "kernel-lsp: show the IR of the kernel under the cursor",
+        "<localleader>ks": "kernel-lsp: show the server status",
+    }
+
+    unknown = notes(r, "kernel-lsp.noSuchCommand")
+    assert unknown and unknown[0]["level"] == "WARN" and "is not offered by this kernel-lsp server" in unknown[0]["message"]
+    offered = {c.name for c in COMMANDS}
+    for c in r["plugin_commands"]:
+        if c["name"] not in offered:
+            assert c["user"] in r["unadvertised"]
+            assert notes(r, f"{c['name']} is not offered")[0]["level"] == "WARN"
+    spec = notes(r, "has no correctness spec")
+    assert spec[0]["level"] == "WARN" and spec[0]["message"].startswith("kernel-lsp: softmax_rows_kernel has no correctness spec")
+    assert notes(r, "compiling is off")[-1]["level"] == "WARN"
+
+
+def test_code_lens_runs_the_check_and_shows_the_verdict(nvim, tmp_path):
+    root = workspace(tmp_path, {"vector_add.py": EXAMPLES / "vector_add.py"})
+    r = run_scenario(nvim, "lens", root / "vector_add.py",
+                     setup={"settings": {"checkDevice": "interpreter", "compile": "off"}})
+    assert r["lens_before"] == {"line": r["kernel_line"], "text": "▶ check against the reference"}
+    assert r["lens_after"]["line"] == r["kernel_line"]
+    assert r["lens_after"]["text"].startswith("✓ correct on ")
+    # The lens's result and :KernelCheck's both end in a message with the verdict.
+    for note in (r["lens_note"], r["check_note"]):
+        assert note["level"] == "INFO"
+        assert note["message"].startswith("kernel-lsp: ✓ add_kernel: correct on ")
+    assert r["lenses"] == [{"line": r["kernel_line"], "text": r["lens_after"]["text"]}]
+    assert len(r["file_check_notes"]) == 1  # :KernelCheck! from line 1, outside any kernel
+    print(f"lens check {r['lens_s']:.1f} s, :KernelCheck {r['check_s']:.1f} s")
+
+
+def test_proposals_are_previewed_and_applied_only_when_accepted(nvim, tmp_path):
+    root = workspace(tmp_path, {"vector_add.py": EXAMPLES / "vector_add.py"})
+    file = root / "vector_add.py"
+    r = run_scenario(nvim, "proposal", file, setup={"settings": {"checks": "off", "compile": "off"}})
+    before = "def add(x: torch.Tensor, y: torch.Tensor, block_size: int = 1024) -> torch.Tensor:"
+    assert r["line_before"] == before
+
+    shown = r["rejected_preview"]
+    assert shown["valid"] and shown["current"] and shown["modifiable"] is False and shown["windows"] == 2
+    text = "\n".join(shown["lines"])
+    assert shown["lines"][0] == "Proposal: Use block_size=2048"
+    assert "Estimated 1.2x faster (roofline model, sm_90)." in text
+    assert "block_size  estimate\n----------  --------\n1024        10.0 us\n2048        8.3 us" in text
+    assert "--- a/vector_add.py\n+++ b/vector_add.py\n@@ " in text
+    assert f"\n-{before}\n+{before.replace('1024', '2048')}\n" in text
+
+    rejected = r["after_reject"]
+    assert rejected["line"] == before and rejected["modified"] is False
+    assert rejected["preview"]["valid"] is False and rejected["preview"]["windows"] == 1 and rejected["back_in_source"]
+
+    accepted = r["after_accept"]
+    assert accepted["line"] == before.replace("1024", "2048") and accepted["modified"] is True
+    assert accepted["preview"]["valid"] is False and accepted["back_in_source"]
+    assert any(n["message"] == "kernel-lsp: applied: Use block_size=2048" for n in r["notes"])
+
+    assert r["stale_accepted"] is False
+    assert r["after_stale"]["line"] == before.replace("1024", "2048")  # not 4096
+    assert r["after_stale"]["preview"]["valid"] is False
+    stale = notes(r, "changed since the proposal was made")
+    assert stale and stale[0]["level"] == "WARN"
+
+    # A server's workspace/applyEdit that needs confirmation waits for the user.
+    assert r["apply_edit_response"] == {"applied": False, "failureReason": "shown for confirmation"}
+    assert r["apply_edit_preview"]["valid"] and r["apply_edit_preview"]["lines"][0] == "Proposal: Optimize tiling"
+    assert r["line_while_shown"] == before.replace("1024", "2048")
+    assert r["apply_edit_accepted"] is True
+    assert r["line_after_apply_edit"] == before.replace("1024", "512")
+    assert r["plain_apply_edit_response"]["applied"] is True
+    assert r["line_after_plain"] == "def add(x, y, block_size=256):"
+
+    assert r.get("bad_proposal") is None and r.get("no_edit") is None and r["accept_without_proposal"] is False
+    assert notes(r, "the proposal is not an object") and notes(r, "cannot show the proposal: the proposal has no edit")
+    assert notes(r, "there is no proposal to accept")[0]["level"] == "WARN"
+    assert file.read_text() == (EXAMPLES / "vector_add.py").read_text()  # edits stay in the buffer
+
+
+def test_inlay_hints_and_show_ir_in_a_split(nvim, tmp_path):
+    pytest.importorskip("triton")
+    root = workspace(tmp_path, {"vector_add.py": EXAMPLES / "vector_add.py"})
+    r = run_scenario(nvim, "compiled", root / "vector_add.py", setup={"settings": {"checks": "off", "compile": "open"}})
+    assert r["inlay_hints_enabled"] is True
+    assert [h["line"] for h in r["hints"]] == [r["kernel_line"]]
+    assert "regs" in r["hints"][0]["label"] or "registers" in r["hints"][0]["label"], r["hints"]
+    ir, expected = r["ir"], r["ir_result"]
+    assert "error" not in expected, expected
+    assert ir["name"] == "kernel-lsp://ir/" + Path(expected["path"]).name
+    assert ir["windows"] == 2 and ir["source_shown"]  # a split next to the source, not instead of it
+    assert ir["modifiable"] is False and ir["readonly"] is True and ir["buftype"] == "nofile"
+    assert ir["filetype"] == "mlir"
+    assert ir["line_count"] == len(Path(expected["path"]).read_text().splitlines())
+    assert expected["lines"], "the tl.store line has TTGIR instructions"
+    assert ir["cursor"] == expected["lines"][0]
+    assert sorted(ir["highlighted"]) == sorted(expected["lines"])
+
+
+def test_generated_command_list_is_current():
+    """lua/kernel_lsp/commands.lua is generated from the server's command table; a stale copy fails here."""
+    spec = importlib.util.spec_from_file_location("gen_commands", REPO / "editors" / "neovim" / "gen_commands.py")
+    gen = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(gen)
+    assert gen.OUT.read_text() == gen.render(), "run python editors/neovim/gen_commands.py"
+    assert gen.user_name("kernel-lsp.portToNki") == "KernelPortToNki"
+    assert gen.user_name("kernel-lsp.showIR") == "KernelIR"

@@ -53,3 +53,19 @@ export function errorOf(result: unknown): string | undefined {
 export async function execute(client: LanguageClient, command: string, args: unknown[]): Promise<unknown> {
   return client.sendRequest(ExecuteCommandRequest.type, { command, arguments: args });
 }
+
+/** A proposed change in a command's answer (the server's convert.proposal): previewed, never applied silently. */
+export interface Proposal {
+  title: string;
+  summary: string;
+  edit: unknown; // an LSP WorkspaceEdit whose change annotations need confirmation
+  table?: string[][];
+}
+
+export function proposalOf(result: unknown): { proposal: Proposal; delivered: boolean } | undefined {
+  if (result && typeof result === 'object' && 'proposal' in result) {
+    const r = result as { proposal: Proposal; delivered?: string };
+    return { proposal: r.proposal, delivered: r.delivered === 'applyEdit' };
+  }
+  return undefined;
+}

@@ -8,7 +8,7 @@ import {
   type ServerOptions,
 } from 'vscode-languageclient/node';
 
-import { REFINE, advertised, commandArguments, errorOf, execute, positionArgument } from './commands';
+import { REFINE, advertised, commandArguments, errorOf, execute, positionArgument, proposalOf } from './commands';
 import { candidates, findServer, notFoundMessage, probe, type ServerLaunch } from './interpreter';
 import { pipeServerLog } from './log';
 import { readManifest, SECTION, type Manifest, type ServerCommand } from './manifest';
@@ -93,7 +93,7 @@ export class KernelLspExtension implements vscode.Disposable {
     }
     this.launch = launch;
     this.output.info(`starting ${launch.command} ${launch.args.join(' ')} (kernel-lsp ${launch.version}, from ` +
-      `${launch.candidate.source})${this.trusted ? '' : ' in an untrusted workspace: compiling is off'}`);
+      `${launch.candidate.source})${this.trusted ? '' : ' in an untrusted workspace: compiling, checks and timing are off'}`);
     const serverOptions: ServerOptions = {
       command: launch.command,
       args: launch.args,
@@ -223,8 +223,11 @@ export class KernelLspExtension implements vscode.Disposable {
       return undefined;
     }
     const error = errorOf(result);
+    const offered = proposalOf(result);
     if (error !== undefined) {
       void vscode.window.showErrorMessage(`kernel-lsp: ${command.title}: ${error}`);
+    } else if (offered) {
+      await this.preview(client, offered.proposal, offered.delivered);
     } else if (command.server === STATUS && result && typeof result === 'object') {
       this.indicator.status(result as Status);
       this.output.info(`status\n${formatStatus(result as Status)}`);
@@ -233,6 +236,21 @@ export class KernelLspExtension implements vscode.Disposable {
       this.output.info(`${command.server}: ${JSON.stringify(result)}`);
     }
     return result;
+  }
+
+  /** A proposal goes through VS Code's refactor preview (its change annotations need confirmation): the server has
+   * already sent it as workspace/applyEdit, or it is applied here, which opens the same preview. */
+  async preview(client: LanguageClient, proposal: { title: string; summary: string; edit: unknown },
+    delivered: boolean): Promise<void> {
+    this.output.info(`${proposal.title}: ${proposal.summary}`);
+    if (!delivered) {
+      const edit = await client.protocol2CodeConverter.asWorkspaceEdit(proposal.edit as Parameters<
+        typeof client.protocol2CodeConverter.asWorkspaceEdit>[0]);
+      if (edit) {
+        await vscode.workspace.applyEdit(edit, { isRefactoring: true });
+      }
+    }
+    void vscode.window.showInformationMessage(`kernel-lsp: ${proposal.title}: ${proposal.summary}`);
   }
 
   /** Asks for a follow-up instruction and sends it with the cursor's place to the server's refine command. */
@@ -262,8 +280,11 @@ export class KernelLspExtension implements vscode.Disposable {
     try {
       const result = await execute(client, REFINE, [{ ...positionArgument(client, editor), instruction: instruction.trim() }]);
       const error = errorOf(result);
+      const offered = proposalOf(result);
       if (error !== undefined) {
         void vscode.window.showErrorMessage(`kernel-lsp: refine: ${error}`);
+      } else if (offered) {
+        await this.preview(client, offered.proposal, offered.delivered);
       }
       return result;
     } catch (error) {

@@ -1,7 +1,7 @@
 import { SECTION } from './manifest';
 
 /** Settings that make the server run code: forced off in an untrusted workspace. */
-export const UNTRUSTED_OVERRIDES: Readonly<Record<string, unknown>> = { compile: 'off' };
+export const UNTRUSTED_OVERRIDES: Readonly<Record<string, unknown>> = { compile: 'off', checks: 'off', latency: 'off' };
 
 export interface ConfigurationReader {
   get<T>(key: string): T | undefined;

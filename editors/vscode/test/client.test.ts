@@ -74,7 +74,7 @@ describe('the extension with the real server', () => {
     expect(status.compile.mode).toBe('off');
     expect(status.roots).toEqual([workspace]);
     const log = outputs.find((o) => o.name === 'kernel-lsp')!;
-    expect(log.text()).toMatch(/\[info\] status\ncompile:\n( {2}.*\n)* {2}mode: off\n/);
+    expect(log.text()).toMatch(/\[info\] status\n(.*\n)*compile:\n( {2}.*\n)* {2}mode: off\n/);
     expect(log.shown).toBeGreaterThan(0);
     expect(errors).not.toHaveBeenCalled();
     const item = api.extension.indicator.item;
@@ -94,15 +94,21 @@ describe('the extension with the real server', () => {
     expect(errors).toHaveBeenCalledWith(expect.stringMatching(/^kernel-lsp: Show IR: add_kernel has not been compiled/));
   });
 
-  test('refining a proposal says so when the server does not offer it', async () => {
-    const infos = vi.mocked(vscode.window.showInformationMessage);
+  test('refining a proposal needs the cursor in a kernel before it asks for an instruction', async () => {
+    const warnings = vi.mocked(vscode.window.showWarningMessage);
     const input = vi.mocked(vscode.window.showInputBox);
-    infos.mockClear();
+    warnings.mockClear();
     input.mockClear();
     const offered = api.extension.client.initializeResult.capabilities.executeCommandProvider.commands;
-    expect(offered).not.toContain('kernel-lsp.refine');
-    await vscode.commands.executeCommand('kernelLsp.refineProposal');
-    expect(infos).toHaveBeenCalledWith(expect.stringMatching(/does not offer refining proposals/));
+    expect(offered).toContain('kernel-lsp.refine');
+    const editor = vscode.window.activeTextEditor;
+    (vscode.window as { activeTextEditor: unknown }).activeTextEditor = undefined;
+    try {
+      await vscode.commands.executeCommand('kernelLsp.refineProposal');
+    } finally {
+      (vscode.window as { activeTextEditor: unknown }).activeTextEditor = editor;
+    }
+    expect(warnings).toHaveBeenCalledWith(expect.stringMatching(/put the cursor in the kernel/));
     expect(input).not.toHaveBeenCalled();
   });
 

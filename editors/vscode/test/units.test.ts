@@ -75,7 +75,8 @@ test('only the server\'s settings are sent, with compiling off in an untrusted w
   const values: Record<string, unknown> = { compile: 'workspace', targets: ['sm_80'], 'server.python': '/x', ignore: undefined };
   const config = { get: (key: string) => values[key] };
   expect(serverSettings(config, ['compile', 'targets', 'ignore'], true)).toEqual({ compile: 'workspace', targets: ['sm_80'] });
-  expect(serverSettings(config, ['compile', 'targets', 'ignore'], false)).toEqual({ compile: 'off', targets: ['sm_80'] });
+  expect(serverSettings(config, ['compile', 'targets', 'ignore'], false)).toEqual(
+    { compile: 'off', checks: 'off', latency: 'off', targets: ['sm_80'] });
 });
 
 test('package.json carries every server setting and command, as the server defines them', () => {
@@ -100,4 +101,15 @@ test('package.json carries every server setting and command, as the server defin
   for (const c of manifest.serverCommands) {
     expect(pkg.activationEvents).toContain(`onCommand:${c.command}`);
   }
+});
+
+describe('proposals in command answers', () => {
+  const { proposalOf } = requireOut('./commands.js');
+  test('a proposal the server already sent as workspace/applyEdit is not applied a second time', () => {
+    const proposal = { title: 'Optimize tiling of k', summary: 's', edit: { documentChanges: [] } };
+    expect(proposalOf({ proposal, delivered: 'applyEdit' })).toEqual({ proposal, delivered: true });
+    expect(proposalOf({ proposal })).toEqual({ proposal, delivered: false });
+    expect(proposalOf({ error: 'no spec' })).toBeUndefined();
+    expect(proposalOf(null)).toBeUndefined();
+  });
 });
