@@ -1,5 +1,5 @@
 # Two entry points for a fresh machine: `make demo` and `make test`. Both create .venv and install into it:
-# the demo needs only the package, the tests also their tools (pytest, pytest-lsp, Neovim, triton).
+# the demo the package with triton and torch (CPU), the tests also their tools (pytest, pytest-lsp, Neovim).
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
@@ -10,8 +10,9 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 
+# The demo compiles and checks the examples: triton and torch (pinned: a loose torch pulls a multi-GB CUDA build).
 $(VENV)/.installed: pyproject.toml | $(BIN)/python
-	$(BIN)/pip install --quiet -e .
+	$(BIN)/pip install --quiet -e '.[check]' 'torch==2.13.0'
 	touch $@
 
 $(VENV)/.installed-dev: pyproject.toml | $(BIN)/python
@@ -19,7 +20,7 @@ $(VENV)/.installed-dev: pyproject.toml | $(BIN)/python
 	touch $@ $(VENV)/.installed
 
 demo: $(VENV)/.installed
-	$(BIN)/kernel-lsp check examples/ --exit-zero
+	$(BIN)/kernel-lsp check examples/ --target sm_90 --run-checks --exit-zero
 
 test: $(VENV)/.installed-dev
 	$(BIN)/python -m pytest -q

@@ -138,7 +138,7 @@ from kernel_lsp.spec import spec  # beside the spec it serves: the kernels above
     seeds=1,
     atol={"float16": 1e-2, "float32": 1e-2},
     rtol={"float16": 1e-2, "float32": 1e-2},
-    bench_shapes=[(4096, 4096, 4096)],
+    bench_shapes=[(2048, 2048, 2048)],
 )
 def matmul_inputs(shape, dtype, device):
     M, N, K = shape

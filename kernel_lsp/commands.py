@@ -25,12 +25,14 @@ REINDEX = "kernel-lsp.reindex"
 SHOW_IR = "kernel-lsp.showIR"
 RUN_CHECKS = "kernel-lsp.runChecks"
 OPTIMIZE_TILING = "kernel-lsp.optimizeTiling"
+ASSISTANT_OPTIMIZE = "kernel-lsp.assistantOptimize"
 PORT_TO_NKI = "kernel-lsp.portToNki"
 FIX_THIS = "kernel-lsp.fixThis"
 EXPLAIN_TIME = "kernel-lsp.explainTime"
 WRITE_SPEC = "kernel-lsp.writeSpec"
 REFINE = "kernel-lsp.refine"
 CANCEL_ASSISTANT = "kernel-lsp.cancelAssistant"
+PROFILE_LINES = "kernel-lsp.profileLines"
 
 COMMANDS: tuple[ServerCommand, ...] = (
     ServerCommand(STATUS, "Show status", "What the server is doing: indexed files, queued work, compile and "
@@ -41,9 +43,12 @@ COMMANDS: tuple[ServerCommand, ...] = (
                   "cursor, at the instructions that come from the cursor's line.", "position"),
     ServerCommand(RUN_CHECKS, "Run correctness checks", "Check the kernel under the cursor (or every kernel of the "
                   "file) against the PyTorch reference of its spec, now.", "position"),
-    ServerCommand(OPTIMIZE_TILING, "Optimize tiling (assistant)", "Ask the model for a plan to make the kernel under "
-                  "the cursor faster; after `refine` with \"go\", candidates are compiled, checked against the spec "
-                  "and timed, and the fastest correct one is proposed as an edit to confirm.", "position"),
+    ServerCommand(OPTIMIZE_TILING, "Optimize tiling", "Search the tiling of the kernel under the cursor (block "
+                  "sizes, num_warps, num_stages or its autotune configs): measured on a GPU, else ranked by the "
+                  "roofline model; the verified winner is proposed as an edit to confirm.", "position"),
+    ServerCommand(ASSISTANT_OPTIMIZE, "Optimize tiling (assistant)", "Ask the model for a plan to make the kernel "
+                  "under the cursor faster; after `refine` with \"go\", candidates are compiled, checked against the "
+                  "spec and timed, and the fastest correct one is proposed as an edit to confirm.", "position"),
     ServerCommand(PORT_TO_NKI, "Port to NKI (assistant)", "Ask the model for a plan, then an NKI port of the Triton "
                   "kernel under the cursor (current `nki` API), checked by the NK rules and, where installed, AWS's "
                   "NKI simulator.", "position"),
@@ -56,6 +61,9 @@ COMMANDS: tuple[ServerCommand, ...] = (
     ServerCommand(REFINE, "Refine… (assistant)", "Continue the assistant's session for the kernel under the "
                   "cursor: {uri, line, character, instruction}; \"go\" accepts a plan, other text replaces it or asks "
                   "for a change.", "position"),
+    ServerCommand(PROFILE_LINES, "Profile lines (Nsight Compute)", "Profile the kernel under the cursor (or every "
+                  "spec'd kernel of the file) at its bench shapes with Nsight Compute on this machine's GPU: "
+                  "warp-stall samples per line as hints and hovers, ncu's advice as KP001 diagnostics.", "position"),
     ServerCommand(CANCEL_ASSISTANT, "Cancel the assistant", "Stop every assistant action in progress (its model "
                   "calls and checks); nothing is proposed."),
 )

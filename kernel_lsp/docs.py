@@ -1,5 +1,6 @@
-"""Generates docs/rules.md, docs/configuration.md and the generated parts of the VS Code extension's package.json
-from their single definitions (the rule registry, settings.SETTINGS, commands.COMMANDS).
+"""Generates docs/rules.md, docs/configuration.md, the generated parts of the VS Code extension's package.json and
+the Neovim plugin's command list from their single definitions (the rule registry, settings.SETTINGS,
+commands.COMMANDS).
 
 `python -m kernel_lsp.docs` rewrites them; `--check` exits 1 when a committed file is stale (the tests do this).
 """
@@ -137,11 +138,27 @@ def _vscode_package_stale() -> bool:
         return True
 
 
+NEOVIM_COMMANDS = ROOT / "editors" / "neovim" / "lua" / "kernel_lsp" / "commands.lua"
+
+
+def neovim_commands_lua() -> str:
+    """The Neovim plugin's command list, rendered by editors/neovim/gen_commands.py (not a package: by path)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("kernel_lsp_gen_commands", NEOVIM_COMMANDS.parents[2] /
+                                                  "gen_commands.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.render()
+
+
 def stale() -> list[str]:
     names = [f"docs/{name}" for name, make in GENERATED.items()
              if not (DOCS / name).exists() or (DOCS / name).read_text(encoding="utf-8") != make()]
     if _vscode_package_stale():
         names.append(str(VSCODE_PACKAGE.relative_to(ROOT)))
+    if not NEOVIM_COMMANDS.exists() or NEOVIM_COMMANDS.read_text(encoding="utf-8") != neovim_commands_lua():
+        names.append(str(NEOVIM_COMMANDS.relative_to(ROOT)))
     return names
 
 
@@ -165,6 +182,8 @@ def main(argv: list[str]) -> int:
         return 1
     VSCODE_PACKAGE.write_text(text, encoding="utf-8")
     print(f"wrote {VSCODE_PACKAGE.relative_to(ROOT)}")
+    NEOVIM_COMMANDS.write_text(neovim_commands_lua(), encoding="utf-8")
+    print(f"wrote {NEOVIM_COMMANDS.relative_to(ROOT)}")
     return 0
 
 

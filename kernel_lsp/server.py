@@ -36,6 +36,8 @@ from .settings import Settings
 if TYPE_CHECKING:
     from .engine.compile.service import CompileService
     from .engine.cuda import CudaReport
+    from .engine.latency import LatencyReport
+    from .engine.profile import ProfileReport
     from .engine.verify import CheckReport
 
 log = logging.getLogger(__name__)
@@ -80,11 +82,19 @@ class ServerState:
     nvcc_missing_told: bool = False
     pin_hint_told: bool = False  # the user has been told how to pin parameter types the compile had to assume
     code_lens_refresh: bool = False  # the client accepts workspace/codeLens/refresh
+    change_annotations: bool = False  # the client previews edits whose change annotations need confirmation
     # Correctness checks: path -> (the text that was checked, its report); shown while that text is current
     checks: dict[str, tuple[str, "CheckReport"]] = field(default_factory=dict)
     checking: dict[str, tuple[int, threading.Event]] = field(default_factory=dict)  # path -> (generation, cancel)
     check_generation: int = 0
     checks_run: int = 0
+    # Latency: path -> (the text that was timed or estimated, its LatencyReport); shown while that text is current
+    latency: dict[str, tuple[str, "LatencyReport"]] = field(default_factory=dict)
+    timing: dict[str, threading.Event] = field(default_factory=dict)  # path -> cancel of the run in flight
+    # Per-line profiles (features/profile.py): path -> (the text that was profiled, its ProfileReport); shown while
+    # that text is current
+    profiles: dict[str, tuple[str, "ProfileReport"]] = field(default_factory=dict)
+    profiling: dict[str, threading.Event] = field(default_factory=dict)  # path -> cancel of the run in flight
 
 
 class CompileProgress:
@@ -147,6 +157,9 @@ class KernelLanguageServer(LanguageServer):
         super().__init__("kernel-lsp", __version__, text_document_sync_kind=types.TextDocumentSyncKind.Incremental)
         self.state = ServerState()
         self.progress = CompileProgress(self)
+        # More code actions for textDocument/codeAction, each `(ls, params) -> list[CodeAction]` (the assistant's);
+        # features/code_actions.py answers the request and adds theirs.
+        self.code_action_providers: list = []
 
     # -- helpers shared by features ------------------------------------------------------------------------
 
@@ -380,7 +393,86 @@ class KernelLanguageServer(LanguageServer):
         self.state.checks[path] = (text, report)
         self.publish([path])
         self.refresh_lenses()
+        correct = tuple(dict.fromkeys(v.kernel for v in report.verdicts if v.ok))
+        if correct and settings.latency != "off":  # timing a kernel that computes the wrong thing means nothing
+            task = asyncio.ensure_future(self.run_latency(path, text, correct))
+            task.add_done_callback(_log_failure)
         return report
+
+    def latency_report(self, path: str) -> "LatencyReport | None":
+        found = self.state.latency.get(path)
+        if found is None or self.current_text(path) != found[0]:
+            return None
+        return found[1]
+
+    async def run_latency(self, path: str, text: str, kernels: tuple[str, ...]) -> "LatencyReport | None":
+        """Time the kernels at their bench shapes on this machine's GPU, or estimate them for each target's device
+        without one. Kernels of the text not asked about keep their earlier figures for the same text."""
+        from analyzers.hardware import parse_hardware_overrides
+
+        from .engine.gpu import runs_on_gpu
+        from .engine.latency import LatencyReport, estimate_file, measure_file
+
+        settings = self.state.settings
+        root = self.state.roots[0] if self.state.roots else None
+        previous = self.state.timing.get(path)
+        if previous is not None:
+            previous.set()
+        cancel = threading.Event()
+        self.state.timing[path] = cancel
+        gpu = runs_on_gpu(settings.check_device)
+        token = await self.begin_progress(f"{'timing' if gpu else 'estimating'} {', '.join(kernels)}")
+        try:
+            if gpu:
+                report = await asyncio.to_thread(measure_file, path, text, list(kernels), root, cancel=cancel)
+            else:
+                table, _ = parse_hardware_overrides(settings.hardware or None)
+                report = await asyncio.to_thread(
+                    estimate_file, path, text, list(settings.targets), list(kernels), root, hardware=table,
+                    resources=self._compiled_resources(path), cancel=cancel)
+        finally:
+            self.end_progress(token)
+            if self.state.timing.get(path) is cancel:
+                del self.state.timing[path]
+        if cancel.is_set() or self.current_text(path) != text:
+            return None  # superseded, or the text changed meanwhile: a newer check times it again
+        before = self.state.latency.get(path)
+        if before is not None and before[0] == text:
+            kept = [e for e in before[1].entries if e.kernel not in kernels]
+            report = LatencyReport(path, kept + report.entries, report.errors, report.seconds)
+        self.state.latency[path] = (text, report)
+        if report.errors:
+            log.info("latency of %s: %s", path, "; ".join(report.errors))
+        self.refresh_hints()
+        self.refresh_lenses()
+        return report
+
+    def _compiled_resources(self, path: str):
+        """Registers and shared memory of the file's compiled configurations, for the estimate's occupancy."""
+        reports = self.compile_reports(path)
+
+        def lookup(kernel: str, target: str, constexprs: dict, num_warps: int, num_stages: int):
+            from analyzers.roofline import Resources
+
+            for report in reports:
+                if report.kernel != kernel or report.target.name != target:
+                    continue
+                for jr in report.jobs:
+                    job = jr.job
+                    if (jr.result.ok and job.num_warps == num_warps and job.num_stages == num_stages
+                            and all(dict(job.constexprs).get(k) == v for k, v in constexprs.items())):
+                        res = jr.result.resources
+                        return Resources(res.registers, res.shared_bytes, res.spill_bytes)
+            return None
+
+        return lookup
+
+    def refresh_hints(self) -> None:
+        if self.state.inlay_hint_refresh:
+            try:
+                self.workspace_inlay_hint_refresh(None)
+            except Exception:  # noqa: BLE001
+                log.debug("inlay hint refresh failed", exc_info=True)
 
     def refresh_lenses(self) -> None:
         if self.state.code_lens_refresh:
@@ -401,6 +493,55 @@ class KernelLanguageServer(LanguageServer):
             log.debug("cannot report progress", exc_info=True)
             return None
         return token
+
+    def answering_command(self, name: str, handler) -> None:
+        """Register `async handler(ls, *args)` as a workspace command that always answers: an exception becomes
+        {"error": ...} (and the log has the traceback), a cancelled request stays cancelled."""
+
+        async def command(ls, *args):  # unannotated: pygls resolves annotations of command handlers
+            try:
+                return await handler(ls, *args)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - a command answers, whatever happened
+                log.exception("%s failed", name)
+                return {"error": f"internal error: {type(exc).__name__}: {exc}"}
+
+        self.command(name)(command)
+
+    def offer(self, answer: dict, arguments: object = None) -> dict:
+        """Deliver a command's proposal (convert.proposal): also as a workspace/applyEdit request whose change needs
+        confirmation, so the editor previews it (VS Code's refactor preview; the Neovim plugin's diff), unless the
+        command's argument object says {"deliver": "result"} (a client that previews the answer itself). The
+        server never applies anything: the editor applies it once the user confirms."""
+        wants = arguments.get("deliver") if isinstance(arguments, dict) else None
+        if "proposal" not in answer or wants == "result" or not self.state.change_annotations:
+            return answer
+        from lsprotocol import converters
+
+        proposal = answer["proposal"]
+        edit = converters.get_converter().structure(proposal["edit"], types.WorkspaceEdit)
+
+        async def send() -> None:
+            try:
+                result = await self.workspace_apply_edit_async(types.ApplyWorkspaceEditParams(
+                    edit=edit, label=proposal["title"]))
+                log.info("proposal %r: %s", proposal["title"], "applied" if result.applied else
+                         f"not applied ({result.failure_reason or 'declined'})")
+            except Exception:  # noqa: BLE001 - the answer still carries the proposal
+                log.debug("workspace/applyEdit failed", exc_info=True)
+
+        task = asyncio.ensure_future(send())
+        task.add_done_callback(_log_failure)
+        return {**answer, "delivered": "applyEdit"}
+
+    def report_progress(self, token: str | None, message: str, percentage: int | None = None) -> None:
+        if token is None:
+            return
+        try:
+            self.work_done_progress.report(token, types.WorkDoneProgressReport(message=message, percentage=percentage))
+        except Exception:  # noqa: BLE001
+            log.debug("cannot report progress", exc_info=True)
 
     def end_progress(self, token: str | None, message: str | None = None) -> None:
         if token is None:
@@ -665,6 +806,11 @@ class KernelLanguageServer(LanguageServer):
 
 def _changed(before: dict[str, tuple], after: dict[str, tuple]) -> set[str]:
     return {name for name in before.keys() | after.keys() if before.get(name) != after.get(name)}
+
+
+def _log_failure(task: asyncio.Task) -> None:
+    if not task.cancelled() and task.exception() is not None:
+        log.error("background work failed", exc_info=task.exception())
 
 
 def is_cuda(path: str) -> bool:

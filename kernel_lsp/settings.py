@@ -156,6 +156,17 @@ def is_type_pin(value: Any) -> bool:
     return isinstance(value, str) and bool(_TRITON_TYPE.match(value))
 
 
+def _hardware(value: Any) -> dict[str, Any]:
+    from analyzers.hardware import parse_hardware_overrides
+
+    if value == []:
+        return {}  # an empty Lua table
+    _, errors = parse_hardware_overrides(value)
+    if errors:
+        raise ValueError("; ".join(errors))
+    return dict(value)
+
+
 DEFAULT_EXCLUDE = (
     ".git", ".hg", ".svn", ".venv", "venv", ".env", "env", "__pycache__", "node_modules", "build", "dist",
     ".kernel-lsp", ".mypy_cache", ".pytest_cache", ".ruff_cache", ".tox", ".nox", "site-packages", "*.egg-info",
@@ -203,6 +214,14 @@ SETTINGS: tuple[Setting, ...] = (
             _CHECK_DEVICES),
     Setting("checkTimeoutS", "check_timeout_s", "integer", 60, "Seconds one spec's check may take before its "
             "process is killed and a KV004 error says so.", _int_range(1, 3600)),
+    Setting("latency", "latency", "string", "save", "When kernels are timed at their spec's bench shapes: `save` "
+            "(after each check on save or request) or `off`. On a GPU they are measured; without one, estimated by "
+            "the roofline model for each target's device, and labelled as estimates.", _choice(("save", "off")),
+            ("save", "off")),
+    Setting("hardware", "hardware", "object", {}, "Devices to add or adjust in the hardware table used by "
+            "estimates: a name mapped to fields over a `base` device, e.g. `{\"my-h100\": {\"base\": \"H100\", "
+            "\"hbm_tbps\": 2.0}}`; a target named like a device (`\"targets\": [\"sm_90\"]` -> H200) uses it.",
+            _hardware),
     Setting("assistantModel", "assistant_model", "string", "claude-sonnet-4-5", "The Anthropic model the "
             "assistant's code actions use.", _string),
     Setting("assistantBaseUrl", "assistant_base_url", "string", "", "Base URL of the Messages API (empty: "
@@ -243,6 +262,8 @@ class Settings:
     checks: str = "save"
     check_device: str = "auto"
     check_timeout_s: int = 60
+    latency: str = "save"
+    hardware: dict[str, Any] = field(default_factory=dict)
     assistant_model: str = "claude-sonnet-4-5"
     assistant_base_url: str = ""
     assistant_api_key: str = field(default="", repr=False)  # never in logs or messages

@@ -13,6 +13,7 @@ from pygls.uris import from_fs_path, to_fs_path
 from analyzers.specs import find_specs
 
 from ..commands import RUN_CHECKS
+from .latency import lens_title
 
 if TYPE_CHECKING:
     from ..server import KernelLanguageServer
@@ -96,17 +97,15 @@ def code_lenses(ls: "KernelLanguageServer", path: str) -> list[types.CodeLens]:
         else:
             lenses.append(types.CodeLens(range=at, command=types.Command(
                 title="▶ check against the reference", command=RUN_CHECKS, arguments=[where])))
+        timing = lens_title(ls, path, kernel.name)
+        if timing:  # clicking it checks and times again
+            lenses.append(types.CodeLens(range=at, command=types.Command(
+                title=timing, command=RUN_CHECKS, arguments=[where])))
     return lenses
 
 
 def register(server: "KernelLanguageServer") -> None:
-    @server.command(RUN_CHECKS)
-    async def run_checks(ls, *args):  # unannotated: pygls resolves annotations of command handlers
-        try:
-            return await run_checks_command(ls, *args)
-        except Exception as exc:  # noqa: BLE001 - a command answers, whatever happened
-            log.exception("runChecks failed")
-            return {"error": f"internal error: {exc}"}
+    server.answering_command(RUN_CHECKS, run_checks_command)
 
     @server.feature(types.TEXT_DOCUMENT_DID_SAVE, types.SaveOptions(include_text=False))
     def did_save(ls: "KernelLanguageServer", params: types.DidSaveTextDocumentParams) -> None:

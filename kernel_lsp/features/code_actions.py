@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import logging
 import re
 from typing import TYPE_CHECKING
 
@@ -16,6 +17,7 @@ from .. import convert
 if TYPE_CHECKING:
     from ..server import KernelLanguageServer
 
+log = logging.getLogger(__name__)
 _SUPPRESS = re.compile(r"#\s*kernel-lsp:\s*ignore\[([^\]]*)\]")
 
 
@@ -38,47 +40,74 @@ def register(server: "KernelLanguageServer") -> None:
         types.CodeActionOptions(code_action_kinds=[types.CodeActionKind.QuickFix, types.CodeActionKind.Refactor]),
     )
     def code_action(ls: "KernelLanguageServer", params: types.CodeActionParams):
-        uri = params.text_document.uri
-        path = ls.ensure_current(uri)
-        doc = ls.workspace.text_documents.get(uri)
-        if path is None or doc is None:
-            return None
-        only = params.context.only
-        fixes = not only or any(k.startswith(types.CodeActionKind.QuickFix) for k in only)
-        refactors = not only or any(k.startswith(types.CodeActionKind.Refactor) for k in only)
-        if not fixes and not refactors:
-            return None
-        pos = convert.Positions(doc.lines, doc.position_codec)
-        want = pos.span(params.range)
-        ls.note_focus(path, want.start_line)  # editors ask for code actions where the cursor is
-        spec_action = _starter_spec_action(ls, path, uri, doc, pos, want.start_line) if refactors else None
-        if not fixes:
-            return [spec_action] if spec_action else None
-        sent = {(d.code, d.range.start.line): d for d in params.context.diagnostics}
-        actions: list[types.CodeAction] = []
-        suppressions: list[types.CodeAction] = []
-        for problem in ls.state.index.problems(path):
-            if not _overlaps(problem.span, want.start_line, want.end_line):
-                continue
-            diag = sent.get((problem.code, pos.range(problem.span).start.line))
-            diags = [diag] if diag else None
-            if problem.fix is not None:
-                actions.append(types.CodeAction(
-                    title=problem.fix.title,
-                    kind=types.CodeActionKind.QuickFix,
-                    diagnostics=diags,
-                    is_preferred=True,
-                    edit=convert.fix_edit(problem.fix, uri, doc.version, pos),
-                ))
-            line = problem.span.start_line
-            edit = _suppress_edit(doc.lines[line] if line < len(doc.lines) else "", line, problem.code)
-            suppressions.append(types.CodeAction(
-                title=f"Ignore {problem.code} on this line",
+        found = _own_actions(ls, params) or []
+        for provider in ls.code_action_providers:
+            try:
+                found += provider(ls, params) or []
+            except Exception:  # noqa: BLE001 - the other code actions must still be listed
+                log.exception("a code action provider failed")
+        return found or None
+
+
+def _own_actions(ls: "KernelLanguageServer", params: types.CodeActionParams) -> list[types.CodeAction] | None:
+    uri = params.text_document.uri
+    path = ls.ensure_current(uri)
+    doc = ls.workspace.text_documents.get(uri)
+    if path is None or doc is None:
+        return None
+    only = params.context.only
+    fixes = not only or any(k.startswith(types.CodeActionKind.QuickFix) for k in only)
+    refactors = not only or any(k.startswith(types.CodeActionKind.Refactor) for k in only)
+    if not fixes and not refactors:
+        return None
+    pos = convert.Positions(doc.lines, doc.position_codec)
+    want = pos.span(params.range)
+    ls.note_focus(path, want.start_line)  # editors ask for code actions where the cursor is
+    spec_action = _starter_spec_action(ls, path, uri, doc, pos, want.start_line) if refactors else None
+    tiling = _tiling_action(ls, path, uri, doc, want.start_line) if refactors else None
+    extra = [a for a in (spec_action, tiling) if a]
+    if not fixes:
+        return extra or None
+    sent = {(d.code, d.range.start.line): d for d in params.context.diagnostics}
+    actions: list[types.CodeAction] = []
+    suppressions: list[types.CodeAction] = []
+    for problem in ls.state.index.problems(path):
+        if not _overlaps(problem.span, want.start_line, want.end_line):
+            continue
+        diag = sent.get((problem.code, pos.range(problem.span).start.line))
+        diags = [diag] if diag else None
+        if problem.fix is not None:
+            actions.append(types.CodeAction(
+                title=problem.fix.title,
                 kind=types.CodeActionKind.QuickFix,
                 diagnostics=diags,
-                edit=convert.text_edits(uri, doc.version, [types.TextEdit(pos.range(edit.span), edit.new_text)]),
+                is_preferred=True,
+                edit=convert.fix_edit(problem.fix, uri, doc.version, pos),
             ))
-        return actions + suppressions + ([spec_action] if spec_action else []) or None
+        line = problem.span.start_line
+        edit = _suppress_edit(doc.lines[line] if line < len(doc.lines) else "", line, problem.code)
+        suppressions.append(types.CodeAction(
+            title=f"Ignore {problem.code} on this line",
+            kind=types.CodeActionKind.QuickFix,
+            diagnostics=diags,
+            edit=convert.text_edits(uri, doc.version, [types.TextEdit(pos.range(edit.span), edit.new_text)]),
+        ))
+    return actions + suppressions + extra or None
+
+
+def _tiling_action(ls: "KernelLanguageServer", path: str, uri: str, doc, line: int) -> types.CodeAction | None:
+    """"Optimize tiling" for a kernel at the cursor that has a spec: the search runs when the user picks it."""
+    from ..commands import OPTIMIZE_TILING
+    from .checks import specced_kernels
+
+    entry = ls.state.index.get(path)
+    analysis = entry.analysis if entry else None
+    kernel = next((k for k in analysis.kernels if k.span.contains_line(line)), None) if analysis else None
+    if kernel is None or kernel.name not in specced_kernels(doc.source):
+        return None
+    title = f"Optimize tiling of {kernel.name}"
+    return types.CodeAction(title=title, kind=types.CodeActionKind.RefactorRewrite, command=types.Command(
+        title=title, command=OPTIMIZE_TILING, arguments=[{"uri": uri, "line": line, "character": 0}]))
 
 
 def _starter_spec_action(ls: "KernelLanguageServer", path: str, uri: str, doc, pos: convert.Positions,

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import os
 import resource
-import shutil
 from typing import TYPE_CHECKING, Any
 
 from .. import __version__
 from ..commands import REINDEX, STATUS
+from ..engine.gpu import runs_on_gpu
 
 if TYPE_CHECKING:
     from ..server import KernelLanguageServer
@@ -23,11 +23,6 @@ def rss_mb() -> float:
     except (OSError, ValueError, IndexError):
         peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
         return round(peak / (2**20 if os.uname().sysname == "Darwin" else 2**10), 1)
-
-
-def gpu_present() -> bool:
-    """Whether an NVIDIA GPU is visible, without importing torch: the driver's device node or nvidia-smi."""
-    return os.path.exists("/dev/nvidiactl") or shutil.which("nvidia-smi") is not None
 
 
 def status(ls: "KernelLanguageServer") -> dict[str, Any]:
@@ -50,8 +45,7 @@ def status(ls: "KernelLanguageServer") -> dict[str, Any]:
             "filesCompiled": len(state.compiled), "staleDropped": state.stale_compiles_dropped,
             **(state.compiler.stats() if state.compiler is not None else {}),
         },
-        "mode": "gpu" if state.settings.check_device == "cuda" or (
-            state.settings.check_device == "auto" and gpu_present()) else "cpu",
+        "mode": "gpu" if runs_on_gpu(state.settings.check_device) else "cpu",
         "checks": {"when": state.settings.checks, "device": state.settings.check_device, "run": state.checks_run,
                    "running": len(state.checking)},
         "memoryMB": rss_mb(),

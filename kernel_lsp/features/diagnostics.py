@@ -14,6 +14,7 @@ from pygls.uris import from_fs_path
 
 from .. import convert
 from ..server import is_cuda
+from . import profile
 
 if TYPE_CHECKING:
     from ..server import KernelLanguageServer
@@ -24,7 +25,9 @@ def diagnostics_for(ls: "KernelLanguageServer", path: str) -> list[types.Diagnos
         report = ls.cuda_report(path)
         problems = ls.state.index.filtered(report.problems) if report else []
     else:
-        problems = ls.state.index.problems(path, ls.compile_problems(path) + ls.check_problems(path))
+        # profile.profile_problems: Nsight Compute's advice (KP001) for the text that was profiled
+        problems = ls.state.index.problems(path, ls.compile_problems(path) + ls.check_problems(path)
+                                           + profile.profile_problems(ls, path))
     if not problems:
         return []
     pos = ls.positions(path)

@@ -59,6 +59,8 @@ def register(server: "KernelLanguageServer") -> None:
         state.configuration_support = bool(ws and ws.configuration)
         state.inlay_hint_refresh = bool(ws and ws.inlay_hint and ws.inlay_hint.refresh_support)
         state.code_lens_refresh = bool(ws and ws.code_lens and ws.code_lens.refresh_support)
+        state.change_annotations = bool(ws and ws.apply_edit and ws.workspace_edit
+                                        and ws.workspace_edit.change_annotation_support is not None)
         ls.progress.supported = bool(caps.window and caps.window.work_done_progress)
         state.related_support = bool(td and td.publish_diagnostics and td.publish_diagnostics.related_information) \
             or bool(td and td.diagnostic and td.diagnostic.related_information)

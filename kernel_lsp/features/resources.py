@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 from lsprotocol import types
 
 from ..server import is_cuda
+from . import latency, profile
 
 if TYPE_CHECKING:
     from ..server import KernelLanguageServer
@@ -138,14 +139,17 @@ def register(server: "KernelLanguageServer") -> None:
         pos = ls.positions(path)
         hints = []
         for kernel in entry.analysis.kernels:
-            label = hint_label(by_kernel.get(kernel.name, []))
             line = kernel.name_span.start_line
-            if label is None or not params.range.start.line <= line <= params.range.end.line:
+            if not params.range.start.line <= line <= params.range.end.line:
+                continue
+            timing = latency.hint_label(ls, path, kernel.name)
+            label = " | ".join(x for x in (timing, hint_label(by_kernel.get(kernel.name, []))) if x)
+            if not label:
                 continue
             end = len(pos.lines[line].rstrip("\r\n")) if line < len(pos.lines) else 0
             hints.append(types.InlayHint(position=pos.position(line, end), label=label, padding_left=True,
-                                         tooltip=f"{kernel.name}: hover the name for every configuration"))
-        return hints
+                                         tooltip=f"{kernel.name}: hover the name for every configuration and shape"))
+        return hints + profile.line_hints(ls, path, params.range)  # per-line hot spots (features/profile.py)
 
     @server.feature(types.TEXT_DOCUMENT_HOVER)
     def hover(ls: "KernelLanguageServer", params: types.HoverParams):
@@ -166,9 +170,10 @@ def register(server: "KernelLanguageServer") -> None:
             s = kernel.name_span
             if s.start_line == at.start_line and s.start_col <= at.start_col <= s.end_col:
                 reports = _reports_by_kernel(ls, path).get(kernel.name)
-                if not reports:
+                timing = latency.hover_section(ls, path, kernel.name)
+                if not reports and not timing:
                     return None
-                return types.Hover(contents=types.MarkupContent(kind=types.MarkupKind.Markdown,
-                                                                value=hover_table(kernel.name, reports)),
+                text = "\n".join(x for x in (hover_table(kernel.name, reports) if reports else None, timing) if x)
+                return types.Hover(contents=types.MarkupContent(kind=types.MarkupKind.Markdown, value=text),
                                    range=pos.range(s))
-        return None
+        return profile.line_hover(ls, path, at.start_line)  # a profiled line's stall breakdown (features/profile.py)

@@ -76,7 +76,7 @@ def test_rule_counts() -> None:
     assert sum(r.language == "triton" for r in RULES.values()) >= 12
     assert sum(r.language == "nki" for r in RULES.values()) >= 5
     for rule in RULES.values():
-        assert re.fullmatch(r"(KL|TR|NK|KC|KV)\d{3}", rule.code)
+        assert re.fullmatch(r"(KL|TR|NK|KC|KV|KP)\d{3}", rule.code)
         assert rule.summary and rule.name
         if rule.language in ("compile", "checks"):  # reported from real compiles and runs: no static examples
             assert rule.explanation, rule.code

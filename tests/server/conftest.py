@@ -163,6 +163,18 @@ async def wait_for(condition: Callable[[], bool], timeout: float = 5.0, interval
         await asyncio.sleep(interval)
 
 
+async def until(what: Callable[[], Any], condition: Callable[[Any], bool], timeout: float = 90.0,
+                interval: float = 0.1) -> Any:
+    """Ask `what()` (a coroutine function) again until `condition` holds of its answer; returns that answer."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = await what()
+        if condition(value):
+            return value
+        assert time.monotonic() < deadline, value
+        await asyncio.sleep(interval)
+
+
 @pytest.fixture(params=sorted(PROFILES))
 def profile(request) -> str:
     return request.param

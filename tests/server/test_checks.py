@@ -3,11 +3,12 @@ diagnostics, a starter spec as a code action. Checks run the real checker (Trito
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 
 import pytest
 from lsprotocol import types
+
+from .conftest import until
 
 pytest.importorskip("torch")
 pytest.importorskip("triton")
@@ -43,17 +44,6 @@ def profile(request) -> str:
 async def lenses(s, uri) -> list[types.CodeLens]:
     return await s.client.text_document_code_lens_async(types.CodeLensParams(
         text_document=types.TextDocumentIdentifier(uri=uri))) or []
-
-
-async def until(what, condition, timeout: float = 60.0):
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while True:
-        value = await what()
-        if condition(value):
-            return value
-        assert loop.time() < deadline, value
-        await asyncio.sleep(0.1)
 
 
 async def test_check_on_request_and_on_save(start):

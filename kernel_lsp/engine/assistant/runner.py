@@ -1,0 +1,437 @@
+"""One assistant action from request to result: plan, candidates, verification, ranking, the session on disk.
+
+    assistant = Assistant(config, env, progress=print)
+    result = await assistant.start("optimize", path, text, "add_kernel")     # -> Result(kind="plan", ...)
+    result = await assistant.refine(path, text, "add_kernel", "go")          # -> Result(kind="proposal", ...)
+
+A Result is a plan waiting for the user's word, a proposal (the candidate file text, a summary of exactly what
+was verified, the table of attempts), an answer (text, no edit) or a failure (why, no edit). Nothing here
+applies anything: the caller offers the proposal for the user to confirm.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from analyzers.specs import find_specs
+
+from . import prompts
+from .code import SpliceError, extract_code, extract_plan, protected_names, splice
+from .model import ModelClient, ModelConfig, ModelError, Usage
+from .session import CandidateRecord, Session, SessionStore, Turn
+from .verify import (
+    Environment,
+    Timing,
+    Verified,
+    compare,
+    compile_errors,
+    describe_compile_errors,
+    describe_verdict,
+    has_spec,
+    in_thread,
+    kernel_defined,
+    nki_problems,
+    run_check,
+    spec_untouched,
+    timing,
+)
+
+log = logging.getLogger(__name__)
+
+ACTIONS = ("optimize", "port", "fix", "explain", "spec")
+TITLES = {"optimize": "Optimize tiling", "port": "Port to NKI", "fix": "Fix this", "explain": "Explain where the "
+          "time goes", "spec": "Write a correctness spec", "refine": "Refine"}
+PLANNED = ("optimize", "port")  # larger changes: a plan first, code after the user's "go"
+GO_WORDS = ("go", "ok", "yes", "accept", "proceed", "do it", "")
+FASTER_BY = 0.01
+_BASELINES: dict[tuple, Timing] = {}  # latency of texts already timed in this process (plan, then code)  # an optimization must beat the kernel it replaces by at least this fraction
+
+
+@dataclass
+class AssistantConfig:
+    model: ModelConfig
+    max_attempts: int = 3
+    candidates: int = 1
+
+
+@dataclass
+class Result:
+    kind: str  # "plan" | "proposal" | "answer" | "failed" | "cancelled"
+    session: str
+    kernel: str
+    title: str
+    text: str  # the plan, the proposal's summary, the answer, or why it failed
+    new_text: str | None = None  # the proposed file text
+    table: list[list[str]] = field(default_factory=list)
+    usage: Usage | None = None
+
+
+TABLE_HEADER = ["#", "result", "latency", "details"]
+
+
+class Assistant:
+    def __init__(self, config: AssistantConfig, env: Environment, *, store: SessionStore | None = None,
+                 progress: Callable[[str], None] | None = None, client: ModelClient | None = None):
+        self.config = config
+        self.env = env
+        self.store = store or SessionStore(env.root)
+        self.progress = progress or (lambda _message: None)
+        self.client = client or ModelClient(config.model)
+        self.usage = Usage(config.model.model)
+        self._streamed: dict[int, str] = {}
+        self._last_report = 0.0
+
+    # -- entry points --------------------------------------------------------------------------------------------
+
+    async def start(self, action: str, path: str, text: str, kernel: str, diagnostic: dict | None = None) -> Result:
+        if action not in ACTIONS:
+            raise ValueError(f"unknown assistant action {action!r}")
+        session = self.store.load(path, kernel)
+        request = prompts.ACTIONS[action].format(kernel=kernel, diagnostic=_diagnostic_text(diagnostic))
+        turn = Turn(action, request, diagnostic=diagnostic)
+        session.turns.append(turn)
+        try:
+            if action == "explain":
+                return await self._explain(session, turn, path, text, kernel)
+            if action in PLANNED:
+                return await self._plan(session, turn, path, text, kernel)
+            return await self._work(session, turn, path, text, kernel)
+        finally:
+            await self._finish(session, turn)
+
+    async def refine(self, path: str, text: str, kernel: str, instruction: str) -> Result:
+        """Continue the kernel's session: "go" (or an edited plan) after a plan, else a new request."""
+        session = self.store.load(path, kernel)
+        last = session.last
+        if last is not None and session.awaiting_plan:
+            turn = last
+            if instruction.strip().lower().rstrip(".!") not in GO_WORDS:
+                turn.plan = instruction.strip()  # the user's edited plan replaces the model's
+            turn.plan_accepted = True
+            turn.state = "working"
+            # The plan's call belongs to this action: its cost is counted with the code's.
+            self.usage.input_tokens += int(turn.usage.get("inputTokens", 0))
+            self.usage.output_tokens += int(turn.usage.get("outputTokens", 0))
+            self.usage.calls += int(turn.usage.get("calls", 0))
+        else:
+            action = last.action if last is not None and last.action not in ("explain", "spec") else "refine"
+            turn = Turn(action, instruction.strip())
+            session.turns.append(turn)
+        try:
+            return await self._work(session, turn, path, text, kernel, continuation=turn is not last)
+        finally:
+            await self._finish(session, turn)
+
+    async def _finish(self, session: Session, turn: Turn) -> None:
+        if turn.state == "working":
+            turn.state = "cancelled"
+            turn.outcome = "cancelled by the user"
+        turn.usage = self.usage.to_json()
+        await asyncio.to_thread(self.store.save, session)
+
+    async def close(self) -> None:
+        await self.client.close()
+
+    # -- the model -----------------------------------------------------------------------------------------------
+
+    async def _ask(self, messages: list[dict], *, chain: int = 1, stream: bool = True,
+                   max_tokens: int | None = None):
+        self._streamed[chain] = ""
+
+        def on_text(piece: str) -> None:
+            self._streamed[chain] += piece
+            now = time.monotonic()
+            if now - self._last_report >= 0.25:
+                self._last_report = now
+                tail = " ".join(self._streamed[chain].split())[-100:]
+                self.progress(f"candidate {chain}: {tail}")
+
+        answer = await self.client.complete(prompts.SYSTEM, messages, on_text=on_text if stream else None,
+                                            max_tokens=max_tokens)
+        self.usage.add(answer)
+        return answer
+
+    def _context(self, session: Session, path: str, text: str, kernel: str, facts: str = "") -> str:
+        history = session.history() if len(session.turns) > 1 else ""
+        return prompts.context(os.path.basename(path), text, kernel, facts, history)
+
+    # -- plan, explain -------------------------------------------------------------------------------------------
+
+    async def _baseline(self, path: str, text: str, kernel: str) -> tuple[Timing | None, bool, str]:
+        """(the kernel's latency now, whether the checks run on a GPU, why there is no figure)."""
+        if not has_spec(text, kernel):
+            return None, False, "no correctness spec, so no bench shape"
+        on_gpu = self.env.gpu
+        key = (path, kernel, on_gpu, self.env.targets, hashlib.sha256(text.encode()).hexdigest())
+        if key in _BASELINES:  # the plan measured this very text a moment ago
+            return _BASELINES[key], on_gpu, ""
+        found, why = await timing(self.env, path, text, kernel, on_gpu)
+        if found is not None:
+            _BASELINES[key] = found
+            while len(_BASELINES) > 32:
+                _BASELINES.pop(next(iter(_BASELINES)))
+        return found, on_gpu, why
+
+    async def _plan(self, session: Session, turn: Turn, path: str, text: str, kernel: str) -> Result:
+        self.progress(f"{TITLES[turn.action]}: measuring {kernel} and asking for a plan")
+        base, _, why = await self._baseline(path, text, kernel) if turn.action == "optimize" else (None, False, "")
+        facts = f"Latency now: {base.label} at the spec's bench shape {base.key[0]} {base.key[1]}." if base else \
+            (f"Latency: not available ({why})." if why else "")
+        content = self._context(session, path, text, kernel, facts) + "\n\n" + turn.request + "\n\n" + \
+            prompts.PLAN.format(kernel=kernel)
+        try:
+            answer = await self._ask([{"role": "user", "content": content}], stream=False, max_tokens=1024)
+        except ModelError as exc:
+            return self._failed(session, turn, kernel, str(exc))
+        plan = extract_plan(answer.text)
+        if not plan:
+            return self._failed(session, turn, kernel, "the model answered without a plan")
+        turn.plan, turn.state, turn.outcome = plan, "awaiting-plan", "plan proposed"
+        return Result("plan", session.id, kernel, TITLES[turn.action], plan, usage=self.usage)
+
+    async def _explain(self, session: Session, turn: Turn, path: str, text: str, kernel: str) -> Result:
+        from ..latency import estimate_file, measure_file
+
+        if not has_spec(text, kernel):
+            return self._failed(session, turn, kernel, f"{kernel} has no correctness spec: latency needs its bench "
+                                "shapes (write one first)")
+        self.progress(f"Explain: timing {kernel}")
+        on_gpu = self.env.gpu
+        if on_gpu:
+            report = await in_thread(self.env, measure_file, path, text, [kernel], self.env.root,
+                                     cancel=self.env.cancel, history=False)
+        else:
+            report = await in_thread(self.env, estimate_file, path, text, list(self.env.targets), [kernel],
+                                     self.env.root, cancel=self.env.cancel)
+        entries = report.for_kernel(kernel)
+        if not entries:
+            return self._failed(session, turn, kernel, "no latency figure to explain: " +
+                                ("; ".join(report.errors) or "the latency engine returned nothing"))
+        facts = "Latency report (JSON lines, " + ("measured" if on_gpu else "estimated by a roofline model from "
+                                                   "work counted on the interpreter") + "):\n" + \
+            "\n".join(_latency_line(e) for e in entries[:8])
+        content = self._context(session, path, text, kernel, facts) + "\n\n" + turn.request
+        try:
+            answer = await self._ask([{"role": "user", "content": content}])
+        except ModelError as exc:
+            return self._failed(session, turn, kernel, str(exc))
+        body = extract_plan(answer.text)
+        if not body:
+            return self._failed(session, turn, kernel, "the model gave no explanation")
+        source = "measured" if on_gpu else "estimated (no GPU)"
+        figures = ", ".join(e.label for e in entries if e.us is not None and e.chosen)
+        text_out = f"**{kernel}**: {figures} ({source})\n\n{body}\n\n_{self.usage.text()}_"
+        turn.state, turn.outcome = "answered", body[:400]
+        return Result("answer", session.id, kernel, TITLES["explain"], text_out, usage=self.usage)
+
+    def _failed(self, session: Session, turn: Turn, kernel: str, why: str, table=None) -> Result:
+        turn.state, turn.outcome = "failed", why
+        title = TITLES.get(turn.action, turn.action)
+        return Result("failed", session.id, kernel, title, f"{title}: {why}", table=table or [], usage=self.usage)
+
+    # -- candidates ----------------------------------------------------------------------------------------------
+
+    async def _work(self, session: Session, turn: Turn, path: str, text: str, kernel: str,
+                    continuation: bool = False) -> Result:
+        action = turn.action
+        title = TITLES.get(action, "Refine")
+        if action == "optimize" and not has_spec(text, kernel):
+            return self._failed(session, turn, kernel, f"{kernel} has no correctness spec, so no candidate could "
+                                "be verified: write one first (docs/specs.md)")
+        baseline_task = None
+        if action in ("optimize", "refine") and has_spec(text, kernel):
+            baseline_task = asyncio.ensure_future(self._baseline(path, text, kernel))
+        request = turn.request
+        if turn.plan:
+            request += f"\n\nThe plan the user accepted:\n{turn.plan}"
+        previous = session.best_code() if continuation else None
+        if previous and action != "port":
+            request += f"\n\nThe last proposal of this session (already verified):\n```python\n{previous}```"
+        content = self._context(session, path, text, kernel) + "\n\n" + request + \
+            "\n\nWrite the code now: one ```python block."
+        try:
+            chains = await asyncio.gather(*(self._chain(i + 1, content, turn, path, text, kernel, baseline_task)
+                                            for i in range(self.config.candidates)))
+        finally:
+            if baseline_task is not None and not baseline_task.done():
+                baseline_task.cancel()
+        base = baseline_task.result()[0] if baseline_task is not None and baseline_task.done() \
+            and not baseline_task.cancelled() and baseline_task.exception() is None else None
+        table = [TABLE_HEADER] + [[f"{c.chain}.{c.attempt}", c.status, c.label or "", c.reason[:200]]
+                                  for c in turn.candidates]
+        winners = [(v, new_text, record) for chain in chains for v, new_text, record in chain if v.ok]
+        if not winners:
+            errors = [r.reason for r in turn.candidates if r.status == "API error"]
+            why = errors[-1] if errors and len(errors) == len(turn.candidates) else \
+                f"no candidate passed verification in {len(turn.candidates)} attempt" \
+                f"{'s' if len(turn.candidates) != 1 else ''}" + \
+                (f"; the last: {turn.candidates[-1].status}: {turn.candidates[-1].reason[:300]}"
+                 if turn.candidates else "")
+            return self._failed(session, turn, kernel, why, table)
+        winners.sort(key=lambda w: (w[0].timing.us if w[0].timing else float("inf")))
+        best, new_text, _ = winners[0]
+        summary = self._summary(action, best, base, len(turn.candidates), len(winners))
+        turn.state, turn.outcome = "proposed", summary
+        return Result("proposal", session.id, kernel, f"{title} ({kernel})", summary, new_text, table, self.usage)
+
+    async def _chain(self, chain: int, content: str, turn: Turn, path: str, text: str, kernel: str,
+                     baseline_task) -> list[tuple[Verified, str, CandidateRecord]]:
+        messages: list[dict] = [{"role": "user", "content": content}]
+        out = []
+        for attempt in range(1, self.config.max_attempts + 1):
+            self.progress(f"candidate {chain}, attempt {attempt}: asking {self.config.model.model}")
+            try:
+                answer = await self._ask(messages, chain=chain)
+            except ModelError as exc:
+                turn.candidates.append(CandidateRecord(chain, attempt, "API error", str(exc)))
+                break
+            code = extract_code(answer.text)
+            if code is None:
+                verified, new_text = Verified(False, "no code", "the answer had no ```python block"), None
+                if answer.stop_reason == "max_tokens":
+                    verified.reason += " (it was cut off at assistantMaxTokens)"
+            else:
+                self.progress(f"candidate {chain}, attempt {attempt}: verifying")
+                verified, new_text = await self._verify(turn, path, text, kernel, code, baseline_task)
+            record = CandidateRecord(chain, attempt, verified.status, verified.reason,
+                                     verified.timing.us if verified.timing else None,
+                                     verified.timing.label if verified.timing else None, code or "")
+            turn.candidates.append(record)
+            if verified.ok:
+                out.append((verified, new_text, record))
+                break
+            messages += [{"role": "assistant", "content": answer.text or "(no answer)"},
+                         {"role": "user", "content": f"That candidate was turned down: {verified.reason}\n\n"
+                                                     "Try again: one complete ```python block."}]
+        return out
+
+    async def _verify(self, turn: Turn, path: str, text: str, kernel: str, code: str,
+                      baseline_task) -> tuple[Verified, str | None]:
+        action = turn.action
+        specs = find_specs(text)
+        first_spec = specs[0].inputs if specs else None
+        try:
+            new_text, names = splice(text, code, protected=protected_names(text, kernel),
+                                     may_replace=action not in ("port", "spec"), insert_before=first_spec,
+                                     may_add_spec=action == "spec")
+        except SpliceError as exc:
+            return Verified(False, "not applicable", str(exc)), None
+        if action != "spec" and not spec_untouched(text, new_text):
+            return Verified(False, "spec edited", "the candidate changes the correctness spec; it may not"), None
+        if action == "port":
+            return await self._verify_port(path, new_text, kernel, names), new_text
+        if not kernel_defined(new_text, kernel):
+            return Verified(False, "kernel missing", f"the candidate no longer defines the Triton kernel {kernel}; "
+                            "keep its name"), None
+        errors, compiled = await compile_errors(self.env, path, new_text)
+        if errors:
+            return Verified(False, "does not compile", describe_compile_errors(errors, new_text)), new_text
+        if action == "spec" and not has_spec(new_text, kernel):
+            return Verified(False, "no spec", f"the candidate has no @spec(kernel={kernel}, ...)"), new_text
+        notes: list[str] = []
+        if action == "fix" and turn.diagnostic:
+            still = _still_reported(turn.diagnostic, new_text, kernel)
+            if still:
+                return Verified(False, "not fixed", f"the problem is still reported: {still}"), new_text
+        if not has_spec(new_text, kernel):
+            return Verified(True, "correct", f"{compiled}; not checked: {kernel} has no correctness spec",
+                            compiled=compiled), new_text
+        verdict, errors_text = await run_check(self.env, path, new_text, kernel)
+        if verdict is None:
+            return Verified(False, "error", f"the check did not run: {errors_text or 'no verdict'}"), new_text
+        if not verdict.ok:
+            return Verified(False, verdict.status, describe_verdict(verdict, new_text), check=verdict.message), \
+                new_text
+        on_gpu = "interpreter" not in verdict.device.lower()
+        found, why = await timing(self.env, path, new_text, kernel, on_gpu) if action != "spec" else (None, "")
+        if why and action != "spec":
+            notes.append(f"not timed: {why}")
+        verified = Verified(True, "correct", verdict.message, check=verdict.message, on_gpu=on_gpu,
+                            compiled=compiled, timing=found, notes=notes)
+        if action == "optimize" and baseline_task is not None:
+            base = (await asyncio.shield(baseline_task))[0]
+            if base is not None and found is not None and base.key == found.key and \
+                    found.us > base.us * (1 - FASTER_BY):
+                return Verified(False, "not faster", f"correct, but not faster: {compare(base, found)}; the tiling "
+                                "must beat the current one", check=verdict.message, timing=found), new_text
+        return verified, new_text
+
+    async def _verify_port(self, path: str, new_text: str, kernel: str, names: list[str]) -> Verified:
+        from .nki_sim import simulate, simulator_available
+
+        kernels, problems = nki_problems(new_text, names)
+        if not kernels:
+            return Verified(False, "no NKI kernel", "the candidate adds no NKI kernel (a function decorated with "
+                            "@nki.jit, with `import nki`)")
+        legacy = [k.name for k in kernels if k.api != "current"]
+        if legacy:
+            return Verified(False, "legacy NKI", f"{', '.join(legacy)} uses the legacy neuronxcc.nki API; write it "
+                            "in the current `nki` API")
+        lines = new_text.splitlines()
+        errors = [p for p in problems if p.severity.name == "ERROR"]
+        if errors:
+            return Verified(False, "NKI rules", "; ".join(
+                f"{p.code} at line {p.span.start_line + 1} (`{lines[p.span.start_line].strip()}`): {p.message}"
+                for p in errors[:5]))
+        rules = f"NKI rules NK001-NK006 pass for {', '.join(k.name for k in kernels)}"
+        notes = [f"{p.code}: {p.message}" for p in problems]
+        if not simulator_available():
+            return Verified(True, "correct", f"{rules}; not simulated: AWS's NKI simulator (nki.simulate) is not "
+                            "installed here, so the port's results are unverified", notes=notes)
+        if not has_spec(new_text, kernel):
+            return Verified(True, "correct", f"{rules}; not simulated: {kernel} has no spec to compare with",
+                            notes=notes)
+        sim = await in_thread(self.env, simulate, path, new_text, kernel, kernels[0].name, self.env.root,
+                              self.env.check_timeout_s, self.env.cancel)
+        if not sim.get("ok"):
+            return Verified(False, "mismatch", f"nki.simulate: {sim.get('message')}")
+        return Verified(True, "correct", f"{rules}; {sim.get('message')}", notes=notes)
+
+    def _summary(self, action: str, best: Verified, base: Timing | None, attempts: int, correct: int) -> str:
+        parts = [best.check or best.reason]
+        if best.compiled and action != "port":
+            parts.append(best.compiled)
+        if best.timing is not None:
+            change = compare(base, best.timing) if action in ("optimize", "refine") else best.timing.label
+            parts.append(change if best.timing.measured else f"not timed: no GPU; estimate {change}")
+        parts += best.notes
+        parts.append(f"{attempts} attempt{'s' if attempts != 1 else ''}, {correct} verified")
+        parts.append(self.usage.text())
+        return "; ".join(p for p in parts if p)
+
+
+def _diagnostic_text(diagnostic: dict | None) -> str:
+    if not diagnostic:
+        return "(no diagnostic given: fix what is wrong with the kernel)"
+    line = diagnostic.get("line")
+    where = f" at line {line + 1}" if isinstance(line, int) else ""
+    return f"{diagnostic.get('code') or ''}{where}: {diagnostic.get('message') or ''}".strip()
+
+
+def _still_reported(diagnostic: dict, text: str, kernel: str) -> str | None:
+    """The diagnostic's rule still firing in the candidate (static rules only; compile and check problems are
+    re-established by compiling and checking)."""
+    from analyzers import analyze_source
+
+    code = str(diagnostic.get("code") or "")
+    if not code or code.startswith(("KC", "KV")):
+        return None
+    for p in analyze_source(text).problems:
+        if p.code == code and (p.kernel in (None, kernel)):
+            return f"{p.code} at line {p.span.start_line + 1}: {p.message}"
+    return None
+
+
+def _latency_line(e) -> str:
+    import json
+
+    keep = {k: v for k, v in e.to_json().items() if k in ("shape", "dtype", "device", "us", "label", "config",
+                                                          "bound", "fraction_of_roofline", "estimate", "work",
+                                                          "reference_us", "speedup", "chosen", "error")}
+    return json.dumps(keep, default=str)[:2000]

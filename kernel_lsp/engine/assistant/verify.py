@@ -1,0 +1,164 @@
+"""Verification of one candidate file: spec untouched, compiled, checked against the spec, timed or estimated.
+
+The same pipeline the user's own code goes through (engine.verify, the compile service, engine.latency); a
+candidate that fails anywhere comes back with the reason in words the model is told.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+
+from analyzers import analyze_source
+from analyzers.model import Problem, Severity
+from analyzers.roofline import format_us
+from analyzers.specs import find_specs
+
+from .code import spec_texts
+
+# (path, text) -> the compile problems (KC001-KC006) of every kernel of that text, for the configured targets
+CompileFn = Callable[[str, str], Awaitable[list[Problem]]]
+
+
+@dataclass
+class Environment:
+    root: str
+    targets: tuple[str, ...] = ("sm_90",)
+    check_device: str = "auto"
+    check_timeout_s: float = 60.0
+    compile: CompileFn | None = None  # None: compiling is off (or triton is missing)
+    gpu: bool = False  # checks and timing run on a GPU: latency is measured, not estimated
+    cancel: threading.Event = field(default_factory=threading.Event)
+
+
+@dataclass
+class Timing:
+    us: float
+    label: str  # "≈49 µs H200 est." | "41.2 µs on NVIDIA H200"
+    measured: bool
+    device: str
+    key: tuple  # (shape, dtype, device): only equal keys are compared
+
+
+@dataclass
+class Verified:
+    ok: bool
+    status: str  # "correct" or why not: "does not compile", "mismatch", "rejected", "spec edited", ...
+    reason: str  # the feedback for the model, or what was verified
+    check: str | None = None  # the verdict's message ("correct on 13 cases (CPU interpreter)")
+    on_gpu: bool = False
+    compiled: str | None = None  # "compiles for sm_90", or why it was not compiled
+    timing: Timing | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+def has_spec(text: str, kernel: str) -> bool:
+    return any(s.kernel and s.kernel.rsplit(".", 1)[-1] == kernel for s in find_specs(text))
+
+
+async def in_thread(env: Environment, fn, *args, **kwargs):
+    """Run blocking work (a checking process) in a thread; a cancelled action kills that process."""
+    try:
+        return await asyncio.to_thread(fn, *args, **kwargs)
+    except asyncio.CancelledError:
+        env.cancel.set()
+        raise
+
+
+async def compile_errors(env: Environment, path: str, text: str) -> tuple[list[Problem], str]:
+    """(the compile errors, what the compile established)."""
+    if env.compile is None:
+        return [], "not compiled (the compile setting is off or triton is missing)"
+    problems = await env.compile(path, text)
+    errors = [p for p in problems if p.severity == Severity.ERROR]
+    return errors, f"compiles for {', '.join(env.targets)}"
+
+
+def describe_compile_errors(errors: list[Problem], text: str) -> str:
+    lines = text.splitlines()
+    out = []
+    for p in errors[:5]:
+        line = p.span.start_line
+        source = lines[line].strip() if 0 <= line < len(lines) else ""
+        out.append(f"{p.code} at line {line + 1} (`{source}`): {p.message}")
+    return "does not compile: " + "; ".join(out)
+
+
+async def run_check(env: Environment, path: str, text: str, kernel: str):
+    """(the verdict for `kernel`, or None with the report's errors)."""
+    from ..verify import CheckRequest, run_checks
+
+    request = CheckRequest(path, text, (kernel,), device=env.check_device, timeout_s=env.check_timeout_s,
+                           root=env.root)
+    report = await in_thread(env, run_checks, request, env.cancel)
+    verdict = next((v for v in report.verdicts if v.kernel == kernel), None)
+    errors = "; ".join(f"line {line + 1}: {m}" if line is not None else m for line, m in report.errors)
+    return verdict, errors
+
+
+def describe_verdict(v, text: str) -> str:
+    """What the model is told about a failed check: the message, where, the notes and the failing cases."""
+    lines = text.splitlines()
+    out = [f"{v.status}: {v.message}"]
+    if v.line is not None and 0 <= v.line < len(lines):
+        out.append(f"at line {v.line + 1}: `{lines[v.line].strip()}`")
+    bad = [c for c in v.cases if not c.ok][:3]
+    for c in bad:
+        out.append(f"case shape={c.shape} dtype={c.dtype}: {c.mismatched}/{c.total} elements differ, max abs "
+                   f"{c.max_abs}, first at {c.first_index}" + (f" ({c.note})" if c.note else "")
+                   + (" (all past the last full block: a mask?)" if c.tail_only else ""))
+    if v.notes:
+        out.append("notes: " + "; ".join(v.notes))
+    if v.status == "rejected":
+        out.append("The checks reject any answer that does not come from the kernel itself (a PyTorch fallback, "
+                   "a caught exception, a skipped launch, a cached result): make the kernel compute it.")
+    return "\n".join(out)
+
+
+async def timing(env: Environment, path: str, text: str, kernel: str, on_gpu: bool) -> tuple[Timing | None, str]:
+    """The kernel's latency at its spec's first bench shape: measured on the GPU, else estimated; or why not."""
+    from ..latency import estimate_file, measure_file
+
+    if on_gpu:
+        report = await in_thread(env, measure_file, path, text, [kernel], env.root, cancel=env.cancel,
+                                 history=False)
+    else:
+        report = await in_thread(env, estimate_file, path, text, list(env.targets), [kernel], env.root,
+                                 cancel=env.cancel)
+    entries = [e for e in report.for_kernel(kernel) if e.us is not None and e.chosen]
+    if not entries:
+        why = "; ".join(report.errors) or next((e.error for e in report.for_kernel(kernel) if e.error), None)
+        return None, why or "no latency figure"
+    e = entries[0]
+    return Timing(e.us, e.label, e.source == "measured", e.device, (tuple(e.shape), e.dtype, e.device)), ""
+
+
+def compare(before: Timing | None, after: Timing | None) -> str:
+    """"≈98 µs -> ≈49 µs H200 est. (-50%)" or "41.2 µs -> 30.1 µs on NVIDIA H200 (-27%)"."""
+    if after is None:
+        return ""
+    if before is None or before.key != after.key or before.us <= 0:
+        return after.label
+    change = (after.us / before.us - 1.0) * 100
+    if after.measured:
+        return f"{format_us(before.us)} -> {format_us(after.us)} on {after.device} ({change:+.0f}%)"
+    return f"≈{format_us(before.us)} -> ≈{format_us(after.us)} {after.device} est. ({change:+.0f}%)"
+
+
+def spec_untouched(old: str, new: str) -> bool:
+    return spec_texts(old) == spec_texts(new)
+
+
+def kernel_defined(text: str, kernel: str) -> bool:
+    return any(k.name == kernel for k in analyze_source(text).kernels)
+
+
+def nki_problems(text: str, names: list[str]) -> tuple[list, list[Problem]]:
+    """(the new NKI kernels among `names`, the NK problems inside them)."""
+    analysis = analyze_source(text)
+    kernels = [k for k in analysis.nki_kernels if k.name in names]
+    inside = [p for p in analysis.problems if p.code.startswith("NK")
+              and any(k.span.start_line <= p.span.start_line <= k.span.end_line for k in kernels)]
+    return kernels, inside

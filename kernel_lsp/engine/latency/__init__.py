@@ -1,0 +1,348 @@
+"""The latency engine: how long each kernel takes at its spec's bench shapes, estimated without a GPU or measured
+with one, and a verified search over its tiling.
+
+Public API (synchronous, thread-safe: every call runs its own worker process; cancellable through a
+`threading.Event`; results are plain dataclasses with `to_json()`):
+
+- `estimate_file(path, source, targets, kernels=None, root=None, *, hardware=None, resources=None, cancel=None)`
+  -> LatencyReport: work counted under Triton's interpreter (no GPU), then the roofline model
+  (analyzers/roofline.py) per target device. Every entry is labelled "≈… <device> est.".
+- `measure_file(path, source, kernels=None, root=None, *, cancel=None)` -> LatencyReport: GPU timing of the launcher
+  and the reference at each bench shape, speedup, a `suspicious` reason, the change against the kernel's history
+  (kept under `<root>/.kernel-lsp/history/`).
+- `search_tiling(path, source, kernel, target, root=None, ...)` -> TilingProposal (search.py).
+- `load_history(root, kernel)`, `record_history(root, kernel, entry)`, `history_dir(root)` (history.py).
+
+Specs come from `kernel_lsp.spec` in the user's file; a file without one gets a report whose `errors` say so.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from analyzers.hardware import Hardware, device_for_target, get_device
+from analyzers.roofline import ArgTraffic, Estimate, Resources, Work, estimate, format_us, roofline_floor_us
+
+from .history import history_dir, load_history, record_history
+from .timing import Timing, suspicious
+
+__all__ = [
+    "KernelLatency",
+    "LatencyReport",
+    "WorkerError",
+    "count_work",
+    "estimate_file",
+    "history_dir",
+    "load_history",
+    "measure_file",
+    "record_history",
+    "resolve_device",
+    "search_tiling",
+    "work_from_json",
+]
+
+COUNT_TIMEOUT_S = 180.0
+MEASURE_TIMEOUT_S = 300.0
+REPO_ROOT = str(Path(__file__).resolve().parents[3])
+
+
+class WorkerError(RuntimeError):
+    pass
+
+
+@dataclass
+class KernelLatency:
+    """One kernel at one bench shape (and, for estimates, one target device and configuration)."""
+
+    kernel: str
+    spec: str | None
+    shape: tuple[int, ...]
+    dtype: str
+    source: str  # "estimate" | "measured"
+    device: str  # the device measured on, or the device the estimate assumes
+    us: float | None
+    label: str  # "≈38 µs H200 est." | "41.2 µs on NVIDIA H200"
+    config: str = ""  # "BLOCK_SIZE=1024, num_warps=4" or the autotune config
+    bound: str | None = None
+    fraction_of_roofline: float | None = None
+    estimate: dict | None = None
+    work: dict | None = None
+    timing: dict | None = None
+    reference_us: float | None = None
+    speedup: float | None = None
+    suspicious: str | None = None
+    change_vs_previous: float | None = None  # relative change of the median against the last history entry
+    chosen: bool = True  # among an autotuned kernel's configs: the one its autotuner is expected to pick
+    error: str | None = None
+
+    def to_json(self) -> dict:
+        out = asdict(self)
+        out["shape"] = list(self.shape)
+        return out
+
+
+@dataclass
+class LatencyReport:
+    path: str
+    entries: list[KernelLatency] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+    def to_json(self) -> dict:
+        return {"path": self.path, "entries": [e.to_json() for e in self.entries], "errors": list(self.errors),
+                "seconds": self.seconds}
+
+    def for_kernel(self, kernel: str) -> list[KernelLatency]:
+        return [e for e in self.entries if e.kernel == kernel]
+
+
+# --- worker processes ---------------------------------------------------------------------------------------------
+
+
+def run_worker(request: dict, *, interpret: bool, timeout: float, cancel: threading.Event | None = None) -> dict:
+    """Run the latency worker on one request in a fresh process; raise WorkerError on timeout, cancel or crash."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (REPO_ROOT, env.get("PYTHONPATH")) if p)
+    env["TRITON_DEFAULT_FP_FUSION"] = env.get("TRITON_DEFAULT_FP_FUSION", "1")
+    if interpret:
+        env["TRITON_INTERPRET"] = "1"
+    else:
+        env.pop("TRITON_INTERPRET", None)
+    proc = subprocess.Popen([sys.executable, "-m", "kernel_lsp.engine.latency.worker"], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=request.get("root") or None,
+                            start_new_session=True)
+    out: dict[str, bytes] = {}
+
+    def talk():
+        out["stdout"], out["stderr"] = proc.communicate(json.dumps(request).encode())
+
+    reader = threading.Thread(target=talk, daemon=True)
+    reader.start()
+    deadline = time.monotonic() + timeout
+    while reader.is_alive():
+        reader.join(0.05)
+        if cancel is not None and cancel.is_set():
+            _kill(proc)
+            reader.join(5)
+            raise WorkerError("cancelled")
+        if time.monotonic() > deadline:
+            _kill(proc)
+            reader.join(5)
+            raise WorkerError(f"no answer within {timeout:g} s; the worker was stopped")
+    text = (out.get("stdout") or b"").decode(errors="replace")
+    if proc.returncode != 0 or not text.strip():
+        tail = (out.get("stderr") or b"").decode(errors="replace").strip().splitlines()[-5:]
+        raise WorkerError(f"the latency worker ended with code {proc.returncode}: {' | '.join(tail) or 'no output'}")
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise WorkerError(f"unreadable answer from the latency worker: {exc}") from exc
+
+
+def _kill(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, 9)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+# --- estimates -----------------------------------------------------------------------------------------------------
+
+
+def resolve_device(target: str | Hardware, table: dict[str, Hardware] | None = None) -> Hardware | None:
+    if isinstance(target, Hardware):
+        return target
+    return get_device(target, table) or device_for_target(target, table)
+
+
+def work_from_json(data: dict) -> Work:
+    return Work(
+        programs=int(data["programs"]), num_warps=int(data.get("num_warps") or 4),
+        num_stages=int(data.get("num_stages") or 3),
+        args=tuple(ArgTraffic(a["name"], float(a["load_bytes"]), float(a["store_bytes"]), float(a["footprint_bytes"]),
+                              float(a.get("extent_bytes") or 0.0)) for a in data.get("args", ())),
+        tensor_flops={k: float(v) for k, v in (data.get("tensor_flops") or {}).items()},
+        vector_flops=float(data.get("vector_flops") or 0.0), sampled_programs=int(data.get("sampled_programs") or 0),
+        constexprs=tuple((k, v) for k, v in data.get("constexprs") or ()), grid=tuple(data.get("grid") or ()),
+    )
+
+
+def config_label(work: Work) -> str:
+    parts = [f"{k}={v}" for k, v in work.constexprs]
+    parts += [f"num_warps={work.num_warps}", f"num_stages={work.num_stages}"]
+    return ", ".join(parts)
+
+
+def count_work(path: str, source: str | None, points: Sequence[dict] | None = None, *, kernels=None,
+               root: str | None = None, samples: int | None = None, cancel: threading.Event | None = None,
+               timeout: float = COUNT_TIMEOUT_S) -> list[dict]:
+    """Work of each point (see worker.py) counted under the interpreter: one dict per point with `launches`."""
+    request = {"mode": "count", "path": path, "source": source, "root": root, "kernels": list(kernels or ()),
+               "points": list(points or ()), "samples": samples}
+    answer = run_worker(request, interpret=True, timeout=timeout, cancel=cancel)
+    if not answer.get("ok"):
+        raise WorkerError(answer.get("error") or "work counting failed")
+    return answer["results"]
+
+
+ResourcesFn = Callable[[str, str, dict, int, int], "Resources | None"]
+
+
+def estimate_file(path: str, source: str | None, targets: Sequence[str | Hardware], kernels: Sequence[str] | None = None,
+                  root: str | None = None, *, hardware: dict[str, Hardware] | None = None,
+                  resources: ResourcesFn | None = None, cancel: threading.Event | None = None,
+                  timeout: float = COUNT_TIMEOUT_S) -> LatencyReport:
+    """Estimated latency of each spec'd kernel of a file at its bench shapes on each target device (no GPU).
+
+    `targets`: device names or compile targets ("H100", "sm_90" -> H200); `hardware`: the device table with the
+    user's overrides (analyzers.hardware.parse_hardware_overrides). `resources(kernel, target, constexprs,
+    num_warps, num_stages)` may supply compile facts (registers, shared memory) for occupancy.
+    """
+    started = time.perf_counter()
+    report = LatencyReport(path)
+    devices = []
+    for t in targets:
+        hw = resolve_device(t, hardware)
+        if hw is None:
+            report.errors.append(f"no hardware model for target {t!r}: add it under the hardware setting")
+        else:
+            devices.append((t if isinstance(t, str) else hw.name, hw))
+    if not devices:
+        report.seconds = time.perf_counter() - started
+        return report
+    try:
+        results = count_work(path, source, kernels=kernels, root=root, cancel=cancel, timeout=timeout)
+    except WorkerError as exc:
+        report.errors.append(f"work counting failed: {exc}")
+        report.seconds = time.perf_counter() - started
+        return report
+    if not results:
+        report.errors.append("no spec in this file: latency needs a @spec with bench shapes (kernel_lsp.spec)")
+    for point in results:
+        report.entries += entries_for_point(point, devices, resources)
+    report.seconds = time.perf_counter() - started
+    return report
+
+
+def entries_for_point(point: dict, devices: Sequence[tuple[str, Hardware]],
+                      resources: ResourcesFn | None = None) -> list[KernelLatency]:
+    base = {"kernel": point.get("kernel") or "", "spec": point.get("spec"),
+            "shape": tuple(point.get("shape") or ()), "dtype": point.get("dtype") or ""}
+    if point.get("error"):
+        return [KernelLatency(**base, source="estimate", device="", us=None, label="no estimate",
+                              error=point["error"])]
+    out = []
+    for target, hw in devices:
+        group = []
+        for launch in point.get("launches", ()):
+            work = work_from_json(launch)
+            res = None
+            if resources is not None:
+                try:
+                    res = resources(base["kernel"], target, dict(work.constexprs), work.num_warps, work.num_stages)
+                except Exception:  # noqa: BLE001 - missing compile facts only make the estimate coarser
+                    res = None
+            est = estimate(work, hw, res)
+            label = launch.get("config_label") or config_label(work)
+            group.append((launch.get("config_index"), est, work, label))
+        if not group:
+            continue
+        by_config: dict[object, list] = {}
+        for idx, est, work, label in group:
+            by_config.setdefault(idx, []).append((est, work, label))
+        # Several launches of one configuration add up; an autotuner picks the fastest configuration.
+        totals = {idx: sum(e.us for e, _, _ in items) for idx, items in by_config.items()}
+        best = min(totals, key=lambda i: totals[i])
+        for idx, items in by_config.items():
+            est, work, label = items[0]
+            us = totals[idx]
+            out.append(KernelLatency(
+                **base, source="estimate", device=hw.name, us=us if math.isfinite(us) else None,
+                label=f"≈{format_us(us)} {hw.name} est." if math.isfinite(us) else est.label, config=label,
+                bound=est.bound, fraction_of_roofline=est.fraction_of_roofline, estimate=est.to_json(),
+                work=work.to_json(), chosen=idx == best))
+    return out
+
+
+# --- measurements --------------------------------------------------------------------------------------------------
+
+
+def measure_file(path: str, source: str | None, kernels: Sequence[str] | None = None, root: str | None = None, *,
+                 points: Sequence[dict] | None = None, repetitions: int | None = None,
+                 cancel: threading.Event | None = None, timeout: float = MEASURE_TIMEOUT_S,
+                 history: bool = True, floor_device: Hardware | str | None = None) -> LatencyReport:
+    """Measured latency on this machine's GPU of each spec'd kernel at its bench shapes, with the reference timed
+    the same way, the speedup, a `suspicious` reason, and the change against the kernel's history."""
+    started = time.perf_counter()
+    report = LatencyReport(path)
+    request = {"mode": "measure", "path": path, "source": source, "root": root, "kernels": list(kernels or ()),
+               "points": list(points or ()), "repetitions": repetitions}
+    try:
+        answer = run_worker(request, interpret=False, timeout=timeout, cancel=cancel)
+    except WorkerError as exc:
+        report.errors.append(f"timing failed: {exc}")
+        report.seconds = time.perf_counter() - started
+        return report
+    if not answer.get("ok"):
+        report.errors.append(answer.get("error") or "timing failed")
+    for point in answer.get("results", ()):
+        report.entries.append(measured_entry(point, root if history else None, floor_device))
+    report.seconds = time.perf_counter() - started
+    return report
+
+
+def measured_entry(point: dict, root: str | None, floor_device: Hardware | str | None = None) -> KernelLatency:
+    base = {"kernel": point.get("kernel") or "", "spec": point.get("spec"),
+            "shape": tuple(point.get("shape") or ()), "dtype": point.get("dtype") or ""}
+    if point.get("error"):
+        return KernelLatency(**base, source="measured", device=point.get("device_name") or "", us=None,
+                             label="not measured", error=point["error"])
+    t = Timing.from_json(point["kernel_timing"])
+    ref = Timing.from_json(point["reference_timing"]) if point.get("reference_timing") else None
+    device = point.get("device_name") or "GPU"
+    hw = resolve_device(floor_device) if floor_device else _device_from_name(device)
+    floor = roofline_floor_us(float(point.get("bytes") or 0), hw) if hw is not None and point.get("bytes") else None
+    speedup = ref.median_us / t.median_us if ref and t.median_us > 0 else None
+    entry = KernelLatency(**base, source="measured", device=device, us=t.median_us,
+                          label=f"{format_us(t.median_us)} on {device}", timing=t.to_json(),
+                          reference_us=ref.median_us if ref else None, speedup=speedup,
+                          suspicious=suspicious(t.median_us, ref.median_us if ref else None, floor),
+                          config=str(point.get("overrides") or ""))
+    if root:
+        previous = load_history(root, entry.kernel)
+        same = [h for h in previous if h.get("shape") == list(entry.shape) and h.get("dtype") == entry.dtype
+                and h.get("device") == device]
+        if same and same[-1].get("us"):
+            entry.change_vs_previous = t.median_us / float(same[-1]["us"]) - 1.0
+        record_history(root, entry.kernel, {"shape": list(entry.shape), "dtype": entry.dtype, "device": device,
+                                            "us": t.median_us, "iqr_us": t.iqr_us, "reference_us": entry.reference_us,
+                                            "config": entry.config})
+    return entry
+
+
+def _device_from_name(name: str) -> Hardware | None:
+    """"NVIDIA H200" -> the H200 model (for the DRAM floor of a measurement)."""
+    for token in reversed(name.replace("-", " ").split()):
+        hw = get_device(token)
+        if hw is not None and token.lower() not in ("nvidia", "amd"):
+            return hw
+    return None
+
+
+def search_tiling(*args, **kwargs):
+    """See kernel_lsp.engine.latency.search.search_tiling."""
+    from .search import search_tiling as _search
+
+    return _search(*args, **kwargs)
+
+
+_ = (Estimate, Resources)  # re-exported types for callers' annotations

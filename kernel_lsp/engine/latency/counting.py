@@ -1,0 +1,378 @@
+"""Counting what one launch of a Triton kernel does, with no GPU: bytes per tensor argument, dot FLOPs, elementwise
+FLOPs. Runs only in a process with TRITON_INTERPRET=1 set before triton was imported (see worker.py).
+
+The user's launcher is called on CPU inputs; the kernel's launch is intercepted (`InterpretedFunction.run`, and
+the autotuner, whose configs become one launch each) and recorded instead of run. Then the interpreter runs a
+sample of the grid's program ids with hooks on masked loads/stores (active lanes x element size, attributed to
+the tensor argument whose storage holds the address) and on tl.dot (2*M*N*K, the product itself skipped: only
+shapes matter). Stores are counted, not written, and lanes outside every argument are not read, so a kernel with
+a missing mask cannot corrupt the worker. Programs are sampled per stratum (last index along each axis or not):
+ragged edges are counted exactly for row-major grids, the interior is extrapolated from evenly spaced samples.
+"""
+
+from __future__ import annotations
+
+import inspect
+import itertools
+import math
+import types
+from dataclasses import dataclass, field
+
+import numpy as np
+
+DEFAULT_SAMPLES = 12  # interior programs interpreted per launch; every stratum with at most this many runs whole
+
+
+@dataclass
+class Launch:
+    """One intercepted launch of the kernel."""
+
+    fn: object  # the InterpretedFunction
+    args: tuple
+    kwargs: dict
+    grid: object
+    config_index: int | None = None  # autotune config this launch came from
+    config_label: str = ""
+
+
+@dataclass
+class Counts:
+    load: dict[str, float] = field(default_factory=dict)
+    store: dict[str, float] = field(default_factory=dict)
+    tensor_flops: dict[str, float] = field(default_factory=dict)
+    vector_flops: float = 0.0
+    outside_lanes: int = 0
+
+
+class _Captured(Exception):
+    pass
+
+
+def _interp():
+    from triton.runtime import interpreter
+
+    from ..verify.interp_compat import patch_interpreter
+
+    patch_interpreter()
+    return interpreter
+
+
+def base_jit(kernel):
+    """Unwrap Autotuner/Heuristics `.fn` until the jit (or interpreted) function."""
+    seen = 0
+    while hasattr(kernel, "fn") and type(kernel).__name__ in ("Autotuner", "Heuristics") and seen < 8:
+        kernel, seen = kernel.fn, seen + 1
+    return kernel
+
+
+def capture(kernel, launcher, args, overrides: dict | None = None) -> list[Launch]:
+    """Call `launcher(*args)` with the kernel's launches recorded, not run. Autotuned kernels give one launch
+    per config. `overrides` (constexprs, num_warps, num_stages) replace the launch's own values."""
+    interp = _interp()
+    from triton.runtime import autotuner
+
+    target = base_jit(kernel)
+    launches: list[Launch] = []
+    original_run = interp.InterpretedFunction.run
+    original_tune = autotuner.Autotuner.run
+    state = {"config": None}
+
+    def run(self, *a, grid, warmup, **kw):
+        if warmup:
+            return None
+        if self is target:
+            idx, label = state["config"] or (None, "")
+            if overrides:
+                kw = {**kw, **overrides}
+            launches.append(Launch(self, a, dict(kw), grid, idx, label))
+            return None
+        return original_run(self, *a, grid=grid, warmup=warmup, **kw)
+
+    def tune(self, *a, **kw):
+        if base_jit(self) is not target:
+            return original_tune(self, *a, **kw)
+        self.nargs = dict(zip(self.arg_names, a))
+        try:
+            configs = self.prune_configs(kw)
+        except Exception:  # noqa: BLE001 - a pruning hook that needs a GPU: fall back to every config
+            configs = self.configs
+        for i, cfg in enumerate(configs):
+            state["config"] = (i, str(cfg))
+            try:
+                self.fn.run(*a, **kw, **cfg.all_kwargs())
+            finally:
+                state["config"] = None
+        self.nargs = None
+        return None
+
+    interp.InterpretedFunction.run = run
+    autotuner.Autotuner.run = tune
+    try:
+        launcher(*args)
+    finally:
+        interp.InterpretedFunction.run = original_run
+        autotuner.Autotuner.run = original_tune
+    return launches
+
+
+def _bound_args(launch: Launch) -> dict:
+    fn = launch.fn.fn
+    names = list(inspect.signature(fn).parameters)
+    bound = dict(zip(names, launch.args))
+    bound.update({k: v for k, v in launch.kwargs.items() if k in names})
+    for name, p in inspect.signature(fn).parameters.items():
+        if name not in bound and p.default is not inspect.Parameter.empty:
+            bound[name] = p.default
+    return bound
+
+
+def grid_of(launch: Launch) -> tuple[int, int, int]:
+    grid = launch.grid
+    if callable(grid):
+        grid = grid({**launch.kwargs, **_bound_args(launch)})
+    grid = tuple(int(g) for g in grid)
+    return grid + (1,) * (3 - len(grid))
+
+
+def constexprs_of(launch: Launch) -> dict:
+    fn = launch.fn.fn
+    bound = _bound_args(launch)
+    out = {}
+    for name, p in inspect.signature(fn).parameters.items():
+        ann = p.annotation
+        text = ann if isinstance(ann, str) else getattr(ann, "__name__", repr(ann))
+        if "constexpr" in str(text) and name in bound:
+            out[name] = bound[name]
+    return out
+
+
+def _strata(grid: tuple[int, int, int], samples: int) -> list[tuple[list[tuple[int, int, int]], int]]:
+    """(sampled program ids, how many programs they stand for) per stratum of (last along x?, y?, z?)."""
+    out = []
+    for flags in itertools.product((False, True), repeat=3):
+        ranges = []
+        for axis, last in enumerate(flags):
+            n = grid[axis]
+            if last:
+                ranges.append([n - 1] if n >= 1 else [])
+            else:
+                ranges.append(list(range(n - 1)) if n > 1 else [])
+        count = math.prod(len(r) for r in ranges)
+        if count == 0:
+            continue
+        ids = list(itertools.product(*ranges)) if count <= samples else None
+        if ids is None:  # evenly spaced over the stratum's flattened index, first and last included
+            picks = sorted({round(i * (count - 1) / (samples - 1)) for i in range(samples)})
+            sizes = [len(r) for r in ranges]
+            ids = []
+            for p in picks:
+                coords = []
+                for axis in (2, 1, 0):
+                    coords.append(ranges[axis][p % sizes[axis]])
+                    p //= sizes[axis]
+                ids.append(tuple(reversed(coords)))
+        out.append((ids, count))
+    return out
+
+
+class _Tensors:
+    """Address ranges of the tensor arguments: which argument a pointer lane belongs to."""
+
+    def __init__(self, bound: dict):
+        self.ranges: list[tuple[int, int, str, int]] = []  # start, end, name, extent bytes
+        for name, value in bound.items():
+            if hasattr(value, "data_ptr") and hasattr(value, "untyped_storage"):
+                storage = value.untyped_storage()
+                start = storage.data_ptr()
+                extent = _extent_bytes(value)
+                self.ranges.append((start, start + storage.nbytes(), name, extent))
+        self.ranges.sort()
+
+    def split(self, addrs: np.ndarray) -> tuple[list[tuple[str, np.ndarray]], int]:
+        """Active addresses per argument, and the count of lanes outside every argument."""
+        out, inside = [], np.zeros(addrs.shape, dtype=bool)
+        for start, end, name, _ in self.ranges:
+            hit = (addrs >= start) & (addrs < end)
+            if hit.any():
+                out.append((name, addrs[hit]))
+                inside |= hit
+        return out, int((~inside).sum())
+
+
+def _extent_bytes(t) -> int:
+    if t.numel() == 0:
+        return 0
+    span = 1 + sum((s - 1) * abs(st) for s, st in zip(t.shape, t.stride()))
+    return int(span * t.element_size())
+
+
+_VECTOR_OPS = ("create_fadd", "create_fsub", "create_fmul", "create_fdiv", "create_frem", "create_fma",
+               "create_exp", "create_exp2", "create_log", "create_log2", "create_sqrt", "create_precise_sqrt",
+               "create_rsqrt", "create_sin", "create_cos", "create_minimumf", "create_maximumf",
+               "create_minnumf", "create_maxnumf", "create_precise_divf")
+
+
+def _elem_bytes(handle) -> int:
+    try:
+        return max(1, handle.get_element_ty().primitive_bitwidth // 8)
+    except Exception:  # noqa: BLE001
+        return 4
+
+
+def count(launch: Launch, samples: int = DEFAULT_SAMPLES) -> dict:
+    """Interpret a sample of the launch's programs with counting hooks; totals extrapolated over the grid."""
+    interp = _interp()
+    builder_cls = interp.InterpreterBuilder
+    bound = _bound_args(launch)
+    tensors = _Tensors(bound)
+    grid = grid_of(launch)
+    strata = _strata(grid, max(2, int(samples)))
+    weights: dict[tuple[int, int, int], float] = {}
+    for ids, n in strata:
+        for pid in ids:
+            weights[pid] = weights.get(pid, 0.0) + n / len(ids)
+    counts = Counts()
+    current = {"w": 0.0}
+    program: dict[str, list] = {}  # addresses each argument's lanes touched in the running program
+    union: dict[str, list] = {}  # address intervals of each sampled program, per argument
+    unique_w: dict[str, float] = {}  # per-program distinct elements, weighted over the grid
+    unique_n: dict[str, int] = {}  # the same, unweighted: compared with the union to detect sharing
+    saved = {name: getattr(builder_cls, name) for name in
+             ("create_masked_load", "create_masked_store", "create_dot", *_VECTOR_OPS) if hasattr(builder_cls, name)}
+
+    def record(kind: dict, ptrs, mask) -> np.ndarray:
+        addrs = np.asarray(ptrs.data).astype(np.uint64, copy=False)
+        active = np.broadcast_to(np.asarray(mask.data, dtype=bool), addrs.shape)
+        size = _elem_bytes(ptrs)
+        parts, outside = tensors.split(addrs[active])
+        counts.outside_lanes += outside
+        for name, hit in parts:
+            kind[name] = kind.get(name, 0.0) + current["w"] * hit.size * size
+            program.setdefault(name, []).append((int(hit.min()), int(hit.max()), int(hit.size), size))
+        inside = np.zeros(addrs.shape, dtype=bool)
+        for start, end, _, _ in tensors.ranges:
+            inside |= (addrs >= start) & (addrs < end)
+        return active & inside
+
+    def masked_load(self, ptrs, mask, other, *rest):
+        safe = record(counts.load, ptrs, mask)
+        mask = interp.TensorHandle(safe, mask.dtype) if hasattr(mask, "dtype") else mask
+        return saved["create_masked_load"](self, ptrs, mask, other, *rest)
+
+    def masked_store(self, ptrs, value, mask, *rest):
+        record(counts.store, ptrs, mask)
+
+    def dot(self, a, b, d, *rest):
+        m, k = a.data.shape[-2], a.data.shape[-1]
+        n = b.data.shape[-1]
+        batch = math.prod(a.data.shape[:-2]) if a.data.ndim > 2 else 1
+        cls = str(a.dtype.scalar if hasattr(a.dtype, "scalar") else a.dtype)
+        counts.tensor_flops[cls] = counts.tensor_flops.get(cls, 0.0) + current["w"] * 2.0 * m * n * k * batch
+        shape = tuple(a.data.shape[:-1]) + (n,)
+        return interp.TensorHandle(np.broadcast_to(d.data, shape).copy(), d.dtype.scalar)
+
+    def vector(name):
+        original = saved[name]
+
+        def op(self, *a, **kw):
+            out = original(self, *a, **kw)
+            data = getattr(out, "data", None)
+            if data is not None:
+                counts.vector_flops += current["w"] * float(np.size(data))
+            return out
+        return op
+
+    fn = launch.fn
+    real = fn.rewrite()
+
+    builder = interp.interpreter_builder
+
+    def template(**kw):
+        w = weights.get(tuple(builder.grid_idx))
+        if w is None:
+            return None
+        current["w"] = w
+        program.clear()
+        try:
+            return real(**kw)
+        finally:
+            for name, chunks in program.items():
+                # Distinct elements without np.unique (which would dominate the run time): the lanes touched,
+                # at most the address span they cover.
+                lo, hi = min(c[0] for c in chunks), max(c[1] for c in chunks)
+                elem = chunks[0][3]
+                mine = min(sum(c[2] for c in chunks), (hi - lo) // elem + 1)
+                unique_w[name] = unique_w.get(name, 0.0) + w * mine
+                unique_n[name] = unique_n.get(name, 0) + mine
+                union.setdefault(name, []).append((lo, hi + elem, elem))
+
+    # The interpreter patches triton.language into the launched function's globals: give the wrapper the kernel's.
+    sampled = types.FunctionType(template.__code__, real.__globals__, "sampled", None, template.__closure__)
+    sampled.__signature__ = inspect.signature(real)
+    sampled.__annotations__ = getattr(real, "__annotations__", {})
+    sampled.__name__ = getattr(real, "__name__", "kernel")
+    cache = type(fn).rewritten_fn
+    restore_dev = interp.GridExecutor._restore_args_dev
+    builder_cls.create_masked_load = masked_load
+    builder_cls.create_masked_store = masked_store
+    builder_cls.create_dot = dot
+    for name in _VECTOR_OPS:
+        if name in saved:
+            setattr(builder_cls, name, vector(name))
+    interp.GridExecutor._restore_args_dev = lambda *a, **k: None  # nothing was written: skip the copy-back
+    cache[fn.fn] = sampled
+    try:
+        kwargs = dict(launch.kwargs)
+        kwargs.pop("grid", None)
+        interp.InterpretedFunction.run(fn, *launch.args, grid=grid, warmup=False, **kwargs)
+    finally:
+        cache[fn.fn] = real
+        for name, value in saved.items():
+            setattr(builder_cls, name, value)
+        interp.GridExecutor._restore_args_dev = restore_dev
+    programs = grid[0] * grid[1] * grid[2]
+    extents = {name: ext for _, _, name, ext in tensors.ranges}
+    args_out = []
+    sampled_programs = len(weights)
+    for name in dict.fromkeys([*counts.load, *counts.store]):
+        load, store = counts.load.get(name, 0.0), counts.store.get(name, 0.0)
+        elem = max(1, getattr(bound.get(name), "element_size", lambda: 1)())
+        # Footprint: each program's distinct bytes summed over the grid, shrunk by the sharing seen between the
+        # sampled programs (union / sum), capped by the tensor's extent and by the bytes requested.
+        shared = min(1.0, _union_elems(union[name]) / max(1, unique_n.get(name, 0))) if name in union else 1.0
+        footprint = unique_w.get(name, 0.0) * elem * shared
+        footprint = min(float(extents.get(name) or footprint), footprint, load + store)
+        args_out.append({"name": name, "load_bytes": load, "store_bytes": store, "footprint_bytes": footprint,
+                         "extent_bytes": float(extents.get(name, 0))})
+    tensor = {}
+    for cls, f in counts.tensor_flops.items():
+        tensor[_dtype_class(cls)] = tensor.get(_dtype_class(cls), 0.0) + f
+    return {
+        "programs": programs, "grid": list(grid), "num_warps": int(launch.kwargs.get("num_warps") or 4),
+        "num_stages": int(launch.kwargs.get("num_stages") or 3), "args": args_out, "tensor_flops": tensor,
+        "vector_flops": counts.vector_flops, "sampled_programs": sampled_programs,
+        "constexprs": [[k, v] for k, v in constexprs_of(launch).items()], "outside_lanes": counts.outside_lanes,
+        "config_index": launch.config_index, "config_label": launch.config_label,
+        "grid_callable": callable(launch.grid),
+    }
+
+
+def _dtype_class(name: str) -> str:
+    from analyzers.hardware import dtype_class
+
+    return dtype_class(name)
+
+
+def _union_elems(intervals: list[tuple[int, int, int]]) -> int:
+    """Elements covered by the union of [start, end) byte intervals."""
+    total, cur_lo, cur_hi, elem = 0, None, None, 1
+    for lo, hi, elem in sorted(intervals):
+        if cur_hi is None or lo > cur_hi:
+            if cur_hi is not None:
+                total += cur_hi - cur_lo
+            cur_lo, cur_hi = lo, hi
+        else:
+            cur_hi = max(cur_hi, hi)
+    if cur_hi is not None:
+        total += cur_hi - cur_lo
+    return total // max(1, elem)

@@ -1,0 +1,170 @@
+"""The latency worker process: `python -m kernel_lsp.engine.latency.worker` reads one JSON request on stdin and
+writes one JSON answer on stdout (whatever the user's code prints goes to stderr).
+
+Modes:
+- "count": work counting under Triton's interpreter (the parent sets TRITON_INTERPRET=1 in this process's
+  environment, so it is set before triton is imported), CPU inputs, no GPU.
+- "measure": GPU timing of the kernel's launcher and the spec's reference (timing.py).
+
+A request names the user's file (path, buffer text, workspace root) and points: which spec (by its inputs
+function's name) or factory (a function of the file returning (kernel, launcher, args) for (shape, dtype,
+device)), the shape and dtype, and optional overrides of the launch (constexprs, num_warps, num_stages). Without
+points, every spec of the file (filtered by kernel names) at each of its bench shapes, first dtype.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+import traceback
+
+
+def _load(path: str, source: str | None, root: str | None):
+    if source is None:
+        with open(path, encoding="utf-8") as f:
+            source = f.read()
+    from kernel_lsp.engine.verify.loading import load_user_module
+
+    return load_user_module(path, source, root)
+
+
+def _specs(module) -> list:
+    from kernel_lsp.spec import specs_in
+
+    return specs_in(module)
+
+
+def _torch_dtype(name: str):
+    import torch
+
+    return getattr(torch, str(name).removeprefix("torch."))
+
+
+def _points(module, request: dict) -> list[dict]:
+    points = request.get("points")
+    if points:
+        return points
+    kernels = set(request.get("kernels") or ())
+    out = []
+    for s in _specs(module):
+        if kernels and s.kernel_name not in kernels:
+            continue
+        for shape in s.bench_shapes:
+            out.append({"spec": s.name, "kernel": s.kernel_name, "shape": list(shape), "dtype": s.dtypes[0]})
+    return out
+
+
+def _resolve(module, point: dict, device: str):
+    """(kernel, launcher, reference or None, inputs) for one point."""
+    dtype = _torch_dtype(point.get("dtype") or "float32")
+    shape = tuple(point.get("shape") or ())
+    if point.get("factory"):
+        factory = getattr(module, point["factory"])
+        made = factory(shape, dtype, device)
+        kernel, launcher, args = made[:3]
+        reference = made[3] if len(made) > 3 else None
+        return kernel, launcher, reference, tuple(args)
+    for s in _specs(module):
+        if s.name == point.get("spec") or (not point.get("spec") and s.kernel_name == point.get("kernel")):
+            args = s.inputs(shape or s.bench_shapes[0], dtype, device)
+            return s.kernel, s.launcher, s.reference, tuple(args) if isinstance(args, (tuple, list)) else (args,)
+    raise LookupError(f"no spec named {point.get('spec') or point.get('kernel')!r} in {module.__name__}")
+
+
+def _jsonable(value):
+    if isinstance(value, (int, float, str, bool)) or value is None:
+        return value
+    return repr(value)
+
+
+def _count(module, request: dict) -> list[dict]:
+    import torch
+
+    from . import counting
+
+    torch.manual_seed(0)
+    results = []
+    for point in _points(module, request):
+        entry = {**point, "launches": [], "error": None}
+        started = time.perf_counter()
+        try:
+            kernel, launcher, _, args = _resolve(module, point, "cpu")
+            launches = counting.capture(kernel, launcher, args, point.get("overrides"))
+            if not launches:
+                raise RuntimeError("the launcher did not launch the kernel")
+            samples = int(request.get("samples") or counting.DEFAULT_SAMPLES)
+            for launch in launches:
+                work = counting.count(launch, samples)
+                work["constexprs"] = [[k, _jsonable(v)] for k, v in work["constexprs"]]
+                entry["launches"].append(work)
+        except Exception as exc:  # noqa: BLE001 - one point's failure is that point's answer
+            entry["error"] = f"{type(exc).__name__}: {exc}"
+            entry["traceback"] = traceback.format_exc()
+        entry["seconds"] = time.perf_counter() - started
+        results.append(entry)
+    return results
+
+
+def _measure(module, request: dict) -> list[dict]:
+    import torch
+
+    from . import timing
+
+    if not torch.cuda.is_available():
+        raise RuntimeError("no CUDA device: measured timing needs a GPU (estimates need none)")
+    results = []
+    reps = int(request.get("repetitions") or timing.DEFAULT_REPETITIONS)
+    for point in _points(module, request):
+        entry = {**point, "error": None}
+        try:
+            torch.manual_seed(0)
+            kernel, launcher, reference, args = _resolve(module, point, "cuda")
+            overrides = point.get("overrides")
+            run = timing.with_overrides(kernel, launcher, overrides) if overrides else launcher
+            entry["kernel_timing"] = timing.time_callable(lambda f=run, a=args: f(*a), repetitions=reps).to_json()
+            if reference is not None and not request.get("skip_reference"):
+                entry["reference_timing"] = timing.time_callable(lambda f=reference, a=args: f(*a),
+                                                                 repetitions=reps).to_json()
+            entry["device_name"] = torch.cuda.get_device_name()
+            entry["bytes"] = timing.tensor_bytes(args)
+        except Exception as exc:  # noqa: BLE001
+            entry["error"] = f"{type(exc).__name__}: {exc}"
+            entry["traceback"] = traceback.format_exc()
+        results.append(entry)
+    return results
+
+
+def handle(request: dict) -> dict:
+    mode = request.get("mode")
+    try:
+        module = _load(request["path"], request.get("source"), request.get("root"))
+    except Exception as exc:  # noqa: BLE001
+        line = getattr(exc, "line", None)
+        return {"ok": False, "error": f"cannot import {request.get('path')}: {getattr(exc, 'message', exc)}",
+                "line": line, "results": []}
+    try:
+        if mode == "count":
+            results = _count(module, request)
+        elif mode == "measure":
+            results = _measure(module, request)
+        else:
+            return {"ok": False, "error": f"unknown mode {mode!r}", "results": []}
+    except Exception as exc:  # noqa: BLE001
+        return {"ok": False, "error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc(),
+                "results": []}
+    return {"ok": True, "error": None, "results": results}
+
+
+def main() -> None:
+    out = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)  # the user's prints must not corrupt the answer
+    request = json.loads(sys.stdin.read() or "{}")
+    answer = handle(request)
+    out.write(json.dumps(answer, default=_jsonable))
+    out.flush()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,362 @@
+"""The assistant's code actions and commands: LLM proposals that arrive compiled, checked and timed.
+
+Listing the actions is instant and free (no API call, no import of anthropic); picking one runs its command,
+with work-done progress and cancellation (`$/cancelRequest` on the command, or `kernel-lsp.cancelAssistant`).
+A proposal is returned through `convert.proposal` for the editor to preview; the server never applies it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import re
+import threading
+from typing import TYPE_CHECKING, Any
+
+from lsprotocol import types
+from pygls.uris import to_fs_path
+
+from analyzers.specs import find_specs
+
+from .. import convert
+from ..commands import ASSISTANT_OPTIMIZE, CANCEL_ASSISTANT, EXPLAIN_TIME, FIX_THIS, PORT_TO_NKI, REFINE, WRITE_SPEC
+from ..engine.gpu import runs_on_gpu
+
+if TYPE_CHECKING:
+    from ..server import KernelLanguageServer
+
+log = logging.getLogger(__name__)
+
+ACTION_OF = {ASSISTANT_OPTIMIZE: "optimize", PORT_TO_NKI: "port", FIX_THIS: "fix", EXPLAIN_TIME: "explain",
+             WRITE_SPEC: "spec"}
+NO_KEY = "set ANTHROPIC_API_KEY in the editor's environment (or the assistantApiKey setting) to use the assistant"
+# Codes the "Fix this" action is offered for: compile errors, failed checks, and the static rules.
+FIXABLE_PREFIXES = ("KC001", "KV", "TR", "NK")
+
+
+class AssistantState:
+    def __init__(self) -> None:
+        self.tasks: dict[asyncio.Task, str] = {}  # running actions -> their session id
+        self.actions_run = 0
+
+
+def state_of(ls: KernelLanguageServer) -> AssistantState:
+    found = getattr(ls, "assistant_state", None)
+    if found is None:
+        found = AssistantState()
+        ls.assistant_state = found  # type: ignore[attr-defined]
+    return found
+
+
+def has_key(ls: KernelLanguageServer) -> bool:
+    from ..engine.assistant.model import resolve_key
+
+    return bool(resolve_key(ls.state.settings.assistant_api_key))
+
+
+def _arguments(args: tuple) -> dict[str, Any]:
+    """{uri, line, character, ...} from one object, or positional uri, line, character[, instruction]."""
+    if len(args) == 1 and isinstance(args[0], dict):
+        return dict(args[0])
+    if len(args) == 1 and isinstance(args[0], (list, tuple)):
+        args = tuple(args[0])
+    out: dict[str, Any] = {}
+    for key, value in zip(("uri", "line", "character", "instruction"), args):
+        out[key] = value
+    return out
+
+
+def _kernel_at(ls: KernelLanguageServer, path: str, line: int | None):
+    entry = ls.state.index.get(path)
+    kernels = entry.analysis.kernels if entry and entry.analysis else []
+    if line is None:
+        return kernels[0] if len(kernels) == 1 else None
+    return next((k for k in kernels if k.span.contains_line(line)), None)
+
+
+def _problem_at(ls: KernelLanguageServer, path: str, line: int) -> dict | None:
+    """The problem the user means by "Fix this": the first fixable one on that line (errors first)."""
+    found = list(ls.state.index.problems(path)) + list(ls.compile_problems(path)) + list(ls.check_problems(path))
+    on_line = [p for p in found if p.span.start_line <= line <= p.span.end_line
+               and p.code.startswith(FIXABLE_PREFIXES)]
+    on_line.sort(key=lambda p: p.severity)
+    if not on_line:
+        return None
+    p = on_line[0]
+    return {"code": p.code, "message": p.message, "line": p.span.start_line}
+
+
+def _environment(ls: KernelLanguageServer, root: str):
+    from ..engine.assistant import Environment
+
+    settings = ls.state.settings
+    service = ls.compile_service()
+    compile_fn = None
+    if service is not None:
+        async def compile_fn(path: str, text: str) -> list:
+            from analyzers import analyze_source
+
+            from ..engine.compile.service import compile_problems
+
+            analysis = analyze_source(text, path)
+            reports = await service.compile_file(path, text, analysis, list(settings.targets), priority=-5)
+            return [p for r in reports for p in compile_problems(r)]
+
+    gpu = runs_on_gpu(settings.check_device)
+    return Environment(root, tuple(settings.targets), settings.check_device, float(settings.check_timeout_s),
+                       compile_fn, gpu, threading.Event())
+
+
+def _assistant(ls: KernelLanguageServer, root: str, progress):
+    from ..engine.assistant import Assistant, AssistantConfig, ModelConfig
+    from ..engine.assistant.model import resolve_key
+
+    s = ls.state.settings
+    model = ModelConfig(s.assistant_model, resolve_key(s.assistant_api_key), s.assistant_base_url,
+                        float(s.assistant_timeout_s), s.assistant_max_tokens)
+    config = AssistantConfig(model, s.assistant_max_attempts, s.assistant_candidates)
+    return Assistant(config, _environment(ls, root), progress=progress)
+
+
+def _follow_cancel_request(ls: KernelLanguageServer, task: asyncio.Task) -> None:
+    """Cancel the action's task when the client cancels the executeCommand request ($/cancelRequest).
+
+    pygls answers a cancelled executeCommand itself but lets the handler run on (pygls#517): watch the request's
+    future and stop the work too."""
+    protocol = ls.protocol
+    futures = getattr(protocol, "_request_futures", None)
+    msg_id = getattr(protocol, "msg_id", None)
+    future = futures.get(msg_id) if isinstance(futures, dict) and msg_id is not None else None
+    if future is None:
+        return
+    loop = asyncio.get_running_loop()
+    future.add_done_callback(lambda f: f.cancelled() and loop.call_soon_threadsafe(task.cancel))
+
+
+async def run_action(ls: KernelLanguageServer, action: str, args: tuple) -> dict[str, Any]:
+    """One assistant command: validate, run the engine with progress, turn its result into the answer."""
+    from ..engine.assistant import TITLES
+
+    given = _arguments(args)
+    uri = given.get("uri")
+    if not isinstance(uri, str) or not (path := to_fs_path(uri)):
+        return {"error": "the assistant needs the document's uri and the cursor's line"}
+    if not has_key(ls):
+        return {"error": NO_KEY}
+    if ls.state.settings.checks == "off" and action != "explain":
+        return {"error": "the assistant verifies every candidate by running the kernel's check, and checks are off "
+                         "(the `checks` setting; untrusted VS Code workspaces turn it off)"}
+    instruction = given.get("instruction")
+    if action == "refine" and (not isinstance(instruction, str)):
+        return {"error": "refine needs an instruction: \"go\" to accept the plan, an edited plan, or a request"}
+    line = given.get("line") if isinstance(given.get("line"), int) else None
+    path = ls.ensure_current(uri) or path
+    doc = ls.open_document(path)
+    text = doc.source if doc is not None else ls.current_text(path)
+    if text is None:
+        return {"error": f"cannot read {path}"}
+    version = doc.version if doc is not None else None
+    kernel = _kernel_at(ls, path, line)
+    if kernel is None:
+        return {"error": "put the cursor inside a Triton kernel for the assistant"}
+    diagnostic = None
+    if action == "fix":
+        diagnostic = given.get("diagnostic") if isinstance(given.get("diagnostic"), dict) else None
+        if diagnostic is None and line is not None:
+            diagnostic = _problem_at(ls, path, line)
+        if diagnostic is None:
+            return {"error": "no problem reported at this line for the assistant to fix"}
+    title = TITLES.get(action, "Assistant")
+    root = ls.state.roots[0] if ls.state.roots else os.path.dirname(path)
+    token = await ls.begin_progress(f"{title}: {kernel.name}")
+
+    def progress(message: str) -> None:
+        if token is not None:
+            try:
+                ls.work_done_progress.report(token, types.WorkDoneProgressReport(message=message[:200]))
+            except Exception:  # progress is a nicety
+                log.debug("cannot report progress", exc_info=True)
+
+    assistant = _assistant(ls, root, progress)
+    if action == "refine":
+        work = assistant.refine(path, text, kernel.name, instruction)
+    else:
+        work = assistant.start(action, path, text, kernel.name, diagnostic)
+    state = state_of(ls)
+    task = asyncio.ensure_future(work)
+    state.tasks[task] = kernel.name
+    state.actions_run += 1
+    _follow_cancel_request(ls, task)
+    try:
+        result = await task
+    except asyncio.CancelledError:
+        assistant.env.cancel.set()
+        ls.end_progress(token, "cancelled")
+        if task.cancelled() and not _current_task_cancelling():
+            return {"cancelled": True, "message": f"{title} for {kernel.name} was cancelled; nothing was proposed"}
+        raise
+    finally:
+        state.tasks.pop(task, None)
+        await assistant.close()
+    ls.end_progress(token, result.kind)
+    return _answer(ls, uri, path, version, text, result, doc)
+
+
+def _current_task_cancelling() -> bool:
+    current = asyncio.current_task()
+    return bool(current is not None and current.cancelling())
+
+
+def _answer(ls: KernelLanguageServer, uri: str, path: str, version: int | None, text: str, result, doc) -> dict:
+    from ..engine.assistant import line_edits
+
+    usage = result.usage.to_json() if result.usage is not None else None
+    if result.kind == "plan":
+        ls.message(f"{result.title} plan for {result.kernel} (accept with Refine… \"go\", or edit it):\n"
+                   f"{result.text}", types.MessageType.Info)
+        return {"plan": result.text, "session": result.session, "kernel": result.kernel, "usage": usage}
+    if result.kind == "answer":
+        ls.message(result.text, types.MessageType.Info)
+        return {"markdown": result.text, "session": result.session, "kernel": result.kernel, "usage": usage}
+    if result.kind != "proposal" or result.new_text is None:
+        ls.message(result.text)
+        return {"error": result.text, "table": result.table, "session": result.session, "usage": usage}
+    codec = doc.position_codec if doc is not None else ls.workspace.position_codec
+    pos = convert.Positions(text.splitlines(keepends=True), codec)
+    return convert.proposal(uri, version, pos, line_edits(text, result.new_text), title=result.title,
+                            summary=result.text, table=result.table, session=result.session, kernel=result.kernel,
+                            usage=usage)
+
+
+def cancel_all(ls: KernelLanguageServer) -> int:
+    tasks = [t for t in state_of(ls).tasks if not t.done()]
+    for task in tasks:
+        task.cancel()
+    return len(tasks)
+
+
+# -- code actions ------------------------------------------------------------------------------------------------
+
+
+def assistant_actions(ls: KernelLanguageServer, params: types.CodeActionParams) -> list[types.CodeAction]:
+    """The assistant's actions for the kernel at the cursor: cheap (no API call, no anthropic import)."""
+    uri = params.text_document.uri
+    path = to_fs_path(uri)
+    doc = ls.workspace.text_documents.get(uri)
+    if path is None or doc is None or not path.endswith(".py"):
+        return []
+    line = params.range.start.line
+    kernel = _kernel_at(ls, path, line)
+    if kernel is None:
+        return []
+    only = params.context.only
+    def wants(kind: str) -> bool:
+        return not only or any(kind.startswith(k) for k in only)
+
+    caps = ls.client_capabilities.text_document
+    disabled_support = bool(caps and caps.code_action and caps.code_action.disabled_support)
+    key = has_key(ls)
+    specced = any(s.kernel and s.kernel.rsplit(".", 1)[-1] == kernel.name for s in find_specs(doc.source))
+    where = {"uri": uri, "line": line, "character": params.range.start.character}
+    actions: list[types.CodeAction] = []
+
+    def add(title: str, kind: str, command: str, arguments: dict, why_not: str | None = None,
+            diagnostics: list | None = None) -> None:
+        reason = why_not or (None if key else NO_KEY)
+        if reason and not disabled_support:
+            if why_not:
+                return  # nothing the user could do from this client: leave it out
+            title += " (needs ANTHROPIC_API_KEY)"  # still listed; running it says why it cannot start
+        actions.append(types.CodeAction(
+            title=title, kind=kind, diagnostics=diagnostics,
+            command=types.Command(title=title, command=command, arguments=[arguments]),
+            disabled=types.CodeActionDisabled(reason=reason) if reason and disabled_support else None))
+
+    if wants(types.CodeActionKind.QuickFix):
+        for d in params.context.diagnostics[:3]:
+            code = str(d.code or "")
+            if code.startswith(FIXABLE_PREFIXES) and kernel.span.contains_line(d.range.start.line):
+                add(f"Fix this (assistant): {code}", types.CodeActionKind.QuickFix, FIX_THIS,
+                    {**where, "diagnostic": {"code": code, "message": d.message, "line": d.range.start.line}},
+                    diagnostics=[d])
+    if wants(types.CodeActionKind.RefactorRewrite):
+        no_spec = None if specced else f"{kernel.name} has no correctness spec: write one first"
+        add("Optimize tiling (assistant)", types.CodeActionKind.RefactorRewrite, ASSISTANT_OPTIMIZE, where, no_spec)
+        add("Port to NKI (assistant)", types.CodeActionKind.RefactorRewrite, PORT_TO_NKI, where)
+        add("Explain where the time goes (assistant)", types.CodeActionKind.RefactorRewrite, EXPLAIN_TIME, where,
+            no_spec)
+        if not specced:
+            add("Write a correctness spec (assistant)", types.CodeActionKind.RefactorRewrite, WRITE_SPEC, where)
+    return actions
+
+
+_KEY_SETTING = re.compile(r"""((?:assistantApiKey|assistant_api_key|api_key)['"]?\s*[:=]\s*['"]?)[^'",}\s]+""")
+
+
+class RedactKey(logging.Filter):
+    """Replaces the API key in every log record a handler writes (pygls logs whole messages at debug level,
+    initializationOptions and workspace/configuration answers included)."""
+
+    def __init__(self, server: KernelLanguageServer):
+        super().__init__()
+        self.server = server
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        from ..engine.assistant.model import resolve_key
+
+        keys = {k for k in (resolve_key(self.server.state.settings.assistant_api_key),
+                            os.environ.get("ANTHROPIC_API_KEY", "").strip()) if len(k) >= 8}
+        try:
+            message = record.getMessage()
+        except Exception:  # noqa: BLE001 - a broken format string is logging's business, not ours
+            return True
+        if "piKey" in message or "pi_key" in message:  # the setting itself, before it is known as the key
+            message = _KEY_SETTING.sub(r"\1[api key]", message)
+        elif not keys:
+            return True
+        if record.exc_info and not record.exc_text:
+            record.exc_text = logging.Formatter().formatException(record.exc_info)
+        for key in keys:
+            message = message.replace(key, "[api key]")
+            if record.exc_text:
+                record.exc_text = record.exc_text.replace(key, "[api key]")
+        record.msg, record.args = message, None
+        return True
+
+
+def register(server: KernelLanguageServer) -> None:
+    redact = RedactKey(server)
+    for handler in logging.getLogger().handlers:
+        handler.addFilter(redact)
+    for name, action in ACTION_OF.items():
+        def make(action: str):
+            async def handler(ls, *args):  # unannotated: pygls resolves annotations of command handlers
+                try:
+                    return await run_action(ls, action, args)
+                except asyncio.CancelledError:
+                    raise
+                except Exception as exc:  # a command answers, whatever happened
+                    log.exception("assistant action %s failed", action)
+                    return {"error": f"internal error: {type(exc).__name__}: {exc}"}
+            return handler
+
+        server.command(name)(make(action))
+
+    @server.command(REFINE)
+    async def refine(ls, *args):
+        try:
+            return await run_action(ls, "refine", args)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # a command answers, whatever happened
+            log.exception("assistant refine failed")
+            return {"error": f"internal error: {type(exc).__name__}: {exc}"}
+
+    @server.command(CANCEL_ASSISTANT)
+    def cancel(ls, *args):
+        n = cancel_all(ls)
+        return {"cancelled": n}
+
+    # The code action request belongs to features/code_actions.py; the assistant's actions join its answer.
+    server.code_action_providers.append(assistant_actions)

@@ -1,0 +1,176 @@
+"""Latency where the kernel is: an inlay hint on its def line, a code lens with one figure per bench shape, a hover
+section with the per-shape table and the kernel's history, and `kernel-lsp.optimizeTiling`, which proposes the
+tiling the search found (measured on a GPU, else ranked by the model and labelled so)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+import threading
+from typing import TYPE_CHECKING, Any
+
+
+from analyzers.model import Span, TextEdit
+
+from .. import convert
+from ..commands import OPTIMIZE_TILING
+
+if TYPE_CHECKING:
+    from ..server import KernelLanguageServer
+
+log = logging.getLogger(__name__)
+
+
+def _numel(shape) -> int:
+    return math.prod(shape) if shape else 1
+
+
+def _shown(entries: list) -> list:
+    """The entries a user reads: measured ones, else estimates of the configuration an autotuner would pick on the
+    first device; one per (shape, dtype)."""
+    ok = [e for e in entries if e.us is not None]
+    measured = [e for e in ok if e.source == "measured"]
+    pool = measured or [e for e in ok if e.chosen]
+    if not measured and pool:
+        first = pool[0].device
+        pool = [e for e in pool if e.device == first]
+    seen, out = set(), []
+    for e in sorted(pool, key=lambda e: (_numel(e.shape), e.dtype)):
+        if (e.shape, e.dtype) not in seen:
+            seen.add((e.shape, e.dtype))
+            out.append(e)
+    return out
+
+
+def _figure(e) -> str:
+    text = e.label
+    if e.fraction_of_roofline is not None and e.bound in ("memory", "compute"):
+        text += f" · {e.fraction_of_roofline:.0%} of {'HBM' if e.bound == 'memory' else 'compute'} roofline"
+    if e.change_vs_previous is not None:
+        text += f" · {e.change_vs_previous:+.0%} vs previous"
+    if e.suspicious:
+        text += " · ⚠ suspicious"
+    return text
+
+
+def hint_label(ls: "KernelLanguageServer", path: str, kernel: str) -> str | None:
+    report = ls.latency_report(path)
+    shown = _shown(report.for_kernel(kernel)) if report else []
+    return _figure(shown[-1]) if shown else None  # the largest bench shape
+
+
+def lens_title(ls: "KernelLanguageServer", path: str, kernel: str) -> str | None:
+    report = ls.latency_report(path)
+    shown = _shown(report.for_kernel(kernel)) if report else []
+    if not shown:
+        return None
+    parts = [f"{tuple(e.shape)} {e.dtype}: {e.label}" for e in shown]
+    flagged = [e for e in shown if e.suspicious]
+    title = " · ".join(parts)
+    return f"⚠ {flagged[0].suspicious} · {title}" if flagged else title
+
+
+def hover_section(ls: "KernelLanguageServer", path: str, kernel: str) -> str | None:
+    report = ls.latency_report(path)
+    entries = [e for e in (report.for_kernel(kernel) if report else []) if e.us is not None or e.error]
+    if not entries:
+        return None
+    measured = any(e.source == "measured" for e in entries)
+    lines = ["", f"**Latency** ({'measured' if measured else 'estimated by the roofline model, no GPU'})", "",
+             "| shape | dtype | device | config | time | bound | roofline | vs reference | vs previous |",
+             "| --- | --- | --- | --- | ---: | --- | ---: | ---: | ---: |"]
+    for e in sorted(entries, key=lambda e: (_numel(e.shape), e.dtype, e.device, not e.chosen)):
+        if e.error:
+            lines.append(f"| {tuple(e.shape)} | {e.dtype} | {e.device or '-'} | | {e.error} |||||")
+            continue
+        pick = " (picked)" if e.chosen and e.source == "estimate" else ""
+        spread = f" ±{e.timing['iqr_us'] / 2:.1f}" if e.timing and e.timing.get("iqr_us") else ""
+        ref = f"{e.speedup:.2f}x" if e.speedup else "-"
+        roof = f"{e.fraction_of_roofline:.0%}" if e.fraction_of_roofline is not None else "-"
+        change = f"{e.change_vs_previous:+.0%}" if e.change_vs_previous is not None else "-"
+        lines.append(f"| {tuple(e.shape)} | {e.dtype} | {e.device} | {e.config or '-'}{pick} | {e.label}{spread} | "
+                     f"{e.bound or '-'} | {roof} | {ref} | {change} |")
+    flagged = [e for e in entries if e.suspicious]
+    if flagged:
+        lines += ["", f"⚠ {flagged[0].suspicious}: a result faster than the hardware allows usually means the kernel "
+                  "skipped work or the timing missed it."]
+    if measured and ls.state.roots:
+        from ..engine.latency import load_history
+
+        history = load_history(ls.state.roots[0], kernel)[-6:]
+        if history:
+            lines += ["", "History (this workspace, newest last): " + ", ".join(
+                f"{h['us']:.1f} µs" for h in history if h.get("us"))]
+    return "\n".join(lines)
+
+
+async def optimize_tiling(ls: "KernelLanguageServer", *args: Any) -> dict[str, Any]:
+    from .checks import _position_argument, specced_kernels
+
+    uri, line = _position_argument(args)
+    path = ls.ensure_current(uri) if uri else None
+    doc = ls.workspace.text_documents.get(uri) if uri else None
+    if not path or doc is None or line is None:
+        return {"error": "optimizeTiling needs an open document and a line inside a kernel"}
+    entry = ls.state.index.get(path)
+    kernel = next((k for k in (entry.analysis.kernels if entry and entry.analysis else ())
+                   if k.span.contains_line(line)), None)
+    if kernel is None:
+        return {"error": "no Triton kernel at this line"}
+    text, version = doc.source, doc.version
+    if kernel.name not in specced_kernels(text):
+        return {"error": f"{kernel.name} has no correctness spec: the search verifies its winner and times the "
+                         "spec's bench shapes (write one with the code action \"Write a correctness spec\")"}
+    from analyzers.hardware import parse_hardware_overrides
+
+    from ..engine.latency import search_tiling
+
+    settings = ls.state.settings
+    table, _ = parse_hardware_overrides(settings.hardware or None)
+    cancel = threading.Event()
+    token = await ls.begin_progress(f"optimizing the tiling of {kernel.name}")
+    loop = asyncio.get_running_loop()
+
+    def progress(message: str, fraction: float) -> None:  # called from the search's thread
+        if token is not None:
+            loop.call_soon_threadsafe(ls.report_progress, token, message, int(100 * fraction))
+
+    try:
+        found = await asyncio.to_thread(search_tiling, path, text, kernel.name, settings.targets[0],
+                                        ls.state.roots[0] if ls.state.roots else None, progress=progress,
+                                        cancel=cancel, hardware=table)
+    except asyncio.CancelledError:
+        cancel.set()
+        raise
+    finally:
+        ls.end_progress(token)
+    rows = [["configuration", "estimated", "measured", "note"]] + [
+        [t.label, f"{t.estimated_us:.1f} µs" if t.estimated_us else "-",
+         f"{t.measured_us:.1f} µs" if t.measured_us else "-", t.note or ""] for t in found.tried]
+    what = ("measured on the GPU" if found.source == "measured"
+            else f"ranked by the roofline model for {found.device} (no GPU: not measured)")
+    if not found.edits:
+        reason = "; ".join(found.errors) or f"the current configuration ({found.current}) is already the best " \
+            f"{what}"
+        return {"error": f"no tiling change proposed for {kernel.name}: {reason}", "table": rows}
+    if found.verified is False:
+        return {"error": f"the best configuration ({found.winner}) fails its check: {found.verify_message}",
+                "table": rows}
+    if ls.workspace.text_documents.get(uri) is None or ls.workspace.text_documents[uri].version != version:
+        return {"error": "the document changed during the search: run it again"}
+    speed = f"{found.current_us:.1f} -> {found.winner_us:.1f} µs ({found.winner_us / found.current_us - 1:+.0%})" \
+        if found.current_us and found.winner_us else "no timing"
+    checked = found.verify_message or "not verified"
+    summary = (f"{kernel.name}: {found.current} -> {found.winner}; {speed} on {found.device}, {what}; "
+               f"{checked}; {len(found.tried)} of {found.space_size} configurations tried "
+               f"({found.measured_fraction:.0%} measured)")
+    pos = convert.Positions(doc.lines, doc.position_codec)
+    edits = [TextEdit(Span(*rng), new) for rng, new in found.edits]
+    answer = convert.proposal(uri, version, pos, edits, title=f"Optimize tiling of {kernel.name}", summary=summary,
+                              table=rows, kernel=kernel.name, source=found.source, verified=bool(found.verified))
+    return ls.offer(answer, args[0] if args else None)
+
+
+def register(server: "KernelLanguageServer") -> None:
+    server.answering_command(OPTIMIZE_TILING, optimize_tiling)

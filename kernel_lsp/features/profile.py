@@ -1,0 +1,198 @@
+"""Per-line hot spots from Nsight Compute: `kernel-lsp.profileLines` profiles the kernel under the cursor (or every
+spec'd kernel of the file) at its bench shapes; each hot line gets an end-of-line inlay hint ("23% · long
+scoreboard"), a hover with its stall breakdown, and ncu's advice arrives as KP001 information diagnostics on the
+kernel's def line. Shown while the text is the one that was profiled."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from typing import TYPE_CHECKING, Any
+
+from lsprotocol import types
+from pygls.uris import to_fs_path
+
+import analyzers.rules.profile  # noqa: F401 - registers KP001
+from analyzers.model import Problem, Span
+from analyzers.rules import make_problem
+
+from ..commands import PROFILE_LINES
+
+if TYPE_CHECKING:
+    from ..engine.profile import KernelProfile, ProfileReport
+    from ..server import KernelLanguageServer
+
+log = logging.getLogger(__name__)
+
+HOT_SHARE = 0.02  # lines below 2% of the kernel's samples get no hint
+ADVICE_KINDS = ("OPT", "WRN")  # INF results are notes about the report, not advice
+
+
+def profile_report(ls: KernelLanguageServer, path: str) -> ProfileReport | None:
+    found = ls.state.profiles.get(path)
+    if found is None or ls.current_text(path) != found[0]:
+        return None
+    return found[1]
+
+
+def _shown(report: ProfileReport) -> list[KernelProfile]:
+    return [p for p in (report.shown(k) for k in dict.fromkeys(p.kernel for p in report.profiles)) if p]
+
+
+def _label(share: float, stalls) -> str:
+    return f"{share:.0%} · {stalls[0][0]}" if stalls else f"{share:.0%} of samples"
+
+
+def line_hints(ls: KernelLanguageServer, path: str, visible: types.Range) -> list[types.InlayHint]:
+    report = profile_report(ls, path)
+    if report is None:
+        return []
+    pos = ls.positions(path)
+    by_line: dict[int, list[tuple[str, str]]] = {}
+    shown = _shown(report)
+    for p in shown:
+        for ln in p.lines:
+            if ln.share >= HOT_SHARE and visible.start.line <= ln.line <= visible.end.line and ln.line < len(
+                    pos.lines):
+                by_line.setdefault(ln.line, []).append((p.kernel, _label(ln.share, ln.stalls)))
+    hints = []
+    for line, labels in sorted(by_line.items()):
+        text = " | ".join(f"{k} {lab}" if len(shown) > 1 else lab for k, lab in labels)
+        end = len(pos.lines[line].rstrip("\r\n"))
+        hints.append(types.InlayHint(position=pos.position(line, end), label=text, padding_left=True,
+                                     tooltip="warp-stall samples at this line (Nsight Compute); hover for the "
+                                             "breakdown"))
+    return hints
+
+
+def hover_text(report: ProfileReport, line: int) -> str | None:
+    parts = []
+    for p in _shown(report):
+        found = next((ln for ln in p.lines if ln.line == line and (ln.samples or ln.instructions)), None)
+        if found is None:
+            continue
+        where = f"{p.kernel} {tuple(p.shape)} {p.dtype} on {p.device or 'the GPU'}"
+        head = (f"**Warp stalls at this line**: {found.share:.1%} of {p.total_samples:g} samples of {where}, "
+                f"{found.instructions} SASS instructions (Nsight Compute)")
+        rows = ["", "| stall reason | share of the line |", "| --- | ---: |"]
+        rows += [f"| {r} | {s:.0%} |" for r, s in found.stalls]
+        if not found.stalls:
+            rows = [""]
+            if p.kernel_stalls:
+                rows += ["Per-line reasons are not available from this Nsight Compute; the kernel's: " + ", ".join(
+                    f"{r} {s:.0%}" for r, s in p.kernel_stalls[:5])]
+        notes = ["", *(f"_{n}_" for n in p.notes)] if p.notes else []
+        parts.append("\n".join([head, *rows, *notes]))
+    return "\n\n".join(parts) if parts else None
+
+
+def line_hover(ls: KernelLanguageServer, path: str, line: int) -> types.Hover | None:
+    report = profile_report(ls, path)
+    text = hover_text(report, line) if report else None
+    if text is None:
+        return None
+    return types.Hover(contents=types.MarkupContent(kind=types.MarkupKind.Markdown, value=text))
+
+
+def advice_message(p: KernelProfile, a) -> str:
+    gain = f" (estimated speedup {a.speedup:g}%{' ' + a.speedup_type if a.speedup_type else ''})" if a.speedup else ""
+    return f"ncu {a.kind} {a.rule} for {p.kernel} {tuple(p.shape)}{gain}: {a.text}"
+
+
+def profile_problems(ls: KernelLanguageServer, path: str) -> list[Problem]:
+    """ncu's advice as KP001 problems on each profiled kernel's def line."""
+    report = profile_report(ls, path)
+    entry = ls.state.index.get(path)
+    if report is None or entry is None or entry.analysis is None:
+        return []
+    defs = {k.name: k.name_span for k in entry.analysis.kernels}
+    out = []
+    for p in _shown(report):
+        span = defs.get(p.kernel)
+        if span is None:
+            continue
+        for a in p.advice:
+            if a.kind in ADVICE_KINDS:
+                out.append(make_problem("KP001", Span(span.start_line, span.start_col, span.end_line, span.end_col),
+                                        advice_message(p, a), kernel=p.kernel))
+    return out
+
+
+def answer(report: ProfileReport) -> dict[str, Any]:
+    if not report.profiles:
+        return {"error": report.errors[0] if report.errors else "nothing was profiled"}
+    lines, advice = [], []
+    for p in report.profiles:
+        common = {"kernel": p.kernel, "shape": list(p.shape), "dtype": p.dtype}
+        lines += [{**common, **ln.to_json()} for ln in p.lines]
+        advice += [{**common, **a.to_json()} for a in p.advice]
+    return {"lines": lines, "advice": advice, "kernels": [p.to_json() for p in report.profiles],
+            "errors": list(report.errors), "seconds": round(report.seconds, 2)}
+
+
+async def profile_lines(ls: KernelLanguageServer, *args: Any) -> dict[str, Any]:
+    from .checks import _position_argument, specced_kernels
+
+    uri, line = _position_argument(args)
+    path = to_fs_path(uri) if uri else None
+    if not path:
+        return {"error": "profileLines needs the document's uri (and optionally a line)"}
+    text = ls.current_text(path)
+    if text is None:
+        return {"error": f"cannot read {path}"}
+    specced = specced_kernels(text)
+    kernels: tuple[str, ...] | None = None
+    if line is not None:
+        path = ls.ensure_current(uri) or path
+        entry = ls.state.index.get(path)
+        kernel = next((k for k in (entry.analysis.kernels if entry and entry.analysis else ())
+                       if k.span.contains_line(line)), None)
+        if kernel is not None:
+            if kernel.name not in specced:
+                return {"error": f"{kernel.name} has no correctness spec: profiling needs its inputs and bench "
+                                 "shapes (docs/specs.md)", "kernel": kernel.name}
+            kernels = (kernel.name,)
+    if kernels is None and not specced:
+        return {"error": f"{path} has no correctness spec to profile (docs/specs.md)"}
+    from ..engine.profile import profile_file
+
+    previous = ls.state.profiling.get(path)
+    if previous is not None:
+        previous.set()  # superseded
+    cancel = threading.Event()
+    ls.state.profiling[path] = cancel
+    token = await ls.begin_progress(f"profiling {', '.join(kernels) if kernels else 'the file'} with Nsight Compute")
+    loop = asyncio.get_running_loop()
+
+    def progress(message: str, fraction: float) -> None:  # from the profiling thread
+        if token is not None:
+            loop.call_soon_threadsafe(ls.report_progress, token, message, int(100 * fraction))
+
+    root = ls.state.roots[0] if ls.state.roots else None
+    try:
+        report = await asyncio.to_thread(profile_file, path, text, kernels, root, cancel=cancel, progress=progress)
+    except asyncio.CancelledError:
+        cancel.set()
+        raise
+    finally:
+        ls.end_progress(token)
+        if ls.state.profiling.get(path) is cancel:
+            del ls.state.profiling[path]
+    if cancel.is_set():
+        return {"error": "the profile was superseded by a newer one"}
+    if report.profiles:
+        before = ls.state.profiles.get(path)
+        if before is not None and before[0] == text:  # other kernels' profiles of this text stay
+            names = {p.kernel for p in report.profiles}
+            report.profiles = [p for p in before[1].profiles if p.kernel not in names] + report.profiles
+        ls.state.profiles[path] = (text, report)
+        ls.refresh_hints()
+        ls.publish([path])
+    if report.errors:
+        log.info("profile of %s: %s", path, "; ".join(report.errors))
+    return answer(report)
+
+
+def register(server: KernelLanguageServer) -> None:
+    server.answering_command(PROFILE_LINES, profile_lines)

@@ -1,0 +1,256 @@
+"""The assistant end to end: a real client (pytest-lsp) drives `kernel-lsp serve`, whose model is a scripted fake
+of the Messages API. Candidates go through the real pipeline: compiled (where it matters), checked on Triton's
+interpreter against examples/vector_add.py's spec, and estimated (no GPU here)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Union
+
+import pytest
+from lsprotocol import types
+
+from . import candidates as c
+from .conftest import EXAMPLE, KERNEL_LINE, KEY, TWICE, options
+from .fake_api import answer, error
+
+pytest.importorskip("torch")
+pytest.importorskip("triton")
+pytest.importorskip("anthropic")
+
+
+def at(uri: str, line: int = KERNEL_LINE + 3, **extra) -> dict:
+    return {"uri": uri, "line": line, "character": 4, **extra}
+
+
+def apply(text: str, edit: dict) -> str:
+    """What an editor does with the proposal's WorkspaceEdit once the user confirms it (ASCII text: columns are
+    the same in every encoding)."""
+    [change] = edit["documentChanges"]
+    lines = text.splitlines(keepends=True)
+    offsets = [0]
+    for line in lines:
+        offsets.append(offsets[-1] + len(line))
+
+    def offset(p: dict) -> int:
+        return offsets[min(p["line"], len(lines))] + (p["character"] if p["line"] < len(lines) else 0)
+
+    for e in sorted(change["edits"], key=lambda e: (e["range"]["start"]["line"], e["range"]["start"]["character"]),
+                    reverse=True):
+        text = text[:offset(e["range"]["start"])] + e["newText"] + text[offset(e["range"]["end"]):]
+    return text
+
+
+async def code_actions(s, uri: str, line: int, diagnostics=()) -> list[types.CodeAction]:
+    # lsprotocol's client-side hook turns every code action that carries a command into a Command; editors
+    # tell them apart by the type of `command`, as the protocol says.
+    conv = s.client.protocol._converter
+    union = Union[types.Command, types.CodeAction]  # noqa: UP007 - the very type lsprotocol keyed its hook on
+    conv.register_structure_hook(union, lambda o, _: conv.structure(
+        o, types.Command if isinstance(o.get("command"), str) else types.CodeAction))
+    return await s.client.text_document_code_action_async(types.CodeActionParams(
+        text_document=types.TextDocumentIdentifier(uri), range=types.Range(types.Position(line, 4),
+                                                                           types.Position(line, 4)),
+        context=types.CodeActionContext(diagnostics=list(diagnostics)))) or []
+
+
+def assert_nothing_applied(s, name: str, text: str) -> None:
+    assert s.client.applied_edits == []  # the server never asked the editor to apply anything
+    assert (s.root / name).read_text() == text  # nor wrote the file
+
+
+def session_file(s, kernel: str = "add_kernel", stem: str = "vector_add") -> dict:
+    return json.loads((s.root / ".kernel-lsp" / "assistant" / f"{stem}.{kernel}.json").read_text())
+
+
+def progress_messages(s) -> list[str]:
+    out = []
+    for reports in s.client.progress_reports.values():
+        out += [getattr(r, "message", None) or "" for r in reports]
+    return out
+
+
+async def test_optimize_states_a_plan_then_proposes_a_verified_faster_kernel(start, fake):
+    fake.script += [answer(c.PLAN, 900, 80), answer(c.GOOD, 2100, 400)]
+    s = await start({"vector_add.py": TWICE}, options=options(fake))
+    uri = s.open("vector_add.py")
+
+    first = await s.command("kernel-lsp.assistantOptimize", at(uri))
+    assert first["plan"] == c.PLAN and first["session"] == "vector_add.add_kernel", first
+    [ask] = fake.requests
+    assert ask.body["model"] == "claude-sonnet-4-5" and not ask.body.get("stream")
+    assert KEY in ask.headers.get("x-api-key", "") + ask.headers.get("authorization", "")  # SDK 2.14: Bearer
+    assert TWICE in ask.text and "≈106 µs H200 est." in ask.text  # the buffer and its latency went out
+    assert "plan" in ask.text.lower()
+
+    result = await s.command("kernel-lsp.refine", at(uri, instruction="go"))
+    proposal = result["proposal"]
+    assert len(fake.requests) == 2 and fake.requests[1].body.get("stream") is True
+    assert c.PLAN in fake.requests[1].text  # the accepted plan steers the code
+    summary = proposal["summary"]
+    assert summary.startswith("correct on 13 cases (CPU interpreter)"), summary
+    assert "not timed: no GPU; estimate ≈106 µs -> ≈53 µs H200 est. (-50%)" in summary
+    assert "3,000 in / 480 out tokens (2 calls), ≈$0.0162" in summary  # 3000 * $3 + 480 * $15 per million
+    assert proposal["table"][0] == ["#", "result", "latency", "details"]
+    assert proposal["table"][1][:3] == ["1.1", "correct", "≈53 µs H200 est."]
+    assert proposal["usage"]["costUsd"] == pytest.approx(0.0162)
+
+    edit = proposal["edit"]
+    assert edit["documentChanges"][0]["textDocument"] == {"uri": uri, "version": 1}
+    assert all(e["annotationId"] == "kernel-lsp.proposal" for e in edit["documentChanges"][0]["edits"])
+    assert edit["changeAnnotations"]["kernel-lsp.proposal"]["needsConfirmation"] is True
+    assert apply(TWICE, edit) == EXAMPLE  # confirmed, the edit removes exactly the second launch
+    assert_nothing_applied(s, "vector_add.py", TWICE)
+
+    assert any(m.startswith("candidate 1") for m in progress_messages(s))  # streamed text as progress
+    turns = session_file(s)["turns"]
+    assert [t["state"] for t in turns] == ["proposed"] and turns[0]["plan_accepted"] is True
+    assert turns[0]["candidates"][0]["status"] == "correct"
+
+
+async def test_a_candidate_that_does_not_compile_goes_back_with_the_compiler_error(start, fake):
+    fake.script += [answer(c.NOT_COMPILING), answer(c.GOOD)]
+    s = await start({"vector_add.py": TWICE}, options=options(fake, compile="open", targets=["sm_90"]))
+    uri = s.open("vector_add.py")
+    result = await s.command("kernel-lsp.refine", at(uri, instruction="make it faster"))
+    proposal = result["proposal"]
+    retry = fake.requests[1].text
+    assert "turned down: does not compile: KC001 at line" in retry and "tl.arange(0, 1000)" in retry
+    assert [row[1] for row in proposal["table"][1:]] == ["does not compile", "correct"]
+    assert "compiles for sm_90" in proposal["summary"] and "2 attempts, 1 verified" in proposal["summary"]
+    assert apply(TWICE, proposal["edit"]) == EXAMPLE
+    assert_nothing_applied(s, "vector_add.py", TWICE)
+
+
+async def test_wrong_results_and_a_torch_fallback_are_turned_down_and_nothing_is_proposed(start, fake):
+    fake.script += [answer(c.WRONG_RESULT), answer(c.TORCH_FALLBACK)]
+    s = await start({"vector_add.py": EXAMPLE}, options=options(fake))
+    uri = s.open("vector_add.py")
+    result = await s.command("kernel-lsp.refine", at(uri, instruction="simplify the launcher"))
+    assert "proposal" not in result
+    assert [row[1] for row in result["table"][1:]] == ["mismatch", "rejected"], result["table"]
+    assert "no candidate passed verification in 2 attempts" in result["error"]
+    told = fake.requests[1].text
+    assert "turned down: mismatch" in told and "elements differ" in told  # the model hears what was wrong
+    assert any("no candidate passed verification" in m.message for m in s.client.messages)
+    assert_nothing_applied(s, "vector_add.py", EXAMPLE)
+
+
+async def test_a_candidate_may_not_edit_the_spec(start, fake):
+    fake.script += [answer(c.SPEC_EDIT)]
+    s = await start({"vector_add.py": EXAMPLE}, options=options(fake, assistantMaxAttempts=1))
+    uri = s.open("vector_add.py")
+    result = await s.command("kernel-lsp.refine", at(uri, instruction="make the check pass"))
+    assert "proposal" not in result and "add_inputs, part of the correctness spec" in result["error"]
+
+
+async def test_write_a_spec_after_a_rate_limit(start, fake):
+    fake.script += [error(429, "rate_limit_error", "slow down"), answer(c.SPEC)]
+    s = await start({"vector_add.py": c.WITHOUT_SPEC}, options=options(fake))
+    uri = s.open("vector_add.py")
+    by_title = {a.title: a for a in await code_actions(s, uri, KERNEL_LINE + 3)}
+    spec_action = by_title["Write a correctness spec (assistant)"]
+    assert spec_action.disabled is None and spec_action.command.command == "kernel-lsp.writeSpec"
+    assert by_title["Optimize tiling (assistant)"].disabled.reason.endswith("has no correctness spec: write one first")
+    assert fake.requests == []  # listing costs nothing
+
+    result = await s.command(spec_action.command.command, *spec_action.command.arguments)
+    proposal = result["proposal"]
+    assert len(fake.requests) == 2  # the SDK retried after the 429
+    assert proposal["summary"].startswith("correct on"), proposal["summary"]
+    new_text = apply(c.WITHOUT_SPEC, proposal["edit"])
+    assert "@spec(kernel=add_kernel, launcher=add, reference=add_reference" in new_text
+    # The spec's import joins the imports, the rest comes after the launcher: the kernel and launcher are untouched.
+    assert new_text.replace("from kernel_lsp.spec import spec\n", "", 1).startswith(c.WITHOUT_SPEC.rstrip())
+    assert_nothing_applied(s, "vector_add.py", c.WITHOUT_SPEC)
+
+
+async def test_port_to_nki_is_checked_by_the_nki_rules_and_says_it_was_not_simulated(start, fake):
+    fake.script += [answer(c.NKI_PLAN), answer(c.NKI_TOO_WIDE), answer(c.NKI_PORT)]
+    s = await start({"vector_add.py": EXAMPLE}, options=options(fake))
+    uri = s.open("vector_add.py")
+    plan = await s.command("kernel-lsp.portToNki", at(uri))
+    assert plan["plan"] == c.NKI_PLAN
+    result = await s.command("kernel-lsp.refine", at(uri, instruction="Use one tile; no loop."))
+    proposal = result["proposal"]
+    assert "Use one tile; no loop." in fake.requests[1].text  # the user's edited plan replaced the model's
+    assert "NK001 at line" in fake.requests[2].text and "256 partitions" in fake.requests[2].text
+    summary = proposal["summary"]
+    assert "NKI rules NK001-NK006 pass for add_kernel_nki" in summary
+    assert "not simulated: AWS's NKI simulator (nki.simulate) is not installed here" in summary
+    new_text = apply(EXAMPLE, proposal["edit"])
+    assert "import nki\nimport nki.language as nl\n" in new_text and "def add_kernel_nki(" in new_text
+    assert new_text.index("def add_kernel_nki(") < new_text.index("@spec(")
+    assert KERNEL_TEXT_OF(new_text) == KERNEL_TEXT_OF(EXAMPLE)  # the Triton kernel is left as it was
+
+
+def KERNEL_TEXT_OF(text: str) -> str:
+    return text[text.index("@triton.jit"):text.index("def add(")]
+
+
+async def test_explain_answers_with_text_and_no_edit(start, fake):
+    fake.script += [answer(c.EXPLANATION)]
+    s = await start({"vector_add.py": EXAMPLE}, options=options(fake))
+    uri = s.open("vector_add.py")
+    result = await s.command("kernel-lsp.explainTime", at(uri))
+    assert "proposal" not in result and c.EXPLANATION in result["markdown"]
+    assert result["markdown"].startswith("**add_kernel**: ≈53 µs H200 est. (estimated (no GPU))")
+    sent = fake.requests[0].text
+    assert '"bound": "memory"' in sent and "Latency report" in sent  # the figures were what it explained
+    assert any(c.EXPLANATION in m.message for m in s.client.messages)
+
+
+async def test_cancel_stops_the_model_call(start, fake):
+    from .fake_api import stall
+
+    fake.script += [stall(30), stall(30)]
+    s = await start({"vector_add.py": EXAMPLE}, options=options(fake))
+    uri = s.open("vector_add.py")
+
+    running = asyncio.ensure_future(s.command("kernel-lsp.refine", at(uri, instruction="anything")))
+    await wait_until(lambda: len(fake.requests) == 1)
+    assert await s.command("kernel-lsp.cancelAssistant") == {"cancelled": 1}
+    assert (await asyncio.wait_for(running, 5))["cancelled"] is True
+
+    # The editor cancels the request itself ($/cancelRequest): the work stops too.
+    params = types.ExecuteCommandParams(command="kernel-lsp.refine", arguments=[at(uri, instruction="again")])
+    request = asyncio.ensure_future(s.client.protocol.send_request_async(
+        types.WORKSPACE_EXECUTE_COMMAND, params, msg_id="assist-1"))
+    await wait_until(lambda: len(fake.requests) == 2)
+    s.client.cancel_request(types.CancelParams(id="assist-1"))
+    with pytest.raises(Exception, match="cancel"):
+        await asyncio.wait_for(request, 5)
+    for _ in range(50):
+        if (await s.command("kernel-lsp.cancelAssistant")) == {"cancelled": 0}:
+            break
+        await asyncio.sleep(0.05)
+    else:
+        pytest.fail("the assistant kept working after $/cancelRequest")
+    assert [t["state"] for t in session_file(s)["turns"]] == ["cancelled", "cancelled"]
+
+
+async def wait_until(condition, timeout: float = 10.0) -> None:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while not condition():
+        assert loop.time() < deadline, "condition not met in time"
+        await asyncio.sleep(0.02)
+
+
+
+async def test_fix_this_on_a_rule_diagnostic_sends_the_message_and_verifies_the_fix(start, fake):
+    typo = EXAMPLE.replace("tl.arange(0, BLOCK_SIZE)", "tl.arrange(0, BLOCK_SIZE)")
+    fake.script += [answer("Typo.\n\n```python\n" + c.KERNEL + "```\n")]
+    s = await start({"vector_add.py": typo}, options=options(fake))
+    uri = s.open("vector_add.py")
+    [diag] = [d for d in await s.diagnostics(uri) if d.code == "TR007"]
+    actions = await code_actions(s, uri, diag.range.start.line, [diag])
+    [fix] = [a for a in actions if a.title == "Fix this (assistant): TR007"]
+    assert fix.kind == types.CodeActionKind.QuickFix and fix.diagnostics[0].code == "TR007"
+    result = await s.command(fix.command.command, *fix.command.arguments)
+    assert "tl.arrange does not exist" in fake.requests[0].text  # the diagnostic's message went to the model
+    proposal = result["proposal"]
+    assert proposal["summary"].startswith("correct on 13 cases (CPU interpreter)")
+    assert apply(typo, proposal["edit"]) == EXAMPLE
+    assert_nothing_applied(s, "vector_add.py", typo)

@@ -1,0 +1,94 @@
+"""Work counting under the interpreter (a worker process each, CPU only)."""
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from kernel_lsp.engine.latency import estimate_file, measure_file
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+ADD = textwrap.dedent('''
+    import torch, triton, triton.language as tl
+    from kernel_lsp.spec import spec
+    from vector_add import add_kernel, add
+
+    @spec(kernel=add_kernel, launcher=add, reference=lambda x, y: x + y, shapes=[(1000,)], dtypes=["float16"],
+          bench_shapes=[(65537,), (1 << 22,)])
+    def add_inputs(shape, dtype, device):
+        return (torch.randn(shape, dtype=dtype, device=device), torch.randn(shape, dtype=dtype, device=device))
+''')
+
+MATMUL = textwrap.dedent('''
+    import torch
+    from kernel_lsp.spec import spec
+    from matmul_autotune import matmul_kernel, matmul, reference_matmul
+
+    @spec(kernel=matmul_kernel, launcher=matmul, reference=reference_matmul, shapes=[(64, 64, 64)],
+          dtypes=["float16"], bench_shapes=[(256, 512, 128)])
+    def mm_inputs(shape, dtype, device):
+        M, N, K = shape
+        return (torch.randn(M, K, dtype=dtype, device=device), torch.randn(K, N, dtype=dtype, device=device))
+''')
+
+
+def _write(tmp_path, name, text):
+    path = tmp_path / name
+    path.write_text(f"import sys\nsys.path.insert(0, {str(EXAMPLES)!r})\n" + text)
+    return path
+
+
+def test_vector_add_bytes_are_three_n_elements(tmp_path):
+    path = _write(tmp_path, "add_spec.py", ADD)
+    report = estimate_file(str(path), path.read_text(), ["H200", "sm_80"], root=str(tmp_path))
+    assert report.errors == []
+    by_shape = {}
+    for e in report.entries:
+        by_shape.setdefault(e.shape, []).append(e)
+    for (n,), entries in by_shape.items():
+        work = entries[0].work
+        assert work["load_bytes"] + work["store_bytes"] == 3 * n * 2
+        assert {e.device for e in entries} == {"H200", "A100"}
+        assert all("est." in e.label for e in entries)
+    big = next(e for e in by_shape[(1 << 22,)] if e.device == "H200")
+    assert big.bound == "memory" and big.fraction_of_roofline > 0.5  # 24 MB: the 3 µs launch is a third of it
+
+
+def test_matmul_flops_are_2mnk_for_every_autotune_config(tmp_path):
+    path = _write(tmp_path, "mm_spec.py", MATMUL)
+    report = estimate_file(str(path), None, ["H200"], root=str(tmp_path))
+    assert report.errors == [] and len(report.entries) == 6
+    for e in report.entries:
+        assert sum(e.work["tensor_flops"].values()) == pytest.approx(2 * 256 * 512 * 128)
+        assert "fp16" in e.work["tensor_flops"]
+    assert sum(e.chosen for e in report.entries) == 1
+
+
+def test_file_without_spec_and_broken_file(tmp_path):
+    plain = tmp_path / "plain.py"
+    plain.write_text("x = 1\n")
+    assert "no spec" in estimate_file(str(plain), None, ["H200"]).errors[0]
+    broken = tmp_path / "broken.py"
+    broken.write_text("raise RuntimeError('boom')\n")
+    assert "boom" in estimate_file(str(broken), None, ["H200"]).errors[0]
+    assert "no hardware model" in estimate_file(str(plain), None, ["sm_89"]).errors[0]
+
+
+def _has_cuda():
+    try:
+        import torch
+
+        return torch.cuda.is_available()
+    except ImportError:
+        return False
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not _has_cuda(), reason="needs a CUDA GPU")
+def test_measured_vector_add(tmp_path):
+    path = _write(tmp_path, "add_spec.py", ADD)
+    report = measure_file(str(path), None, root=str(tmp_path))
+    assert report.errors == [] and report.entries
+    for e in report.entries:
+        assert e.source == "measured" and e.us > 0 and e.reference_us > 0

@@ -1,0 +1,76 @@
+import os
+
+import pytest
+
+from kernel_lsp.engine.latency import history_dir, load_history, measured_entry, record_history
+from kernel_lsp.engine.latency.timing import Timing, lead_us, summarize, suspicious, time_callable
+
+
+def test_summary_is_median_and_iqr():
+    t = summarize([5.0, 1.0, 3.0, 2.0, 4.0])
+    assert t.median_us == 3.0 and t.q1_us == 2.0 and t.q3_us == 4.0 and t.iqr_us == 2.0 and t.min_us == 1.0
+    with pytest.raises(ValueError):
+        summarize([])
+
+
+def test_launch_cost_travels_with_the_timing_and_older_records_still_load():
+    t = Timing(5.0, 4.5, 5.5, 4.0, 50, launch_us=21.5)
+    assert Timing.from_json(t.to_json()) == t and t.to_json()["iqr_us"] == 1.0
+    old = {"median_us": 5.0, "q1_us": 4.5, "q3_us": 5.5, "min_us": 4.0, "repetitions": 50}
+    assert Timing.from_json(old).launch_us is None
+    assert lead_us(30.0) > 2 * 30.0 and lead_us(-1.0) > 0
+
+
+def _has_cuda():
+    try:
+        import torch
+
+        return torch.cuda.is_available()
+    except ImportError:
+        return False
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not _has_cuda(), reason="needs a CUDA GPU")
+def test_host_launch_cost_stays_outside_the_measured_window():
+    import time
+
+    import torch
+
+    x = torch.zeros(1 << 20, device="cuda")
+
+    def slow_host_fast_kernel():
+        until = time.perf_counter() + 80e-6  # a launcher with 80 us of Python before its launch
+        while time.perf_counter() < until:
+            pass
+        x.add_(1.0)
+
+    t = time_callable(slow_host_fast_kernel, repetitions=30)
+    assert t.launch_us >= 80.0
+    assert t.median_us < 30.0, t  # the add of 4 MB takes a few us on any recent GPU
+    plain = time_callable(lambda: x.add_(1.0), repetitions=30)
+    assert abs(t.median_us - plain.median_us) < max(5.0, 0.5 * plain.median_us), (t, plain)
+
+
+def test_suspicious_speedups_and_times_under_the_floor():
+    assert suspicious(10.0, 50.0, 5.0) is None
+    assert "faster than the PyTorch reference" in suspicious(1.0, 50.0, None)
+    assert "peak DRAM bandwidth" in suspicious(4.0, 5.0, 10.0)
+
+
+def test_history_records_change_against_previous(tmp_path):
+    point = {"kernel": "add_kernel", "spec": "add_inputs", "shape": [1024], "dtype": "float32",
+             "device_name": "NVIDIA H200", "bytes": 3 * 4096,
+             "kernel_timing": {"median_us": 10.0, "q1_us": 9.0, "q3_us": 11.0, "min_us": 8.0, "repetitions": 5},
+             "reference_timing": {"median_us": 20.0, "q1_us": 19.0, "q3_us": 21.0, "min_us": 18.0,
+                                  "repetitions": 5}}
+    first = measured_entry(point, str(tmp_path))
+    assert first.speedup == 2.0 and first.change_vs_previous is None and first.suspicious is None
+    point["kernel_timing"] = {**point["kernel_timing"], "median_us": 12.0}
+    second = measured_entry(point, str(tmp_path))
+    assert second.change_vs_previous == pytest.approx(0.2)
+    assert [h["us"] for h in load_history(tmp_path, "add_kernel")] == [10.0, 12.0]
+    assert os.listdir(history_dir(tmp_path)) == ["add_kernel.json"]
+    (history_dir(tmp_path) / "add_kernel.json").write_text("{broken")
+    assert load_history(tmp_path, "add_kernel") == []
+    assert len(record_history(tmp_path, "add_kernel", {"us": 1.0})) == 1
