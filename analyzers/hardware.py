@@ -103,18 +103,20 @@ _COMMON_PROV = {
 }
 
 
-_H200_BW_FIT = ("[H200-FIT] 0.843: median over the 18 memory-bound points (vector add, softmax, layernorm; 2**20 to "
-                "2**27 elements) of `python bench/model_accuracy.py` on an H200, measured 2026-11-29 (triton 3.6, "
-                "torch 2.11); median model error 13% there. The kernels under ~30 us were timed with the host's "
-                "launch cost inside the window in that run, which pulls the fit down: the 13 points above 30 us "
-                "alone give ~0.89")
+_H200_BW_FIT = ("[H200-FIT] 0.847: memory-bound points (vector add, softmax, layernorm; 2**20 to 2**27 elements) of "
+                "`python bench/model_accuracy.py` on an H200, 2026-11-29 (triton 3.6, torch 2.11, the host's launch "
+                "cost kept outside the timed window); median model error 12.8% over 22 points there "
+                "(docs/benchmarks.md)")
+_H200_MATMUL_FIT = ("[H200-FIT] 0.727: compute-bound matmul points (fp16, 2048**3 and 4096**3, tiles 64x64 and "
+                    "128x256) of the same run; the best Triton bf16 tile at 8192**3 reached 632 of 989 TFLOP/s (0.64)")
 
 
 def _nvidia(name: str, desc: str, hbm: float, peaks: dict[str, float], sms: int, l2: float, clock: float | None,
-            target: str, l2_tbps: float, prov: dict[str, str], bw_efficiency: float = 0.91) -> Hardware:
+            target: str, l2_tbps: float, prov: dict[str, str], bw_efficiency: float = 0.91,
+            matmul_efficiency: float = 0.78) -> Hardware:
     return Hardware(name=name, vendor="NVIDIA", description=desc, hbm_tbps=hbm, peak_tflops=peaks, sm_count=sms,
                     l2_mb=l2, clock_ghz=clock, launch_overhead_us=3.0, bw_efficiency=bw_efficiency,
-                    matmul_efficiency=0.78, l2_tbps=l2_tbps, target=target, provenance={**_COMMON_PROV, **prov})
+                    matmul_efficiency=matmul_efficiency, l2_tbps=l2_tbps, target=target, provenance={**_COMMON_PROV, **prov})
 
 
 DEVICES: dict[str, Hardware] = {
@@ -138,7 +140,8 @@ DEVICES: dict[str, Hardware] = {
                  "l2_mb": _V + " (torch reports 60 MB: the whole die's L2, 50 MB usable per the datasheet)",
                  "clock_ghz": "nvidia-smi max SM clock (1980 MHz)",
                  "l2_tbps": "[FITTED] H200 matmul tiles 64x64x32 / 128x128x64 / 128x256x64 at 8192**3",
-                 "bw_efficiency": _H200_BW_FIT}, bw_efficiency=0.843),
+                 "bw_efficiency": _H200_BW_FIT, "matmul_efficiency": _H200_MATMUL_FIT}, bw_efficiency=0.847,
+                matmul_efficiency=0.727),
         _nvidia("B200", "NVIDIA B200 (HGX, 1000 W)", 8.0,
                 {"fp64": 40.0, "fp32": 80.0, "tf32": 1100.0, "fp16": 2250.0, "fp8": 4500.0, "int8": 4500.0}, 148,
                 126.0, None, "sm_100", 8.0 * 2.5,

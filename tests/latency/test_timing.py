@@ -47,8 +47,9 @@ def test_host_launch_cost_stays_outside_the_measured_window():
 
     t = time_callable(slow_host_fast_kernel, repetitions=30)
     assert t.launch_us >= 80.0
-    assert t.median_us < 30.0, t  # the add of 4 MB takes a few us on any recent GPU
+    # The same kernel behind a cheap launcher: the 80 us of host work must not show in the GPU figure.
     plain = time_callable(lambda: x.add_(1.0), repetitions=30)
+    assert t.median_us < plain.median_us + 40.0, (t, plain)
     assert abs(t.median_us - plain.median_us) < max(5.0, 0.5 * plain.median_us), (t, plain)
 
 

@@ -9,7 +9,10 @@ from pathlib import Path
 import pytest
 
 from tests.profile.synth import DETAILS, raw_page, source_with_samples
-from tests.server.conftest import client, start  # noqa: F401 - pytest fixtures
+try:
+    from tests.server.conftest import client, start  # noqa: F401 - pytest fixtures
+except ImportError:  # no LSP test stack (the GPU machine): the server tests skip themselves
+    pass
 
 FAKE_NCU = Path(__file__).parent / "fake_ncu"
 

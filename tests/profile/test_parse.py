@@ -152,3 +152,27 @@ def test_lines_of_another_file_are_not_pinned_on_the_users():
     p = build_profile("/elsewhere/mine.py", POINT, {}, source_with_samples(), DETAILS, raw_page())
     assert p.lines == () and p.other_files == ((USER, 96),)
     assert any("not to this file" in n for n in p.notes)
+
+
+def _real(name: str) -> str:
+    import gzip
+    from pathlib import Path
+
+    return gzip.decompress((Path(__file__).parent / "fixtures" / name).read_bytes()).decode()
+
+
+def test_real_matmul_profile_with_stall_reasons_per_line():
+    """ncu 2025.3.1 on the H200: matmul_autotune's kernel at 2048**3 fp16, with the raw page's per-instruction
+    stall reasons (what `bench/profile_lines.py` printed on that machine)."""
+    user = "/work/main/examples/matmul_autotune.py"
+    point = {"kernel": "matmul_kernel", "shape": [2048, 2048, 2048], "dtype": "float16"}
+    p = build_profile(user, point, {}, _real("h200_matmul_source.csv.gz"), _real("h200_matmul_details.csv.gz"),
+                      _real("h200_matmul_raw.csv.gz"))
+    assert p.total_samples > 2000
+    top = sorted(p.lines, key=lambda ln: -ln.samples)[:3]
+    # 0-based lines of the user's file: the `a` tile load, tl.dot, the `b` tile load.
+    assert [ln.line for ln in top] == [79, 81, 80]
+    assert top[0].stalls[0][0] == "barrier" and 0.25 < top[0].share < 0.31
+    assert abs(sum(ln.share for ln in p.lines) - 1.0) < 0.05  # a few samples fall in triton's own files
+    rules = {a.rule for a in p.advice}
+    assert {"TheoreticalOccupancy", "LaunchConfiguration"} <= rules

@@ -166,6 +166,18 @@ def _root(exc: BaseException) -> BaseException:
     return exc
 
 
+def _chain_named(exc: BaseException, name: str) -> bool:
+    """Whether the exception or one it was raised from has this class name (triton's errors, by name: the
+    checking process may not import every triton version's error module)."""
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        if any(cls.__name__ == name for cls in type(exc).__mro__):
+            return True
+        exc = exc.__cause__ or exc.__context__
+    return False
+
+
 def _chain_has(exc: BaseException, kind: type) -> bool:
     seen = set()
     while exc is not None and id(exc) not in seen:
@@ -226,6 +238,8 @@ class SpecCheck:
                               _exception_line(exc, self.path)) from None
             line = _exception_line(exc, self.path)
             where = f" at line {line + 1}" if line is not None else ""
+            if _chain_named(exc, "OutOfResources"):  # triton's: this configuration cannot launch on this device
+                raise Failure("unlaunchable", f"the {what} raised{where}: {_describe(exc)}", line) from None
             assertion = _chain_has(exc, AssertionError) and self.hooks.launches
             kind = "device assertion failed" if assertion else f"the {what} raised"
             raise Failure("error", f"{kind}{where}: {_describe(exc)}", line) from None
@@ -379,28 +393,44 @@ class SpecCheck:
         self.notes.append(f"random seeds {seed_base}..{seed_base + len(s.shapes) * len(s.dtypes) * s.seeds - 1}")
         try:
             first = True
+            skipped = 0
             for config in configs:
                 label = _config_label(config) if config is not None else None
                 counter = 0
-                with _forced_config(autotuner, config):
-                    for dtype in s.dtypes:
-                        for shape in s.shapes:
-                            for _ in range(s.seeds):
-                                seed = seed_base + counter
-                                counter += 1
-                                case = self.case(shape, dtype, seed, label, first)
-                                cases.append(case)
-                                first = first and not case.ok
-                    if all(c.ok for c in cases):
-                        self._unseen_shape(label, seed_base + counter, cases)
+                before = len(cases)
+                try:
+                    with _forced_config(autotuner, config):
+                        for dtype in s.dtypes:
+                            for shape in s.shapes:
+                                for _ in range(s.seeds):
+                                    seed = seed_base + counter
+                                    counter += 1
+                                    case = self.case(shape, dtype, seed, label, first)
+                                    cases.append(case)
+                                    first = first and not case.ok
+                        if all(c.ok for c in cases):
+                            self._unseen_shape(label, seed_base + counter, cases)
+                except Failure as failure:
+                    if failure.status != "unlaunchable" or autotuner is None:
+                        raise
+                    # The autotuner skips a configuration that cannot launch here (too much shared memory, too
+                    # many registers) when it benchmarks; the others still decide the verdict.
+                    del cases[before:]
+                    skipped += 1
+                    self.notes.append(f"config {label} skipped: it cannot launch on {self.device_label} "
+                                      f"({failure.message.split(': ', 1)[-1]}); the autotuner skips it too")
+            if skipped == len(configs):
+                raise Failure("error", f"no autotune config can launch on {self.device_label}")
         except Failure as failure:
-            return verdict(failure.status, failure.message, failure.line)
+            status = "error" if failure.status == "unlaunchable" else failure.status
+            return verdict(status, failure.message, failure.line)
         finally:
             self.hooks.uninstall()
         bad = [c for c in cases if not c.ok]
         if bad:
             return verdict("mismatch", mismatch_message(bad[0], len(bad), len(cases)), kernel_line)
-        configs_text = f", {len(configs)} configs" if autotuner is not None else ""
+        launched = len(configs) - skipped
+        configs_text = f", {launched} config{'' if launched == 1 else 's'}" if autotuner is not None else ""
         return verdict("correct", f"correct on {len(cases)} cases{configs_text} ({self.device_label})")
 
     def _unseen_shape(self, config: str | None, seed: int, cases: list[CaseResult]) -> None:
