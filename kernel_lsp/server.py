@@ -411,7 +411,7 @@ class KernelLanguageServer(LanguageServer):
         from analyzers.hardware import parse_hardware_overrides
 
         from .engine.gpu import runs_on_gpu
-        from .engine.latency import LatencyReport, estimate_file, measure_file
+        from .engine.latency import LatencyReport, estimate_file, measure_file, record_estimates
 
         settings = self.state.settings
         root = self.state.roots[0] if self.state.roots else None
@@ -430,6 +430,8 @@ class KernelLanguageServer(LanguageServer):
                 report = await asyncio.to_thread(
                     estimate_file, path, text, list(settings.targets), list(kernels), root, hardware=table,
                     resources=self._compiled_resources(path), cancel=cancel)
+                if root and not cancel.is_set():
+                    await asyncio.to_thread(record_estimates, report, root)
         finally:
             self.end_progress(token)
             if self.state.timing.get(path) is cancel:

@@ -95,13 +95,18 @@ def hover_section(ls: "KernelLanguageServer", path: str, kernel: str) -> str | N
     if flagged:
         lines += ["", f"⚠ {flagged[0].suspicious}: a result faster than the hardware allows usually means the kernel "
                   "skipped work or the timing missed it."]
-    if measured and ls.state.roots:
+    if ls.state.roots:
         from ..engine.latency import load_history
 
-        history = load_history(ls.state.roots[0], kernel)[-6:]
-        if history:
-            lines += ["", "History (this workspace, newest last): " + ", ".join(
-                f"{h['us']:.1f} µs" for h in history if h.get("us"))]
+        # The same kind of figure only: measurements with measurements, estimates with estimates.
+        largest = max(entries, key=lambda e: (_numel(e.shape), e.dtype))
+        history = [h for h in load_history(ls.state.roots[0], kernel)
+                   if (h.get("source") == "estimate") != measured and h.get("shape") == list(largest.shape)
+                   and h.get("dtype") == largest.dtype and h.get("us")][-8:]
+        if len(history) > 1:
+            what = "measured" if measured else "estimated"
+            lines += ["", f"History at {tuple(largest.shape)} {largest.dtype} ({what}, this workspace, newest "
+                      "last): " + " → ".join(f"{h['us']:.1f} µs" for h in history)]
     return "\n".join(lines)
 
 

@@ -44,6 +44,7 @@ __all__ = [
     "history_dir",
     "load_history",
     "measure_file",
+    "record_estimates",
     "record_history",
     "resolve_device",
     "search_tiling",
@@ -271,6 +272,23 @@ def entries_for_point(point: dict, devices: Sequence[tuple[str, Hardware]],
                 bound=est.bound, fraction_of_roofline=est.fraction_of_roofline, estimate=est.to_json(),
                 work=work.to_json(), chosen=idx == best))
     return out
+
+
+def record_estimates(report: LatencyReport, root: str) -> None:
+    """Keep each kernel's estimate in its history (`source: "estimate"`), so edits show their change against the
+    previous estimate as measurements do; an estimate equal to the last one adds nothing."""
+    for e in report.entries:
+        if e.source != "estimate" or not e.chosen or e.us is None:
+            continue
+        same = [h for h in load_history(root, e.kernel) if h.get("source") == "estimate"
+                and h.get("shape") == list(e.shape) and h.get("dtype") == e.dtype and h.get("device") == e.device]
+        if same and same[-1].get("us"):
+            e.change_vs_previous = e.us / float(same[-1]["us"]) - 1.0
+            if abs(e.change_vs_previous) < 1e-9 and same[-1].get("config") == e.config:
+                e.change_vs_previous = None  # nothing changed since: no "+0%"
+                continue
+        record_history(root, e.kernel, {"source": "estimate", "shape": list(e.shape), "dtype": e.dtype,
+                                        "device": e.device, "us": e.us, "config": e.config})
 
 
 # --- measurements --------------------------------------------------------------------------------------------------
