@@ -2,7 +2,8 @@
 
 Listing the actions is instant and free (no API call, no import of anthropic); picking one runs its command,
 with work-done progress and cancellation (`$/cancelRequest` on the command, or `kernel-lsp.cancelAssistant`).
-A proposal is returned through `convert.proposal` for the editor to preview; the server never applies it.
+A proposal is returned through `convert.proposal` (and offered as an edit that needs confirmation, `ls.offer`) for
+the editor to preview; the server never applies it.
 """
 
 from __future__ import annotations
@@ -200,7 +201,7 @@ async def run_action(ls: KernelLanguageServer, action: str, args: tuple) -> dict
         state.tasks.pop(task, None)
         await assistant.close()
     ls.end_progress(token, result.kind)
-    return _answer(ls, uri, path, version, text, result, doc)
+    return _answer(ls, uri, path, version, text, result, doc, given)
 
 
 def _current_task_cancelling() -> bool:
@@ -208,7 +209,8 @@ def _current_task_cancelling() -> bool:
     return bool(current is not None and current.cancelling())
 
 
-def _answer(ls: KernelLanguageServer, uri: str, path: str, version: int | None, text: str, result, doc) -> dict:
+def _answer(ls: KernelLanguageServer, uri: str, path: str, version: int | None, text: str, result, doc,
+            given: dict) -> dict:
     from ..engine.assistant import line_edits
 
     usage = result.usage.to_json() if result.usage is not None else None
@@ -224,9 +226,10 @@ def _answer(ls: KernelLanguageServer, uri: str, path: str, version: int | None, 
         return {"error": result.text, "table": result.table, "session": result.session, "usage": usage}
     codec = doc.position_codec if doc is not None else ls.workspace.position_codec
     pos = convert.Positions(text.splitlines(keepends=True), codec)
-    return convert.proposal(uri, version, pos, line_edits(text, result.new_text), title=result.title,
-                            summary=result.text, table=result.table, session=result.session, kernel=result.kernel,
-                            usage=usage)
+    answer = convert.proposal(uri, version, pos, line_edits(text, result.new_text), title=result.title,
+                              summary=result.text, table=result.table, session=result.session, kernel=result.kernel,
+                              usage=usage)
+    return ls.offer(answer, given)  # a code action's command answers nobody: the edit also goes out for preview
 
 
 def cancel_all(ls: KernelLanguageServer) -> int:

@@ -56,8 +56,13 @@ async def code_actions(s, uri: str, line: int, diagnostics=()) -> list[types.Cod
 
 
 def assert_nothing_applied(s, name: str, text: str) -> None:
-    assert s.client.applied_edits == []  # the server never asked the editor to apply anything
-    assert (s.root / name).read_text() == text  # nor wrote the file
+    # Whatever the server sent the editor is an edit to preview and confirm, never one to apply as it is ...
+    for sent in s.client.applied_edits:
+        annotations = sent.edit.change_annotations or {}
+        assert annotations and all(a.needs_confirmation for a in annotations.values()), sent
+        for change in sent.edit.document_changes:
+            assert all(getattr(e, "annotation_id", None) in annotations for e in change.edits), change
+    assert (s.root / name).read_text() == text  # ... and it never wrote the file
 
 
 def session_file(s, kernel: str = "add_kernel", stem: str = "vector_add") -> dict:

@@ -205,7 +205,12 @@ function M.handle_result(command, result, client, bufnr, on_result)
     vim.list_extend(lines, M.format_table(result.table)) -- e.g. the configurations a search tried
     notify(table.concat(lines, "\n"), vim.log.levels.WARN)
   elseif type(result) == "table" and not is_null(result.proposal) then
-    M.preview_proposal(result.proposal, bufnr)
+    -- "applyEdit": the server also sent it as a workspace/applyEdit needing confirmation, which the handler
+    -- below already put in the preview; showing it twice would offer it twice.
+    local shown = M.proposal()
+    if result.delivered ~= "applyEdit" or not (shown and shown.title == result.proposal.title) then
+      M.preview_proposal(result.proposal, bufnr)
+    end
   elseif on_result then
     on_result(result, client)
   else
