@@ -49,4 +49,5 @@ def test_a_config_that_cannot_launch_is_skipped_with_a_note(tmp_path):
     assert verdict.status == "correct", verdict.message
     assert ", 1 config (" in verdict.message
     [note] = [n for n in verdict.notes if "skipped" in n]
-    assert "BLOCK=4096" in note and "shared memory" in note and "autotuner skips it too" in note
+    assert "BLOCK=4096" in note and "for float32" in note and "shared memory" in note
+    assert "autotuner skips it too" in note

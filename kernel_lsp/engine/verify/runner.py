@@ -393,14 +393,15 @@ class SpecCheck:
         self.notes.append(f"random seeds {seed_base}..{seed_base + len(s.shapes) * len(s.dtypes) * s.seeds - 1}")
         try:
             first = True
-            skipped = 0
+            skipped = 0  # configurations that could launch for no dtype
             for config in configs:
                 label = _config_label(config) if config is not None else None
                 counter = 0
-                before = len(cases)
-                try:
-                    with _forced_config(autotuner, config):
-                        for dtype in s.dtypes:
+                launched = 0
+                with _forced_config(autotuner, config):
+                    for dtype in s.dtypes:
+                        before = len(cases)
+                        try:
                             for shape in s.shapes:
                                 for _ in range(s.seeds):
                                     seed = seed_base + counter
@@ -408,18 +409,20 @@ class SpecCheck:
                                     case = self.case(shape, dtype, seed, label, first)
                                     cases.append(case)
                                     first = first and not case.ok
-                        if all(c.ok for c in cases):
-                            self._unseen_shape(label, seed_base + counter, cases)
-                except Failure as failure:
-                    if failure.status != "unlaunchable" or autotuner is None:
-                        raise
-                    # The autotuner skips a configuration that cannot launch here (too much shared memory, too
-                    # many registers) when it benchmarks; the others still decide the verdict.
-                    del cases[before:]
-                    skipped += 1
-                    self.notes.append(f"config {label} skipped: it cannot launch on {self.device_label} "
-                                      f"({failure.message.split(': ', 1)[-1]}); the autotuner skips it too")
-            if skipped == len(configs):
+                            launched += 1
+                        except Failure as failure:
+                            if failure.status != "unlaunchable" or autotuner is None:
+                                raise
+                            # The autotuner skips a configuration that cannot launch here (too much shared
+                            # memory, too many registers) when it benchmarks; the others decide the verdict.
+                            del cases[before:]
+                            self.notes.append(f"config {label} skipped for {dtype}: it cannot launch on "
+                                              f"{self.device_label} ({failure.message.split(': ', 1)[-1]}); the "
+                                              "autotuner skips it too")
+                    if launched and all(c.ok for c in cases):
+                        self._unseen_shape(label, seed_base + counter, cases)
+                skipped += launched == 0
+            if not cases:
                 raise Failure("error", f"no autotune config can launch on {self.device_label}")
         except Failure as failure:
             status = "error" if failure.status == "unlaunchable" else failure.status
