@@ -118,6 +118,9 @@ async def optimize_tiling(ls: "KernelLanguageServer", *args: Any) -> dict[str, A
     doc = ls.workspace.text_documents.get(uri) if uri else None
     if not path or doc is None or line is None:
         return {"error": "optimizeTiling needs an open document and a line inside a kernel"}
+    if ls.state.settings.checks == "off":  # the search runs the launcher to count, time and verify
+        return {"error": "optimizing runs the kernel's launcher, and checks are off (the `checks` setting; "
+                         "untrusted VS Code workspaces turn it off)"}
     entry = ls.state.index.get(path)
     kernel = next((k for k in (entry.analysis.kernels if entry and entry.analysis else ())
                    if k.span.contains_line(line)), None)

@@ -138,6 +138,9 @@ async def profile_lines(ls: KernelLanguageServer, *args: Any) -> dict[str, Any]:
     path = to_fs_path(uri) if uri else None
     if not path:
         return {"error": "profileLines needs the document's uri (and optionally a line)"}
+    if ls.state.settings.checks == "off":  # profiling runs the file's launcher, as checks do
+        return {"error": "profiling runs the kernel's launcher, and checks are off (the `checks` setting; "
+                         "untrusted VS Code workspaces turn it off)"}
     text = ls.current_text(path)
     if text is None:
         return {"error": f"cannot read {path}"}

@@ -88,3 +88,12 @@ async def test_kernel_without_spec(fake_ncu, start):
     result = await s.command("kernel-lsp.profileLines", {"uri": uri, "line": KERNEL_LINE + 2, "character": 0})
     assert result["error"].startswith("softmax_kernel has no correctness spec")
     assert fake_ncu.calls() == []
+
+
+async def test_nothing_is_profiled_while_checks_are_off(fake_ncu, start):
+    # An untrusted workspace turns checks off: profiling would run the file's launcher just the same.
+    s = await start({"fused_softmax.py": EXAMPLE}, options={"checks": "off"})
+    uri = s.open("fused_softmax.py")
+    result = await s.command("kernel-lsp.profileLines", {"uri": uri})
+    assert "checks are off" in result["error"]
+    assert fake_ncu.calls() == []

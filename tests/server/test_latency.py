@@ -79,3 +79,11 @@ async def test_estimates_after_a_check_and_an_optimize_tiling_proposal(start):
     await until(lambda: asyncio.sleep(0, s.client.applied_edits), lambda edits: edits)
     sent = s.client.applied_edits[-1].edit
     assert sent.change_annotations["kernel-lsp.proposal"].needs_confirmation
+
+
+async def test_nothing_runs_while_checks_are_off(start):
+    s = await start({"vector_add.py": EXAMPLE}, options={**OPTIONS, "checks": "off"})
+    uri = s.open("vector_add.py")
+    answer = await s.command("kernel-lsp.optimizeTiling", {"uri": uri, "line": KERNEL_LINE, "character": 0})
+    assert "checks are off" in answer["error"]
+    assert "checks are off" in (await s.command("kernel-lsp.runChecks", {"uri": uri}))["error"]
