@@ -395,8 +395,10 @@ class KernelLanguageServer(LanguageServer):
         self.refresh_lenses()
         correct = tuple(dict.fromkeys(v.kernel for v in report.verdicts if v.ok))
         if correct and settings.latency != "off":  # timing a kernel that computes the wrong thing means nothing
-            task = asyncio.ensure_future(self.run_latency(path, text, correct))
-            task.add_done_callback(_log_failure)
+            # Time where the check ran: a CPU build of torch on a GPU machine checks on the interpreter.
+            on_gpu = any(v.ok and "interpreter" not in v.device.lower() for v in report.verdicts)
+            task = asyncio.ensure_future(self.run_latency(path, text, correct, gpu=on_gpu))
+            task.add_done_callback(log_task_failure)
         return report
 
     def latency_report(self, path: str) -> "LatencyReport | None":
@@ -405,7 +407,8 @@ class KernelLanguageServer(LanguageServer):
             return None
         return found[1]
 
-    async def run_latency(self, path: str, text: str, kernels: tuple[str, ...]) -> "LatencyReport | None":
+    async def run_latency(self, path: str, text: str, kernels: tuple[str, ...],
+                          gpu: bool | None = None) -> "LatencyReport | None":
         """Time the kernels at their bench shapes on this machine's GPU, or estimate them for each target's device
         without one. Kernels of the text not asked about keep their earlier figures for the same text."""
         from analyzers.hardware import parse_hardware_overrides
@@ -420,7 +423,8 @@ class KernelLanguageServer(LanguageServer):
             previous.set()
         cancel = threading.Event()
         self.state.timing[path] = cancel
-        gpu = runs_on_gpu(settings.check_device)
+        if gpu is None:
+            gpu = runs_on_gpu(settings.check_device)
         token = await self.begin_progress(f"{'timing' if gpu else 'estimating'} {', '.join(kernels)}")
         try:
             if gpu:
@@ -501,6 +505,7 @@ class KernelLanguageServer(LanguageServer):
         {"error": ...} (and the log has the traceback), a cancelled request stays cancelled."""
 
         async def command(ls, *args):  # unannotated: pygls resolves annotations of command handlers
+            ls.follow_cancel(asyncio.current_task())  # $/cancelRequest stops the work and its processes
             try:
                 return await handler(ls, *args)
             except asyncio.CancelledError:
@@ -510,6 +515,21 @@ class KernelLanguageServer(LanguageServer):
                 return {"error": f"internal error: {type(exc).__name__}: {exc}"}
 
         self.command(name)(command)
+
+    def follow_cancel(self, task: asyncio.Task | None) -> None:
+        """Cancel `task` when the client cancels the request being handled ($/cancelRequest).
+
+        pygls answers a cancelled workspace/executeCommand itself but lets the handler's task run on (pygls#517):
+        watch the request's future (pygls 2.1's request table; the message id is a context variable, so it is the
+        current request's) and cancel the work too, which kills its checking, timing or profiling process."""
+        protocol = self.protocol
+        futures = getattr(protocol, "_request_futures", None)
+        msg_id = getattr(protocol, "msg_id", None)
+        future = futures.get(msg_id) if isinstance(futures, dict) and msg_id is not None else None
+        if future is None or task is None or future is task:
+            return
+        loop = asyncio.get_running_loop()
+        future.add_done_callback(lambda f: f.cancelled() and loop.call_soon_threadsafe(task.cancel))
 
     def offer(self, answer: dict, arguments: object = None) -> dict:
         """Deliver a command's proposal (convert.proposal): also as a workspace/applyEdit request whose change needs
@@ -534,7 +554,7 @@ class KernelLanguageServer(LanguageServer):
                 log.debug("workspace/applyEdit failed", exc_info=True)
 
         task = asyncio.ensure_future(send())
-        task.add_done_callback(_log_failure)
+        task.add_done_callback(log_task_failure)
         return {**answer, "delivered": "applyEdit"}
 
     def report_progress(self, token: str | None, message: str, percentage: int | None = None) -> None:
@@ -810,7 +830,7 @@ def _changed(before: dict[str, tuple], after: dict[str, tuple]) -> set[str]:
     return {name for name in before.keys() | after.keys() if before.get(name) != after.get(name)}
 
 
-def _log_failure(task: asyncio.Task) -> None:
+def log_task_failure(task: asyncio.Task) -> None:
     if not task.cancelled() and task.exception() is not None:
         log.error("background work failed", exc_info=task.exception())
 

@@ -99,3 +99,17 @@ def path_is_excluded(path: str | Path, root: str | Path | None, exclude: Iterabl
     except ValueError:
         parts = p.parts
     return any(is_excluded(part, exclude) for part in parts)
+
+
+PRIVATE_DIR = ".kernel-lsp"
+
+
+def ensure_private_dir(root: str | os.PathLike) -> Path:
+    """`<root>/.kernel-lsp`, where caches, IR, histories and assistant sessions live, with a `.gitignore` of `*` in
+    it so that none of it is ever committed. Raises OSError when it cannot be created."""
+    folder = Path(root) / PRIVATE_DIR
+    folder.mkdir(parents=True, exist_ok=True)
+    ignore = folder / ".gitignore"
+    if not ignore.exists():
+        ignore.write_text("*\n", encoding="utf-8")
+    return folder

@@ -120,21 +120,6 @@ def _assistant(ls: KernelLanguageServer, root: str, progress):
     return Assistant(config, _environment(ls, root), progress=progress)
 
 
-def _follow_cancel_request(ls: KernelLanguageServer, task: asyncio.Task) -> None:
-    """Cancel the action's task when the client cancels the executeCommand request ($/cancelRequest).
-
-    pygls answers a cancelled executeCommand itself but lets the handler run on (pygls#517): watch the request's
-    future and stop the work too."""
-    protocol = ls.protocol
-    futures = getattr(protocol, "_request_futures", None)
-    msg_id = getattr(protocol, "msg_id", None)
-    future = futures.get(msg_id) if isinstance(futures, dict) and msg_id is not None else None
-    if future is None:
-        return
-    loop = asyncio.get_running_loop()
-    future.add_done_callback(lambda f: f.cancelled() and loop.call_soon_threadsafe(task.cancel))
-
-
 async def run_action(ls: KernelLanguageServer, action: str, args: tuple) -> dict[str, Any]:
     """One assistant command: validate, run the engine with progress, turn its result into the answer."""
     from ..engine.assistant import TITLES
@@ -145,7 +130,7 @@ async def run_action(ls: KernelLanguageServer, action: str, args: tuple) -> dict
         return {"error": "the assistant needs the document's uri and the cursor's line"}
     if not has_key(ls):
         return {"error": NO_KEY}
-    if ls.state.settings.checks == "off" and action != "explain":
+    if ls.state.settings.checks == "off":  # even Explain times or estimates the kernel by running it
         return {"error": "the assistant verifies every candidate by running the kernel's check, and checks are off "
                          "(the `checks` setting; untrusted VS Code workspaces turn it off)"}
     instruction = given.get("instruction")
@@ -188,19 +173,21 @@ async def run_action(ls: KernelLanguageServer, action: str, args: tuple) -> dict
     task = asyncio.ensure_future(work)
     state.tasks[task] = kernel.name
     state.actions_run += 1
-    _follow_cancel_request(ls, task)
+    ls.follow_cancel(task)
+    ended = "failed"
     try:
         result = await task
+        ended = result.kind
     except asyncio.CancelledError:
         assistant.env.cancel.set()
-        ls.end_progress(token, "cancelled")
+        ended = "cancelled"
         if task.cancelled() and not _current_task_cancelling():
             return {"cancelled": True, "message": f"{title} for {kernel.name} was cancelled; nothing was proposed"}
         raise
     finally:
+        ls.end_progress(token, ended)  # whatever happened: the editor's spinner must stop
         state.tasks.pop(task, None)
         await assistant.close()
-    ls.end_progress(token, result.kind)
     return _answer(ls, uri, path, version, text, result, doc, given)
 
 
@@ -332,29 +319,8 @@ def register(server: KernelLanguageServer) -> None:
     redact = RedactKey(server)
     for handler in logging.getLogger().handlers:
         handler.addFilter(redact)
-    for name, action in ACTION_OF.items():
-        def make(action: str):
-            async def handler(ls, *args):  # unannotated: pygls resolves annotations of command handlers
-                try:
-                    return await run_action(ls, action, args)
-                except asyncio.CancelledError:
-                    raise
-                except Exception as exc:  # a command answers, whatever happened
-                    log.exception("assistant action %s failed", action)
-                    return {"error": f"internal error: {type(exc).__name__}: {exc}"}
-            return handler
-
-        server.command(name)(make(action))
-
-    @server.command(REFINE)
-    async def refine(ls, *args):
-        try:
-            return await run_action(ls, "refine", args)
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:  # a command answers, whatever happened
-            log.exception("assistant refine failed")
-            return {"error": f"internal error: {type(exc).__name__}: {exc}"}
+    for name, action in (*ACTION_OF.items(), (REFINE, "refine")):
+        server.answering_command(name, lambda ls, *args, action=action: run_action(ls, action, args))
 
     @server.command(CANCEL_ASSISTANT)
     def cancel(ls, *args):

@@ -13,6 +13,7 @@ from pygls.uris import from_fs_path, to_fs_path
 from analyzers.specs import find_specs
 
 from ..commands import RUN_CHECKS
+from ..server import log_task_failure
 from .latency import lens_title
 
 if TYPE_CHECKING:
@@ -115,9 +116,7 @@ def register(server: "KernelLanguageServer") -> None:
         text = ls.current_text(path)
         if text is None or not specced_kernels(text):
             return
-        task = asyncio.ensure_future(ls.run_checks(path))
-        task.add_done_callback(lambda t: t.cancelled() or t.exception() and log.error(
-            "checks of %s failed", path, exc_info=t.exception()))
+        asyncio.ensure_future(ls.run_checks(path)).add_done_callback(log_task_failure)
 
     @server.feature(types.TEXT_DOCUMENT_CODE_LENS, types.CodeLensOptions(resolve_provider=False))
     def code_lens(ls: "KernelLanguageServer", params: types.CodeLensParams):

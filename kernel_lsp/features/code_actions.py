@@ -100,6 +100,8 @@ def _tiling_action(ls: "KernelLanguageServer", path: str, uri: str, doc, line: i
     from ..commands import OPTIMIZE_TILING
     from .checks import specced_kernels
 
+    if ls.state.settings.checks == "off":  # the search runs the launcher
+        return None
     entry = ls.state.index.get(path)
     analysis = entry.analysis if entry else None
     kernel = next((k for k in analysis.kernels if k.span.contains_line(line)), None) if analysis else None

@@ -21,6 +21,7 @@ from pygls.uris import from_fs_path
 
 from ..commands import SHOW_IR
 from ..engine.compile.irmap import STAGES, ir_lines_for
+from ..engine.files import PRIVATE_DIR, ensure_private_dir
 
 if TYPE_CHECKING:
     from ..server import KernelLanguageServer
@@ -130,14 +131,11 @@ async def show_ir(ls: "KernelLanguageServer", uri: Any, line: Any, character: An
     text = asm[stage]
     lines = ir_lines_for(stage, text, job, user_line)
 
-    root = Path(ls.state.roots[0])
-    folder = root / ".kernel-lsp" / "ir"
+    folder = Path(ls.state.roots[0]) / PRIVATE_DIR / "ir"
     out = folder / f"{_slug(kernel.name)}.{_slug(target)}.{_slug(job.config_label)}.{stage}"
     try:
+        ensure_private_dir(ls.state.roots[0])
         folder.mkdir(parents=True, exist_ok=True)
-        ignore = root / ".kernel-lsp" / ".gitignore"
-        if not ignore.exists():
-            ignore.write_text("*\n")
         out.write_text(text if text.endswith("\n") else text + "\n")
     except OSError as exc:
         return _fail(ls, f"cannot write {out}: {exc}", kernel=kernel.name)

@@ -96,11 +96,11 @@ def hover_section(ls: "KernelLanguageServer", path: str, kernel: str) -> str | N
         lines += ["", f"⚠ {flagged[0].suspicious}: a result faster than the hardware allows usually means the kernel "
                   "skipped work or the timing missed it."]
     if ls.state.roots:
-        from ..engine.latency import load_history
+        from ..engine.latency import history_name, load_history
 
         # The same kind of figure only: measurements with measurements, estimates with estimates.
         largest = max(entries, key=lambda e: (_numel(e.shape), e.dtype))
-        history = [h for h in load_history(ls.state.roots[0], kernel)
+        history = [h for h in load_history(ls.state.roots[0], history_name(path, kernel))
                    if (h.get("source") == "estimate") != measured and h.get("shape") == list(largest.shape)
                    and h.get("dtype") == largest.dtype and h.get("us")][-8:]
         if len(history) > 1:

@@ -22,5 +22,5 @@ def test_estimates_are_recorded_with_their_change(tmp_path):
     same = _report(45.0)
     record_estimates(same, str(tmp_path))
     assert same.entries[0].change_vs_previous is None
-    history = load_history(str(tmp_path), "add_kernel")
+    history = load_history(str(tmp_path), "add.add_kernel")  # filed under the file's name and the kernel's
     assert [h["us"] for h in history] == [60.0, 45.0] and all(h["source"] == "estimate" for h in history)

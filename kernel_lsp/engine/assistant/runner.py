@@ -49,8 +49,8 @@ TITLES = {"optimize": "Optimize tiling", "port": "Port to NKI", "fix": "Fix this
           "time goes", "spec": "Write a correctness spec", "refine": "Refine"}
 PLANNED = ("optimize", "port")  # larger changes: a plan first, code after the user's "go"
 GO_WORDS = ("go", "ok", "yes", "accept", "proceed", "do it", "")
-FASTER_BY = 0.01
-_BASELINES: dict[tuple, Timing] = {}  # latency of texts already timed in this process (plan, then code)  # an optimization must beat the kernel it replaces by at least this fraction
+FASTER_BY = 0.01  # an optimization must beat the kernel it replaces by at least this fraction
+_BASELINES: dict[tuple, Timing] = {}  # latency of texts already timed in this process (plan, then code)
 
 
 @dataclass
@@ -255,9 +255,16 @@ class Assistant:
             request += f"\n\nThe last proposal of this session (already verified):\n```python\n{previous}```"
         content = self._context(session, path, text, kernel) + "\n\n" + request + \
             "\n\nWrite the code now: one ```python block."
+        tasks = [asyncio.ensure_future(self._chain(i + 1, content, turn, path, text, kernel, baseline_task))
+                 for i in range(self.config.candidates)]
         try:
-            chains = await asyncio.gather(*(self._chain(i + 1, content, turn, path, text, kernel, baseline_task)
-                                            for i in range(self.config.candidates)))
+            chains = await asyncio.gather(*tasks)
+        except BaseException:
+            # gather does not stop the other chains when one fails: stop them and their checks now.
+            self.env.cancel.set()
+            for task in tasks:
+                task.cancel()
+            raise
         finally:
             if baseline_task is not None and not baseline_task.done():
                 baseline_task.cancel()

@@ -109,7 +109,11 @@ class SessionStore:
             return Session(sid, path, kernel)
 
     def save(self, session: Session) -> None:
+        from ..files import PRIVATE_DIR, ensure_private_dir
+
         try:
+            if self.dir.parent.name == PRIVATE_DIR:  # the workspace's own folder: never committed
+                ensure_private_dir(self.dir.parent.parent)
             self.dir.mkdir(parents=True, exist_ok=True)
             data = {"id": session.id, "path": session.path, "kernel": session.kernel,
                     "turns": [asdict(t) for t in session.turns]}

@@ -18,7 +18,7 @@ from analyzers.specs import find_specs
 
 from .code import spec_texts
 
-# (path, text) -> the compile problems (KC001-KC006) of every kernel of that text, for the configured targets
+# (path, text) -> the compile problems (KC001-KC007) of every kernel of that text, for the configured targets
 CompileFn = Callable[[str, str], Awaitable[list[Problem]]]
 
 

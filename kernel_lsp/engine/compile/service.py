@@ -1,5 +1,5 @@
 """The compile service: plans a file's compile jobs, serves them from the result cache or the worker pool, and
-turns the results into problems (KC001–KC006, registered in analyzers/rules/compile.py).
+turns the results into problems (KC001–KC007, registered in analyzers/rules/compile.py).
 
 No triton import here: compiles run in `WorkerPool` processes (`compile_job` below is what they execute). The
 pool starts lazily, on the first cache miss, so a workspace that never compiles starts no process and writes

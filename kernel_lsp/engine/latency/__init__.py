@@ -32,7 +32,7 @@ from pathlib import Path
 from analyzers.hardware import Hardware, device_for_target, get_device
 from analyzers.roofline import ArgTraffic, Estimate, Resources, Work, estimate, format_us, roofline_floor_us
 
-from .history import history_dir, load_history, record_history
+from .history import history_dir, history_name, load_history, record_history
 from .timing import Timing, suspicious
 
 __all__ = [
@@ -42,6 +42,7 @@ __all__ = [
     "count_work",
     "estimate_file",
     "history_dir",
+    "history_name",
     "load_history",
     "measure_file",
     "record_estimates",
@@ -280,14 +281,15 @@ def record_estimates(report: LatencyReport, root: str) -> None:
     for e in report.entries:
         if e.source != "estimate" or not e.chosen or e.us is None:
             continue
-        same = [h for h in load_history(root, e.kernel) if h.get("source") == "estimate"
+        name = history_name(report.path, e.kernel)
+        same = [h for h in load_history(root, name) if h.get("source") == "estimate"
                 and h.get("shape") == list(e.shape) and h.get("dtype") == e.dtype and h.get("device") == e.device]
         if same and same[-1].get("us"):
             e.change_vs_previous = e.us / float(same[-1]["us"]) - 1.0
             if abs(e.change_vs_previous) < 1e-9 and same[-1].get("config") == e.config:
                 e.change_vs_previous = None  # nothing changed since: no "+0%"
                 continue
-        record_history(root, e.kernel, {"source": "estimate", "shape": list(e.shape), "dtype": e.dtype,
+        record_history(root, name, {"source": "estimate", "shape": list(e.shape), "dtype": e.dtype,
                                         "device": e.device, "us": e.us, "config": e.config})
 
 
@@ -313,12 +315,13 @@ def measure_file(path: str, source: str | None, kernels: Sequence[str] | None = 
     if not answer.get("ok"):
         report.errors.append(answer.get("error") or "timing failed")
     for point in answer.get("results", ()):
-        report.entries.append(measured_entry(point, root if history else None, floor_device))
+        report.entries.append(measured_entry(point, root if history else None, floor_device, path=path))
     report.seconds = time.perf_counter() - started
     return report
 
 
-def measured_entry(point: dict, root: str | None, floor_device: Hardware | str | None = None) -> KernelLatency:
+def measured_entry(point: dict, root: str | None, floor_device: Hardware | str | None = None, *,
+                   path: str | None = None) -> KernelLatency:
     base = {"kernel": point.get("kernel") or "", "spec": point.get("spec"),
             "shape": tuple(point.get("shape") or ()), "dtype": point.get("dtype") or ""}
     if point.get("error"):
@@ -336,12 +339,13 @@ def measured_entry(point: dict, root: str | None, floor_device: Hardware | str |
                           suspicious=suspicious(t.median_us, ref.median_us if ref else None, floor),
                           config=str(point.get("overrides") or ""))
     if root:
-        previous = load_history(root, entry.kernel)
+        name = history_name(path, entry.kernel)
+        previous = load_history(root, name)
         same = [h for h in previous if h.get("shape") == list(entry.shape) and h.get("dtype") == entry.dtype
                 and h.get("device") == device]
         if same and same[-1].get("us"):
             entry.change_vs_previous = t.median_us / float(same[-1]["us"]) - 1.0
-        record_history(root, entry.kernel, {"shape": list(entry.shape), "dtype": entry.dtype, "device": device,
+        record_history(root, name, {"shape": list(entry.shape), "dtype": entry.dtype, "device": device,
                                             "us": t.median_us, "iqr_us": t.iqr_us, "reference_us": entry.reference_us,
                                             "config": entry.config})
     return entry

@@ -15,6 +15,12 @@ MAX_ENTRIES = 200
 _LOCK = threading.Lock()
 
 
+def history_name(path: str | None, kernel: str) -> str:
+    """What a kernel's history is filed under: its file's name and the kernel's (two files may each define an
+    `add_kernel`)."""
+    return f"{Path(path).stem}.{kernel}" if path else kernel
+
+
 def history_dir(root: str | os.PathLike) -> Path:
     return Path(root) / ".kernel-lsp" / "history"
 
@@ -34,18 +40,25 @@ def load_history(root: str | os.PathLike, kernel: str) -> list[dict]:
 
 def record_history(root: str | os.PathLike, kernel: str, entry: dict) -> list[dict]:
     """Append `entry` (stamped with the time) to the kernel's history; returns the history after it."""
+    from ..files import ensure_private_dir
+
     with _LOCK:
         entries = load_history(root, kernel)
         entries.append({"time": time.time(), **entry})
         entries = entries[-MAX_ENTRIES:]
         path = _file(root, kernel)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".json")
+        try:
+            ensure_private_dir(root)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".json")
+        except OSError:  # a read-only or full workspace: the figures stand without their history
+            return entries
         try:
             with os.fdopen(fd, "w", encoding="utf-8") as f:
                 json.dump(entries, f, indent=1)
             os.replace(tmp, path)
-        except BaseException:
+        except BaseException as exc:
             Path(tmp).unlink(missing_ok=True)
-            raise
+            if not isinstance(exc, OSError):
+                raise
     return entries

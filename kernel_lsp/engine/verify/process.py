@@ -172,7 +172,6 @@ class _Run:
 
 
 def check(request: CheckRequest, cancel: threading.Event | None = None) -> CheckReport:
-    started = time.monotonic()
     verdicts: list[Verdict] = []
     errors: list[tuple[int | None, str]] = []
     done: list[str] = []
@@ -251,5 +250,4 @@ def check(request: CheckRequest, cancel: threading.Event | None = None) -> Check
             done.append(current["spec"])
         finally:
             run.close()
-    del started
     return CheckReport(request.path, tuple(verdicts), tuple(errors))
