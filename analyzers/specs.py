@@ -66,6 +66,11 @@ def find_specs(text: str) -> list[SpecSite]:
         return []
 
 
+def specced_kernels(text: str) -> set[str]:
+    """Names of the kernels of a text that have a spec (the name given as `kernel=`, without a module prefix)."""
+    return {site.kernel.rsplit(".", 1)[-1] for site in find_specs(text) if site.kernel}
+
+
 def _enclosing_function(body: list[ast.stmt], line: int) -> ast.FunctionDef | None:
     best = None
     for node in ast.walk(ast.Module(body=body, type_ignores=[])):

@@ -639,6 +639,13 @@ class KernelLanguageServer(LanguageServer):
                     "\"*bf16\"}}); hover a kernel's name to see what each compile assumed.", types.MessageType.Info)
                 return
 
+    def kernel_at(self, path: str, line: int | None):
+        """The Triton kernel whose definition holds this line of the file's current analysis (None: none there)."""
+        entry = self.state.index.get(path)
+        if line is None or entry is None or entry.analysis is None:
+            return None
+        return next((k for k in entry.analysis.kernels if k.span.contains_line(line)), None)
+
     def note_focus(self, path: str | None, line: int) -> None:
         """Where the user is looking in a document (from the requests the editor makes at the cursor)."""
         if path is not None:

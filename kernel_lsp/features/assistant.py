@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from lsprotocol import types
 from pygls.uris import to_fs_path
 
-from analyzers.specs import find_specs
+from analyzers.specs import specced_kernels
 
 from .. import convert
 from ..commands import ASSISTANT_OPTIMIZE, CANCEL_ASSISTANT, EXPLAIN_TIME, FIX_THIS, PORT_TO_NKI, REFINE, WRITE_SPEC
@@ -69,11 +69,12 @@ def _arguments(args: tuple) -> dict[str, Any]:
 
 
 def _kernel_at(ls: KernelLanguageServer, path: str, line: int | None):
-    entry = ls.state.index.get(path)
-    kernels = entry.analysis.kernels if entry and entry.analysis else []
+    """The kernel at the line; without a line, the file's only kernel."""
     if line is None:
+        entry = ls.state.index.get(path)
+        kernels = entry.analysis.kernels if entry and entry.analysis else []
         return kernels[0] if len(kernels) == 1 else None
-    return next((k for k in kernels if k.span.contains_line(line)), None)
+    return ls.kernel_at(path, line)
 
 
 def _problem_at(ls: KernelLanguageServer, path: str, line: int) -> dict | None:
@@ -247,7 +248,7 @@ def assistant_actions(ls: KernelLanguageServer, params: types.CodeActionParams) 
     caps = ls.client_capabilities.text_document
     disabled_support = bool(caps and caps.code_action and caps.code_action.disabled_support)
     key = has_key(ls)
-    specced = any(s.kernel and s.kernel.rsplit(".", 1)[-1] == kernel.name for s in find_specs(doc.source))
+    specced = kernel.name in specced_kernels(doc.source)
     where = {"uri": uri, "line": line, "character": params.range.start.character}
     actions: list[types.CodeAction] = []
 

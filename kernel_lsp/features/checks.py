@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from lsprotocol import types
 from pygls.uris import from_fs_path, to_fs_path
 
-from analyzers.specs import find_specs
+from analyzers.specs import specced_kernels
 
 from ..commands import RUN_CHECKS
 from ..server import log_task_failure
@@ -20,11 +20,6 @@ if TYPE_CHECKING:
     from ..server import KernelLanguageServer
 
 log = logging.getLogger(__name__)
-
-
-def specced_kernels(text: str) -> set[str]:
-    """Kernels of a text that have a spec (the name given as `kernel=`, without a module prefix)."""
-    return {site.kernel.rsplit(".", 1)[-1] for site in find_specs(text) if site.kernel}
 
 
 def _position_argument(args: tuple) -> tuple[str | None, int | None]:
@@ -52,9 +47,7 @@ async def run_checks_command(ls: "KernelLanguageServer", *args: Any) -> dict[str
     kernels: tuple[str, ...] | None = None
     if line is not None:
         path = ls.ensure_current(uri) or path
-        entry = ls.state.index.get(path)
-        kernel = next((k for k in (entry.analysis.kernels if entry and entry.analysis else ())
-                       if k.span.contains_line(line)), None)
+        kernel = ls.kernel_at(path, line)
         if kernel is not None:
             if kernel.name not in specced:
                 return {"error": f"{kernel.name} has no correctness spec: use the code action \"Write a "

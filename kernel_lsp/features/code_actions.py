@@ -98,13 +98,11 @@ def _own_actions(ls: "KernelLanguageServer", params: types.CodeActionParams) -> 
 def _tiling_action(ls: "KernelLanguageServer", path: str, uri: str, doc, line: int) -> types.CodeAction | None:
     """"Optimize tiling" for a kernel at the cursor that has a spec: the search runs when the user picks it."""
     from ..commands import OPTIMIZE_TILING
-    from .checks import specced_kernels
+    from analyzers.specs import specced_kernels
 
     if ls.state.settings.checks == "off":  # the search runs the launcher
         return None
-    entry = ls.state.index.get(path)
-    analysis = entry.analysis if entry else None
-    kernel = next((k for k in analysis.kernels if k.span.contains_line(line)), None) if analysis else None
+    kernel = ls.kernel_at(path, line)
     if kernel is None or kernel.name not in specced_kernels(doc.source):
         return None
     title = f"Optimize tiling of {kernel.name}"
@@ -115,13 +113,12 @@ def _tiling_action(ls: "KernelLanguageServer", path: str, uri: str, doc, line: i
 def _starter_spec_action(ls: "KernelLanguageServer", path: str, uri: str, doc, pos: convert.Positions,
                          line: int) -> types.CodeAction | None:
     """"Write a correctness spec" for the kernel at the cursor when it has none: inserted after its launcher."""
-    from analyzers.specs import find_specs, starter_spec
+    from analyzers.specs import specced_kernels, starter_spec
 
-    entry = ls.state.index.get(path)
-    analysis = entry.analysis if entry else None
-    kernel = next((k for k in analysis.kernels if k.span.contains_line(line)), None) if analysis else None
-    if kernel is None or any(s.kernel and s.kernel.rsplit(".", 1)[-1] == kernel.name for s in find_specs(doc.source)):
+    kernel = ls.kernel_at(path, line)
+    if kernel is None or kernel.name in specced_kernels(doc.source):
         return None
+    analysis = ls.state.index.get(path).analysis
     sites = [s for s in analysis.launch_sites if s.target == kernel.name]
     text = starter_spec(kernel, sites, doc.source)
     after = kernel.span.end_line

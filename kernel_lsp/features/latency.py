@@ -111,7 +111,9 @@ def hover_section(ls: "KernelLanguageServer", path: str, kernel: str) -> str | N
 
 
 async def optimize_tiling(ls: "KernelLanguageServer", *args: Any) -> dict[str, Any]:
-    from .checks import _position_argument, specced_kernels
+    from analyzers.specs import specced_kernels
+
+    from .checks import _position_argument
 
     uri, line = _position_argument(args)
     path = ls.ensure_current(uri) if uri else None
@@ -121,9 +123,7 @@ async def optimize_tiling(ls: "KernelLanguageServer", *args: Any) -> dict[str, A
     if ls.state.settings.checks == "off":  # the search runs the launcher to count, time and verify
         return {"error": "optimizing runs the kernel's launcher, and checks are off (the `checks` setting; "
                          "untrusted VS Code workspaces turn it off)"}
-    entry = ls.state.index.get(path)
-    kernel = next((k for k in (entry.analysis.kernels if entry and entry.analysis else ())
-                   if k.span.contains_line(line)), None)
+    kernel = ls.kernel_at(path, line)
     if kernel is None:
         return {"error": "no Triton kernel at this line"}
     text, version = doc.source, doc.version

@@ -132,7 +132,9 @@ def answer(report: ProfileReport) -> dict[str, Any]:
 
 
 async def profile_lines(ls: KernelLanguageServer, *args: Any) -> dict[str, Any]:
-    from .checks import _position_argument, specced_kernels
+    from analyzers.specs import specced_kernels
+
+    from .checks import _position_argument
 
     uri, line = _position_argument(args)
     path = to_fs_path(uri) if uri else None
@@ -148,9 +150,7 @@ async def profile_lines(ls: KernelLanguageServer, *args: Any) -> dict[str, Any]:
     kernels: tuple[str, ...] | None = None
     if line is not None:
         path = ls.ensure_current(uri) or path
-        entry = ls.state.index.get(path)
-        kernel = next((k for k in (entry.analysis.kernels if entry and entry.analysis else ())
-                       if k.span.contains_line(line)), None)
+        kernel = ls.kernel_at(path, line)
         if kernel is not None:
             if kernel.name not in specced:
                 return {"error": f"{kernel.name} has no correctness spec: profiling needs its inputs and bench "

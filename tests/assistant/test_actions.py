@@ -216,7 +216,7 @@ async def test_cancel_stops_the_model_call(start, fake):
     running = asyncio.ensure_future(s.command("kernel-lsp.refine", at(uri, instruction="anything")))
     await wait_until(lambda: len(fake.requests) == 1)
     assert await s.command("kernel-lsp.cancelAssistant") == {"cancelled": 1}
-    assert (await asyncio.wait_for(running, 5))["cancelled"] is True
+    assert (await asyncio.wait_for(running, 15))["cancelled"] is True
 
     # The editor cancels the request itself ($/cancelRequest): the work stops too.
     params = types.ExecuteCommandParams(command="kernel-lsp.refine", arguments=[at(uri, instruction="again")])
@@ -225,8 +225,8 @@ async def test_cancel_stops_the_model_call(start, fake):
     await wait_until(lambda: len(fake.requests) == 2)
     s.client.cancel_request(types.CancelParams(id="assist-1"))
     with pytest.raises(Exception, match="cancel"):
-        await asyncio.wait_for(request, 5)
-    for _ in range(50):
+        await asyncio.wait_for(request, 15)
+    for _ in range(200):  # 10 s: a loaded 2-core machine may take a while to reap the work
         if (await s.command("kernel-lsp.cancelAssistant")) == {"cancelled": 0}:
             break
         await asyncio.sleep(0.05)

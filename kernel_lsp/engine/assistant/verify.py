@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from analyzers import analyze_source
 from analyzers.model import Problem, Severity
 from analyzers.roofline import format_us
-from analyzers.specs import find_specs
+from analyzers.specs import specced_kernels
 
 from .code import spec_texts
 
@@ -55,7 +55,7 @@ class Verified:
 
 
 def has_spec(text: str, kernel: str) -> bool:
-    return any(s.kernel and s.kernel.rsplit(".", 1)[-1] == kernel for s in find_specs(text))
+    return kernel in specced_kernels(text)
 
 
 async def in_thread(env: Environment, fn, *args, **kwargs):
