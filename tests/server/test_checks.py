@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import asyncio
+
 import pytest
 from lsprotocol import types
 
@@ -102,3 +104,36 @@ async def test_starter_spec_code_action_and_a_kernel_without_spec(start):
     statuses = [v["status"] for v in result["verdicts"]]
     assert statuses and "correct" not in statuses, result
     assert any("reference" in v["message"] for v in result["verdicts"]) or result["errors"], result
+
+
+async def test_a_cancelled_check_stops_its_process(start):
+    # A launcher that takes 60 s: only a cancel that reaches the checking process ends it sooner.
+    slow = EXAMPLE.replace('    """x + y for two contiguous tensors of the same shape, dtype and device."""',
+                           '    """x + y for two contiguous tensors of the same shape, dtype and device."""\n'
+                           '    import time\n    time.sleep(60)')
+    s = await start({"slow.py": slow}, options={"checkDevice": "interpreter", "checkTimeoutS": 120})
+    uri = s.open("slow.py")
+    params = types.ExecuteCommandParams(command="kernel-lsp.runChecks", arguments=[{"uri": uri}])
+    request = asyncio.ensure_future(s.client.protocol.send_request_async(
+        types.WORKSPACE_EXECUTE_COMMAND, params, msg_id="check-1"))
+    await until(lambda: s.command("kernel-lsp.status"), lambda st: st["checks"]["running"] == 1, timeout=20)
+
+    def runners() -> list[str]:  # checking processes still alive (the launcher would sleep for a minute)
+        found = []
+        for proc in Path("/proc").iterdir():
+            try:
+                if proc.name.isdigit() and b"kernel_lsp.engine.verify.runner" in (proc / "cmdline").read_bytes():
+                    found.append(proc.name)
+            except OSError:
+                pass
+        return found
+
+    assert runners()  # the check is running in its own process
+    s.client.cancel_request(types.CancelParams(id="check-1"))
+    with pytest.raises(Exception, match="cancel"):
+        await asyncio.wait_for(request, 15)
+    status = await until(lambda: s.command("kernel-lsp.status"), lambda st: st["checks"]["running"] == 0,
+                         timeout=15)
+    assert status["checks"]["run"] == 0  # nothing was published for the cancelled check
+
+    await until(lambda: asyncio.sleep(0, runners()), lambda alive: not alive, timeout=15)
