@@ -33,13 +33,15 @@ def _position_argument(args: tuple) -> tuple[str | None, int | None]:
     return uri, line
 
 
-async def run_checks_command(ls: "KernelLanguageServer", *args: Any) -> dict[str, Any]:
+def spec_request(ls: "KernelLanguageServer", args: tuple, command: str, why: str
+                 ) -> tuple[str, str, tuple[str, ...] | None] | dict[str, Any]:
+    """(path, text, kernels) for a command that works on specs: the kernel under the given line, or every spec'd
+    kernel of the file (None) without a line; or the command's {"error": ...} answer. `why`: what the spec is
+    needed for, said when the kernel has none."""
     uri, line = _position_argument(args)
     path = to_fs_path(uri) if uri else None
     if not path:
-        return {"error": "runChecks needs the document's uri (and optionally a line)"}
-    if ls.state.settings.checks == "off":
-        return {"error": "checks are off (set the `checks` setting to \"save\" or \"request\")"}
+        return {"error": f"{command} needs the document's uri (and optionally a line)"}
     text = ls.current_text(path)
     if text is None:
         return {"error": f"cannot read {path}"}
@@ -50,11 +52,21 @@ async def run_checks_command(ls: "KernelLanguageServer", *args: Any) -> dict[str
         kernel = ls.kernel_at(path, line)
         if kernel is not None:
             if kernel.name not in specced:
-                return {"error": f"{kernel.name} has no correctness spec: use the code action \"Write a "
-                                 "correctness spec\" (docs/specs.md)", "kernel": kernel.name}
+                return {"error": f"{kernel.name} has no correctness spec: {why} (docs/specs.md)",
+                        "kernel": kernel.name}
             kernels = (kernel.name,)
     if kernels is None and not specced:
         return {"error": f"{path} has no correctness spec (docs/specs.md)"}
+    return path, text, kernels
+
+
+async def run_checks_command(ls: "KernelLanguageServer", *args: Any) -> dict[str, Any]:
+    if ls.state.settings.checks == "off":
+        return {"error": "checks are off (set the `checks` setting to \"save\" or \"request\")"}
+    found = spec_request(ls, args, "runChecks", "use the code action \"Write a correctness spec\"")
+    if isinstance(found, dict):
+        return found
+    path, _, kernels = found
     report = await ls.run_checks(path, kernels)
     if report is None:
         return {"error": "the check was superseded by a newer one"}

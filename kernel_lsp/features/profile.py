@@ -11,7 +11,6 @@ import threading
 from typing import TYPE_CHECKING, Any
 
 from lsprotocol import types
-from pygls.uris import to_fs_path
 
 import analyzers.rules.profile  # noqa: F401 - registers KP001
 from analyzers.model import Problem, Span
@@ -132,32 +131,15 @@ def answer(report: ProfileReport) -> dict[str, Any]:
 
 
 async def profile_lines(ls: KernelLanguageServer, *args: Any) -> dict[str, Any]:
-    from analyzers.specs import specced_kernels
+    from .checks import spec_request
 
-    from .checks import _position_argument
-
-    uri, line = _position_argument(args)
-    path = to_fs_path(uri) if uri else None
-    if not path:
-        return {"error": "profileLines needs the document's uri (and optionally a line)"}
     if ls.state.settings.checks == "off":  # profiling runs the file's launcher, as checks do
         return {"error": "profiling runs the kernel's launcher, and checks are off (the `checks` setting; "
                          "untrusted VS Code workspaces turn it off)"}
-    text = ls.current_text(path)
-    if text is None:
-        return {"error": f"cannot read {path}"}
-    specced = specced_kernels(text)
-    kernels: tuple[str, ...] | None = None
-    if line is not None:
-        path = ls.ensure_current(uri) or path
-        kernel = ls.kernel_at(path, line)
-        if kernel is not None:
-            if kernel.name not in specced:
-                return {"error": f"{kernel.name} has no correctness spec: profiling needs its inputs and bench "
-                                 "shapes (docs/specs.md)", "kernel": kernel.name}
-            kernels = (kernel.name,)
-    if kernels is None and not specced:
-        return {"error": f"{path} has no correctness spec to profile (docs/specs.md)"}
+    found = spec_request(ls, args, "profileLines", "profiling needs its inputs and bench shapes")
+    if isinstance(found, dict):
+        return found
+    path, text, kernels = found
     from ..engine.profile import profile_file
 
     previous = ls.state.profiling.get(path)
