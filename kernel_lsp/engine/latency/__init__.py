@@ -21,7 +21,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import subprocess
 import sys
 import threading
 import time
@@ -32,6 +31,7 @@ from pathlib import Path
 from analyzers.hardware import Hardware, device_for_target, get_device
 from analyzers.roofline import ArgTraffic, Estimate, Resources, Work, estimate, format_us, roofline_floor_us
 
+from ..proc import Stopped, run_group
 from .history import history_dir, history_name, load_history, record_history
 from .timing import Timing, suspicious
 
@@ -119,42 +119,20 @@ def run_worker(request: dict, *, interpret: bool, timeout: float, cancel: thread
         env["TRITON_INTERPRET"] = "1"
     else:
         env.pop("TRITON_INTERPRET", None)
-    proc = subprocess.Popen([sys.executable, "-m", "kernel_lsp.engine.latency.worker"], stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=request.get("root") or None,
-                            start_new_session=True)
-    out: dict[str, bytes] = {}
-
-    def talk():
-        out["stdout"], out["stderr"] = proc.communicate(json.dumps(request).encode())
-
-    reader = threading.Thread(target=talk, daemon=True)
-    reader.start()
-    deadline = time.monotonic() + timeout
-    while reader.is_alive():
-        reader.join(0.05)
-        if cancel is not None and cancel.is_set():
-            _kill(proc)
-            reader.join(5)
-            raise WorkerError("cancelled")
-        if time.monotonic() > deadline:
-            _kill(proc)
-            reader.join(5)
-            raise WorkerError(f"no answer within {timeout:g} s; the worker was stopped")
-    text = (out.get("stdout") or b"").decode(errors="replace")
-    if proc.returncode != 0 or not text.strip():
-        tail = (out.get("stderr") or b"").decode(errors="replace").strip().splitlines()[-5:]
-        raise WorkerError(f"the latency worker ended with code {proc.returncode}: {' | '.join(tail) or 'no output'}")
+    try:
+        done = run_group([sys.executable, "-m", "kernel_lsp.engine.latency.worker"], timeout=timeout, cancel=cancel,
+                         input=json.dumps(request).encode(), env=env, cwd=request.get("root") or None)
+    except Stopped as exc:
+        raise WorkerError("cancelled" if exc.reason == "cancelled"
+                          else f"no answer within {timeout:g} s; the worker was stopped") from None
+    text = done.stdout.decode(errors="replace")
+    if done.returncode != 0 or not text.strip():
+        tail = done.stderr.decode(errors="replace").strip().splitlines()[-5:]
+        raise WorkerError(f"the latency worker ended with code {done.returncode}: {' | '.join(tail) or 'no output'}")
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
         raise WorkerError(f"unreadable answer from the latency worker: {exc}") from exc
-
-
-def _kill(proc: subprocess.Popen) -> None:
-    try:
-        os.killpg(proc.pid, 9)
-    except (ProcessLookupError, PermissionError):
-        pass
 
 
 # --- estimates -----------------------------------------------------------------------------------------------------

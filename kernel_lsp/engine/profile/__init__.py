@@ -19,8 +19,6 @@ import json
 import math
 import os
 import shutil
-import signal
-import subprocess
 import sys
 import tempfile
 import threading
@@ -28,6 +26,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from ..proc import Stopped, run_group
 from . import ncu_csv
 from .ncu_csv import Advice, LineStat
 
@@ -122,25 +121,12 @@ def _env() -> dict[str, str]:
 
 def run_process(cmd: list[str], timeout: float, cancel: threading.Event | None, cwd: str | None = None
                 ) -> tuple[int, str]:
-    """Run in its own process group; (exit code, stdout+stderr). Timeout and cancel kill the whole group."""
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                            env=_env(), cwd=cwd, start_new_session=True)
-    out: dict[str, bytes] = {}
-    reader = threading.Thread(target=lambda: out.update(stdout=proc.communicate()[0]), daemon=True)
-    reader.start()
-    deadline = time.monotonic() + timeout
-    while reader.is_alive():
-        reader.join(0.05)
-        stop = "cancelled" if cancel is not None and cancel.is_set() else (
-            "timeout" if time.monotonic() > deadline else None)
-        if stop:
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
-            reader.join(5)
-            raise ProfileError("cancelled" if stop == "cancelled" else f"no result within {timeout:g} s")
-    return proc.returncode, (out.get("stdout") or b"").decode(errors="replace")
+    """(exit code, stdout+stderr) of `cmd` in its own process group; timeout and cancel kill the whole group."""
+    try:
+        done = run_group(cmd, timeout=timeout, cancel=cancel, env=_env(), cwd=cwd, merge_stderr=True)
+    except Stopped as exc:
+        raise ProfileError("cancelled" if exc.reason == "cancelled" else f"no result within {timeout:g} s") from None
+    return done.returncode, done.stdout.decode(errors="replace")
 
 
 def _driver_cmd(request_path: str, status_path: str) -> list[str]:

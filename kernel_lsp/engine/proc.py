@@ -1,0 +1,55 @@
+"""One child process in its own process group, with a timeout and a cancel event: what the latency worker and
+the profiler (and Nsight Compute under it) run through. A timeout or a cancel kills the whole group, so nothing the
+child started outlives it."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import threading
+import time
+from dataclasses import dataclass
+
+
+class Stopped(Exception):
+    """The child was killed: `reason` is "cancelled" or "timeout"."""
+
+    def __init__(self, reason: str):
+        super().__init__(reason)
+        self.reason = reason
+
+
+@dataclass(frozen=True)
+class Finished:
+    returncode: int
+    stdout: bytes
+    stderr: bytes  # empty when stderr was merged into stdout
+
+
+def run_group(cmd: list[str], *, timeout: float, cancel: threading.Event | None = None, input: bytes | None = None,
+              env: dict[str, str] | None = None, cwd: str | None = None, merge_stderr: bool = False) -> Finished:
+    """Run `cmd` to its end, feeding it `input`; raise Stopped when `cancel` is set or `timeout` seconds pass."""
+    proc = subprocess.Popen(cmd, stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT if merge_stderr else subprocess.PIPE,
+                            env=env, cwd=cwd, start_new_session=True)
+    out: dict[str, bytes | None] = {}
+
+    def talk() -> None:  # communicate() in a thread: the loop below stays free to notice a cancel
+        out["stdout"], out["stderr"] = proc.communicate(input)
+
+    reader = threading.Thread(target=talk, daemon=True)
+    reader.start()
+    deadline = time.monotonic() + timeout
+    while reader.is_alive():
+        reader.join(0.05)
+        reason = "cancelled" if cancel is not None and cancel.is_set() else (
+            "timeout" if time.monotonic() > deadline else None)
+        if reason:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+            reader.join(5)
+            raise Stopped(reason)
+    return Finished(proc.returncode, out.get("stdout") or b"", out.get("stderr") or b"")
