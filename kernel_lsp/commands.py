@@ -8,6 +8,7 @@ checked against this table, so a command can never exist in one place only.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -69,3 +70,23 @@ COMMANDS: tuple[ServerCommand, ...] = (
 )
 
 BY_NAME = {c.name: c for c in COMMANDS}
+
+
+POSITION = ("uri", "line", "character")
+
+
+def command_arguments(args: tuple, names: tuple[str, ...] = POSITION) -> dict[str, Any]:
+    """A command's arguments as one object: the object a client sends, or positional values named in order."""
+    if len(args) == 1 and isinstance(args[0], dict):
+        return dict(args[0])
+    if len(args) == 1 and isinstance(args[0], (list, tuple)):
+        args = tuple(args[0])
+    return dict(zip(names, args))
+
+
+def position_argument(args: tuple) -> tuple[str | None, int | None]:
+    """(uri, 0-based line) of a "position" or "uri" command; None for what is missing or of the wrong type."""
+    given = command_arguments(args)
+    uri, line = given.get("uri"), given.get("line")
+    return (uri if isinstance(uri, str) else None,
+            line if isinstance(line, int) and not isinstance(line, bool) else None)

@@ -740,11 +740,8 @@ class KernelLanguageServer(LanguageServer):
         paths = set(paths)
         if not paths:
             return
-        if hints and self.state.inlay_hint_refresh:
-            try:
-                self.workspace_inlay_hint_refresh(None)
-            except Exception:  # noqa: BLE001
-                log.debug("inlay hint refresh failed", exc_info=True)
+        if hints:
+            self.refresh_hints()
         if self.state.pull and self.state.refresh_support:
             try:
                 self.workspace_diagnostic_refresh(None)

@@ -21,7 +21,8 @@ from pygls.uris import to_fs_path
 from analyzers.specs import specced_kernels
 
 from .. import convert
-from ..commands import ASSISTANT_OPTIMIZE, CANCEL_ASSISTANT, EXPLAIN_TIME, FIX_THIS, PORT_TO_NKI, REFINE, WRITE_SPEC
+from ..commands import (ASSISTANT_OPTIMIZE, CANCEL_ASSISTANT, EXPLAIN_TIME, FIX_THIS, PORT_TO_NKI, POSITION, REFINE,
+                        WRITE_SPEC, command_arguments)
 from ..engine.gpu import runs_on_gpu
 
 if TYPE_CHECKING:
@@ -54,18 +55,6 @@ def has_key(ls: KernelLanguageServer) -> bool:
     from ..engine.assistant.model import resolve_key
 
     return bool(resolve_key(ls.state.settings.assistant_api_key))
-
-
-def _arguments(args: tuple) -> dict[str, Any]:
-    """{uri, line, character, ...} from one object, or positional uri, line, character[, instruction]."""
-    if len(args) == 1 and isinstance(args[0], dict):
-        return dict(args[0])
-    if len(args) == 1 and isinstance(args[0], (list, tuple)):
-        args = tuple(args[0])
-    out: dict[str, Any] = {}
-    for key, value in zip(("uri", "line", "character", "instruction"), args):
-        out[key] = value
-    return out
 
 
 def _kernel_at(ls: KernelLanguageServer, path: str, line: int | None):
@@ -125,7 +114,7 @@ async def run_action(ls: KernelLanguageServer, action: str, args: tuple) -> dict
     """One assistant command: validate, run the engine with progress, turn its result into the answer."""
     from ..engine.assistant import TITLES
 
-    given = _arguments(args)
+    given = command_arguments(args, (*POSITION, "instruction"))
     uri = given.get("uri")
     if not isinstance(uri, str) or not (path := to_fs_path(uri)):
         return {"error": "the assistant needs the document's uri and the cursor's line"}

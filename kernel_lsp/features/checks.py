@@ -12,7 +12,7 @@ from pygls.uris import from_fs_path, to_fs_path
 
 from analyzers.specs import specced_kernels
 
-from ..commands import RUN_CHECKS
+from ..commands import RUN_CHECKS, position_argument
 from ..server import log_task_failure
 from .latency import lens_title
 
@@ -22,23 +22,12 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-def _position_argument(args: tuple) -> tuple[str | None, int | None]:
-    """(uri, line) from one {"uri", "line", ...} object, positional uri[, line, character], or nothing."""
-    if len(args) == 1 and isinstance(args[0], dict):
-        return args[0].get("uri"), args[0].get("line")
-    if len(args) == 1 and isinstance(args[0], (list, tuple)):
-        args = tuple(args[0])
-    uri = args[0] if args and isinstance(args[0], str) else None
-    line = args[1] if len(args) > 1 and isinstance(args[1], int) else None
-    return uri, line
-
-
 def spec_request(ls: "KernelLanguageServer", args: tuple, command: str, why: str
                  ) -> tuple[str, str, tuple[str, ...] | None] | dict[str, Any]:
     """(path, text, kernels) for a command that works on specs: the kernel under the given line, or every spec'd
     kernel of the file (None) without a line; or the command's {"error": ...} answer. `why`: what the spec is
     needed for, said when the kernel has none."""
-    uri, line = _position_argument(args)
+    uri, line = position_argument(args)
     path = to_fs_path(uri) if uri else None
     if not path:
         return {"error": f"{command} needs the document's uri (and optionally a line)"}

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from lsprotocol import types
 from pygls.uris import from_fs_path
 
-from ..commands import SHOW_IR
+from ..commands import POSITION, SHOW_IR, command_arguments
 from ..engine.compile.irmap import STAGES, ir_lines_for
 from ..engine.files import PRIVATE_DIR, ensure_private_dir
 
@@ -34,17 +34,6 @@ SHOW_DOCUMENT_TIMEOUT = 5.0
 
 def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9_]+", "-", text).strip("-").lower() or "default"
-
-
-def _arguments(args: tuple) -> tuple[Any, Any, Any, Any, Any]:
-    """(uri, line, character, stage, target) from positional arguments or one object of named ones."""
-    if len(args) == 1 and isinstance(args[0], dict):
-        a = args[0]
-        return a.get("uri"), a.get("line"), a.get("character"), a.get("stage"), a.get("target")
-    if len(args) == 1 and isinstance(args[0], (list, tuple)):
-        args = tuple(args[0])
-    padded = list(args) + [None] * (5 - len(args))
-    return tuple(padded[:5])  # type: ignore[return-value]
 
 
 def _first_run(lines: list[int]) -> tuple[int, int]:
@@ -161,7 +150,8 @@ def register(server: "KernelLanguageServer") -> None:
     @server.command(SHOW_IR)
     async def show_ir_command(ls, *args):  # unannotated: pygls resolves annotations of command handlers
         try:
-            return await show_ir(ls, *_arguments(args))
+            given = command_arguments(args, (*POSITION, "stage", "target"))
+            return await show_ir(ls, *(given.get(k) for k in (*POSITION, "stage", "target")))
         except Exception as exc:  # noqa: BLE001 - a command answers, whatever happened
             log.exception("showIR failed")
             return _fail(ls, f"internal error: {exc}")

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from analyzers.model import Span, TextEdit
 
 from .. import convert
-from ..commands import OPTIMIZE_TILING
+from ..commands import OPTIMIZE_TILING, position_argument
 
 if TYPE_CHECKING:
     from ..server import KernelLanguageServer
@@ -113,9 +113,7 @@ def hover_section(ls: "KernelLanguageServer", path: str, kernel: str) -> str | N
 async def optimize_tiling(ls: "KernelLanguageServer", *args: Any) -> dict[str, Any]:
     from analyzers.specs import specced_kernels
 
-    from .checks import _position_argument
-
-    uri, line = _position_argument(args)
+    uri, line = position_argument(args)
     path = ls.ensure_current(uri) if uri else None
     doc = ls.workspace.text_documents.get(uri) if uri else None
     if not path or doc is None or line is None:
