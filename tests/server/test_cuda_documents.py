@@ -3,12 +3,13 @@ registers, spills and shared memory as an inlay hint and a hover."""
 
 from __future__ import annotations
 
-import asyncio
 
 import pytest
 from lsprotocol import types
 
 from kernel_lsp.engine.cuda import find_nvcc
+
+from .conftest import until
 
 
 pytestmark = pytest.mark.skipif(find_nvcc() is None, reason="nvcc (CUDA toolkit) is not installed")
@@ -41,22 +42,13 @@ async def test_cu_buffer_errors_and_resources(start):
             range=types.Range(types.Position(0, 0), types.Position(20, 0))))
         return {h.position.line: h.label for h in found or []}
 
-    async def until(condition, what: str, timeout: float = 60.0):
-        deadline = asyncio.get_running_loop().time() + timeout
-        while True:
-            value = await what()
-            if condition(value):
-                return value
-            assert asyncio.get_running_loop().time() < deadline, value
-            await asyncio.sleep(0.1)
-
-    errors = await until(lambda d: any(x.code == "KC001" for x in d), lambda: s.diagnostics(uri))
+    errors = await until(lambda: s.diagnostics(uri), lambda d: any(x.code == "KC001" for x in d), timeout=60)
     [error] = [d for d in errors if d.code == "KC001"]
     assert error.range.start.line == 4 and '"b"' in error.message
     assert not any(d.code == "KL001" for d in errors)  # never parsed as Python
 
     s.set_text(uri, SOURCE)
-    by_line = await until(lambda h: h, hints)  # the fixed version compiled: every kernel has its resources
+    by_line = await until(hints, lambda h: h, timeout=60)  # the fixed version compiled: every kernel has its resources
     assert await s.diagnostics(uri) == []
     assert set(by_line) == {2, 7}
     assert "sm_90:" in by_line[7] and "sm_80:" in by_line[7] and "1 KiB smem" in by_line[7]
