@@ -5,6 +5,7 @@ that has none. Pure: no torch or triton import, never raises.
 from __future__ import annotations
 
 import ast
+import functools
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -66,9 +67,12 @@ def find_specs(text: str) -> list[SpecSite]:
         return []
 
 
-def specced_kernels(text: str) -> set[str]:
-    """Names of the kernels of a text that have a spec (the name given as `kernel=`, without a module prefix)."""
-    return {site.kernel.rsplit(".", 1)[-1] for site in find_specs(text) if site.kernel}
+@functools.lru_cache(maxsize=16)
+def specced_kernels(text: str) -> frozenset[str]:
+    """Names of the kernels of a text that have a spec (the name given as `kernel=`, without a module prefix).
+    Remembered per text: code lenses, code actions and commands ask it of the same buffer over and over, and each
+    answer is a parse of the whole file."""
+    return frozenset(site.kernel.rsplit(".", 1)[-1] for site in find_specs(text) if site.kernel)
 
 
 def _enclosing_function(body: list[ast.stmt], line: int) -> ast.FunctionDef | None:
