@@ -212,7 +212,8 @@ def _answer(ls: KernelLanguageServer, uri: str, path: str, version: int | None, 
 def cancel_all(ls: KernelLanguageServer) -> int:
     tasks = [t for t in state_of(ls).tasks if not t.done()]
     for task in tasks:
-        task.cancel()
+        if not task.cancelling():  # already winding down: cancelling again would cut its clean-up short
+            task.cancel()
     return len(tasks)
 
 

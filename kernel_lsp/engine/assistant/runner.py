@@ -103,7 +103,7 @@ class Assistant:
                 return await self._plan(session, turn, path, text, kernel)
             return await self._work(session, turn, path, text, kernel)
         finally:
-            await self._finish(session, turn)
+            self._finish(session, turn)
 
     async def refine(self, path: str, text: str, kernel: str, instruction: str) -> Result:
         """Continue the kernel's session: "go" (or an edited plan) after a plan, else a new request."""
@@ -126,14 +126,16 @@ class Assistant:
         try:
             return await self._work(session, turn, path, text, kernel, continuation=turn is not last)
         finally:
-            await self._finish(session, turn)
+            self._finish(session, turn)
 
-    async def _finish(self, session: Session, turn: Turn) -> None:
+    def _finish(self, session: Session, turn: Turn) -> None:
         if turn.state == "working":
             turn.state = "cancelled"
             turn.outcome = "cancelled by the user"
         turn.usage = self.usage.to_json()
-        await asyncio.to_thread(self.store.save, session)
+        # Saved in place, not in a thread: a second cancel arriving while the action winds down must not end the
+        # task before its turn is on disk (a few kB of JSON).
+        self.store.save(session)
 
     async def close(self) -> None:
         await self.client.close()
