@@ -15,6 +15,7 @@ import traceback
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import disk_change
 import index
 import latency
 import memory
@@ -33,6 +34,7 @@ def main(argv: list[str] | None = None) -> int:
         ("memory", "python bench/memory.py", lambda: memory.run(runs=1 if q else 3)),
         ("latency", "python bench/latency.py", lambda: latency.run()),
         ("index", "python bench/index.py", lambda: index.run(runs=1 if q else 5)),
+        ("disk change", "python bench/disk_change.py", lambda: disk_change.run(runs=6 if q else 20)),
     ]
     print(f"kernel-lsp language server benchmarks on {machine_line()}")
     code_at_start = code_line()

@@ -75,9 +75,10 @@ def test_inline_asm_blocks_belong_to_the_location_before_them(compiled) -> None:
             start = i
         elif line.strip().startswith("// end inline asm") and start is not None:
             blocks.append((start, i))
-    # The loads are inline asm whose own `.loc` lines count on from the load's line (16 9, 17 9, 18 9 ...):
-    # they must not make the load's instructions look like they came from the lines below it.
-    assert any(".loc" in lines[i] for s, e in blocks for i in range(s, e))
+    # The loads are inline asm. With triton 3.9 their own `.loc` lines count on from the load's line (16 9,
+    # 17 9, 18 9 ...; triton 3.6 emits none there): they must not make the load's instructions look like they
+    # came from the lines below it.
+    assert blocks
     for s, e in blocks:
         before = mapping.get(s - 1)
         for i in range(s, e + 1):

@@ -93,7 +93,7 @@ class _Lead:
         import torch
 
         self.torch, self.flush = torch, flush
-        self.flush_us = self._gpu_us(flush.zero_)
+        self.flush_us = min(self._gpu_us(flush.zero_) for _ in range(3))
         self.spin_cycles = 0
         self.extra_flushes = 0
         missing = lead_us(host_us) - self.flush_us
@@ -101,8 +101,12 @@ class _Lead:
             return
         sleep = getattr(torch.cuda, "_sleep", None)
         if sleep is not None:
+            # The spin kernel's first launch loads its module (CUDA lazy loading) between the events; a
+            # calibration that counted that would make the spin far too short.
+            sleep(1000)
+            torch.cuda.synchronize()
             probe = 200_000
-            per_us = probe / max(self._gpu_us(lambda: sleep(probe)), 1e-3)
+            per_us = probe / max(min(self._gpu_us(lambda: sleep(probe)) for _ in range(3)), 1e-3)
             self.spin_cycles = int(missing * per_us)
         else:
             self.extra_flushes = math.ceil(missing / max(self.flush_us, 1.0))
@@ -165,8 +169,8 @@ def time_callable(fn, repetitions: int = DEFAULT_REPETITIONS, warmup: int = WARM
         fn()
         host.append((time.perf_counter() - t0) * 1e6)
     torch.cuda.synchronize()
-    # The first warm-up call may compile; the others are what a launch costs the host.
-    lead = _Lead(flush, statistics.median(host[1:] or host))
+    # The first warm-up call may compile; the slowest of the others bounds what a launch costs the host.
+    lead = _Lead(flush, max(host[1:] or host))
     starts = [torch.cuda.Event(enable_timing=True) for _ in range(repetitions)]
     ends = [torch.cuda.Event(enable_timing=True) for _ in range(repetitions)]
     launch: list[float] = []
