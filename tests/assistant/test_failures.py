@@ -83,7 +83,7 @@ async def test_without_a_key_the_actions_are_listed_disabled_and_nothing_is_sent
     uri = s.open("vector_add.py")
     started = time.monotonic()
     actions = await code_actions(s, uri, KERNEL_LINE + 3)
-    assert time.monotonic() - started < 1.0
+    assert time.monotonic() - started < 5.0  # no model call, no check: bounded by the server alone, even on a busy CI
     assistant = [a for a in actions if "(assistant)" in a.title]
     assert {a.title for a in assistant} == {"Optimize tiling (assistant)", "Port to NKI (assistant)",
                                            "Explain where the time goes (assistant)"}
