@@ -75,17 +75,7 @@ def test_file_without_spec_and_broken_file(tmp_path):
     assert "no hardware model" in estimate_file(str(plain), None, ["sm_89"]).errors[0]
 
 
-def _has_cuda():
-    try:
-        import torch
-
-        return torch.cuda.is_available()
-    except ImportError:
-        return False
-
-
 @pytest.mark.gpu
-@pytest.mark.skipif(not _has_cuda(), reason="needs a CUDA GPU")
 def test_measured_vector_add(tmp_path):
     path = _write(tmp_path, "add_spec.py", ADD)
     report = measure_file(str(path), None, root=str(tmp_path))

@@ -148,17 +148,7 @@ def test_cancel_stops_the_check():
     assert report.errors[-1] == (None, "check cancelled")
 
 
-def _cuda() -> bool:
-    try:
-        import torch
-
-        return torch.cuda.is_available()
-    except ImportError:
-        return False
-
-
 @pytest.mark.gpu
-@pytest.mark.skipif(not _cuda(), reason="needs a CUDA device")
 def test_int32_offset_overflow_on_gpu():
     path = FIXTURES / "gpu_only.py"
     report = run_checks(CheckRequest(str(path), path.read_text(), device="cuda", timeout_s=300, memory_mb=65536))
