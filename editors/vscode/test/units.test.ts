@@ -113,3 +113,18 @@ describe('proposals in command answers', () => {
     expect(proposalOf(null)).toBeUndefined();
   });
 });
+
+describe('packaging', () => {
+  test('vsce packages the compiled extension with its runtime dependencies, offline, and leaves sources out', () => {
+    const root = path.join(__dirname, '..');
+    const vsce = path.join(root, 'node_modules', '.bin', 'vsce');
+    const vsix = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'kernel-lsp-vsix-')), 'kernel-lsp.vsix');
+    execFileSync(vsce, ['package', '--skip-license', '--allow-missing-repository', '-o', vsix], { cwd: root, stdio: 'pipe' });
+    expect(fs.statSync(vsix).size).toBeGreaterThan(100_000);
+    const files = execFileSync(vsce, ['ls'], { cwd: root, encoding: 'utf8' }).split('\n').filter(Boolean);
+    expect(files).toContain('out/extension.js');
+    expect(files.some((f) => f.startsWith('node_modules/vscode-languageclient/'))).toBe(true);
+    const own = files.filter((f) => !f.startsWith('node_modules/'));
+    expect(own.filter((f) => /^(src|test)\//.test(f) || f.endsWith('.map') || f.endsWith('.ts'))).toEqual([]);
+  });
+});
