@@ -46,10 +46,11 @@ local function has_code(code)
   end)
 end
 
-local function execute_with(command, arguments)
+local function execute_with(command, arguments, timeout_ms)
+  timeout_ms = timeout_ms or 5000
   local response = client():request_sync("workspace/executeCommand", { command = command, arguments = arguments },
-    5000, buf)
-  assert(response, command .. ": no response within 5 s")
+    timeout_ms, buf)
+  assert(response, ("%s: no response within %d s"):format(command, timeout_ms / 1000))
   assert(not response.err, command .. ": " .. vim.inspect(response.err))
   return response.result
 end
@@ -390,6 +391,31 @@ function scenarios.compiled()
     end, vim.api.nvim_buf_get_extmarks(ir_buf, vim.api.nvim_get_namespaces().kernel_lsp_ir, 0, -1, {})),
   }
   result.ir_result = expected
+end
+
+--- The assistant's good path: a plan, "go", the proposal back, and the edit applied with
+--- vim.lsp.util.apply_workspace_edit only after a (simulated) confirmation. The cursor's line is
+--- $KERNEL_LSP_TEST_LINE; the model behind it is the test's fake Messages API.
+function scenarios.assistant()
+  wait(10000, function()
+    return client().initialized
+  end, "kernel-lsp to initialize")
+  local where = { uri = vim.uri_from_bufnr(buf), line = tonumber(os.getenv("KERNEL_LSP_TEST_LINE")), character = 4 }
+  result.lines_before = vim.api.nvim_buf_get_lines(buf, 0, -1, false)
+  local plan = execute_with("kernel-lsp.assistantOptimize", { where }, 60000)
+  result.plan = plan.plan
+  result.lines_after_plan = vim.api.nvim_buf_get_lines(buf, 0, -1, false)
+  local answer = execute_with("kernel-lsp.refine", { vim.tbl_extend("force", where, { instruction = "go" }) }, 60000)
+  local proposal = answer.proposal
+  assert(proposal, "no proposal: " .. vim.inspect(answer))
+  result.summary = proposal.summary
+  result.title = proposal.title
+  result.lines_before_confirmation = vim.api.nvim_buf_get_lines(buf, 0, -1, false)
+  result.modified_before_confirmation = vim.bo[buf].modified
+  -- The user reads the summary and confirms.
+  vim.lsp.util.apply_workspace_edit(proposal.edit, client().offset_encoding)
+  result.lines_after = vim.api.nvim_buf_get_lines(buf, 0, -1, false)
+  result.modified_after = vim.bo[buf].modified
 end
 
 local ok, err = xpcall(function()

@@ -87,8 +87,10 @@ def workspace(tmp_path: Path, files: dict[str, str | Path]) -> Path:
     return root
 
 
-def run_scenario(nvim: str, scenario: str, file: Path, setup: dict | None = None) -> dict:
-    """Run driver.lua's scenario in `nvim --headless file` and return the JSON it wrote."""
+def run_scenario(nvim: str, scenario: str, file: Path, setup: dict | None = None, env: dict | None = None,
+                 timeout_s: float = TIMEOUT_S) -> dict:
+    """Run driver.lua's scenario in `nvim --headless file` and return the JSON it wrote; `env` adds to Neovim's
+    (and so the server's) environment."""
     tmp = file.parent.parent
     out = tmp / f"{scenario}.json"
     state = tmp / "nvim-state"
@@ -97,6 +99,7 @@ def run_scenario(nvim: str, scenario: str, file: Path, setup: dict | None = None
     setup["settings"] = {"compile": "off", **setup.get("settings", {})}
     env = {
         **os.environ,
+        **(env or {}),
         "KERNEL_LSP_TEST_SETUP": json.dumps(setup),
         "KERNEL_LSP_TEST_SCENARIO": scenario,
         "KERNEL_LSP_TEST_RESULT": str(out),
@@ -113,7 +116,7 @@ def run_scenario(nvim: str, scenario: str, file: Path, setup: dict | None = None
     proc = subprocess.Popen(cmd, cwd=file.parent, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
-        stdout, stderr = proc.communicate(timeout=TIMEOUT_S)
+        stdout, stderr = proc.communicate(timeout=timeout_s)
         hung = False
     except subprocess.TimeoutExpired:
         hung = True
@@ -124,7 +127,7 @@ def run_scenario(nvim: str, scenario: str, file: Path, setup: dict | None = None
             pass
     if hung:
         stdout, stderr = proc.communicate()
-        pytest.fail(f"nvim ({scenario}) did not finish within {TIMEOUT_S} s\nstdout: {stdout[-2000:]}\n"
+        pytest.fail(f"nvim ({scenario}) did not finish within {timeout_s} s\nstdout: {stdout[-2000:]}\n"
                     f"stderr: {stderr[-2000:]}\nlsp.log: {_tail(state / 'state' / 'nvim' / 'lsp.log')}")
     if not out.exists():
         pytest.fail(f"nvim ({scenario}) exited with {proc.returncode} without writing a result\n"
