@@ -11,6 +11,8 @@ from typing import Union
 import pytest
 from lsprotocol import types
 
+from tests.server.conftest import until, wait_for
+
 from . import candidates as c
 from .conftest import EXAMPLE, KERNEL_LINE, KEY, TWICE, options
 from .fake_api import answer, error
@@ -214,7 +216,7 @@ async def test_cancel_stops_the_model_call(start, fake):
     uri = s.open("vector_add.py")
 
     running = asyncio.ensure_future(s.command("kernel-lsp.refine", at(uri, instruction="anything")))
-    await wait_until(lambda: len(fake.requests) == 1)
+    await wait_for(lambda: len(fake.requests) == 1, timeout=10)
     assert await s.command("kernel-lsp.cancelAssistant") == {"cancelled": 1}
     assert (await asyncio.wait_for(running, 15))["cancelled"] is True
 
@@ -222,26 +224,14 @@ async def test_cancel_stops_the_model_call(start, fake):
     params = types.ExecuteCommandParams(command="kernel-lsp.refine", arguments=[at(uri, instruction="again")])
     request = asyncio.ensure_future(s.client.protocol.send_request_async(
         types.WORKSPACE_EXECUTE_COMMAND, params, msg_id="assist-1"))
-    await wait_until(lambda: len(fake.requests) == 2)
+    await wait_for(lambda: len(fake.requests) == 2, timeout=10)
     s.client.cancel_request(types.CancelParams(id="assist-1"))
     with pytest.raises(Exception, match="cancel"):
         await asyncio.wait_for(request, 15)
-    for _ in range(200):  # 10 s: a loaded 2-core machine may take a while to reap the work
-        if (await s.command("kernel-lsp.cancelAssistant")) == {"cancelled": 0}:
-            break
-        await asyncio.sleep(0.05)
-    else:
-        pytest.fail("the assistant kept working after $/cancelRequest")
+    # The assistant stops working after $/cancelRequest (10 s: a loaded 2-core machine may take a while to reap it).
+    await until(lambda: s.command("kernel-lsp.cancelAssistant"), lambda running: running == {"cancelled": 0},
+                timeout=10, interval=0.05)
     assert [t["state"] for t in session_file(s)["turns"]] == ["cancelled", "cancelled"]
-
-
-async def wait_until(condition, timeout: float = 10.0) -> None:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while not condition():
-        assert loop.time() < deadline, "condition not met in time"
-        await asyncio.sleep(0.02)
-
 
 
 async def test_fix_this_on_a_rule_diagnostic_sends_the_message_and_verifies_the_fix(start, fake):

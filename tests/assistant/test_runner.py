@@ -11,6 +11,7 @@ import pytest
 
 from kernel_lsp.engine.assistant import Assistant, AssistantConfig, Environment, ModelConfig
 from kernel_lsp.engine.assistant.session import SessionStore
+from tests.server.conftest import wait_for
 
 from .conftest import EXAMPLE, KEY
 from .fake_api import stall
@@ -38,15 +39,10 @@ async def test_a_cancel_while_the_action_winds_down_still_records_the_turn(tmp_p
     assistant = Assistant(config, Environment(str(tmp_path), check_device="interpreter"), store=store)
     task = asyncio.ensure_future(assistant.refine(str(path), EXAMPLE, "add_kernel", "anything"))
     try:
-        for _ in range(500):
-            if fake.requests:
-                break
-            await asyncio.sleep(0.02)
+        await wait_for(lambda: bool(fake.requests), timeout=10)
         task.cancel()
-        for _ in range(500):  # the editor's second cancel (cancelAssistant) lands while the turn is being saved
-            if store.saving.is_set() or task.done():
-                break
-            await asyncio.sleep(0.01)
+        # The editor's second cancel (cancelAssistant) lands while the turn is being saved.
+        await wait_for(lambda: store.saving.is_set() or task.done(), timeout=5, interval=0.01)
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
