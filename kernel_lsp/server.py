@@ -85,8 +85,7 @@ class ServerState:
     change_annotations: bool = False  # the client previews edits whose change annotations need confirmation
     # Correctness checks: path -> (the text that was checked, its report); shown while that text is current
     checks: dict[str, tuple[str, "CheckReport"]] = field(default_factory=dict)
-    checking: dict[str, tuple[int, threading.Event]] = field(default_factory=dict)  # path -> (generation, cancel)
-    check_generation: int = 0
+    checking: dict[str, threading.Event] = field(default_factory=dict)  # path -> the running check's cancel
     checks_run: int = 0
     # Latency: path -> (the text that was timed or estimated, its LatencyReport); shown while that text is current
     latency: dict[str, tuple[str, "LatencyReport"]] = field(default_factory=dict)
@@ -367,10 +366,8 @@ class KernelLanguageServer(LanguageServer):
                                root=self.state.roots[0] if self.state.roots else None)
         previous = self.state.checking.get(path)
         if previous is not None:
-            previous[1].set()  # superseded: its process is killed
-        self.state.check_generation += 1
-        generation, cancel = self.state.check_generation, threading.Event()
-        self.state.checking[path] = (generation, cancel)
+            previous.set()  # superseded: its process is killed
+        cancel = self.state.checking[path] = threading.Event()
         self.refresh_lenses()
         title = f"checking {', '.join(kernels) if kernels else os.path.basename(path)}"
         token = await self.begin_progress(title)
@@ -381,7 +378,7 @@ class KernelLanguageServer(LanguageServer):
             raise
         finally:
             self.end_progress(token)
-            if self.state.checking.get(path, (None,))[0] == generation:
+            if self.state.checking.get(path) is cancel:
                 del self.state.checking[path]
         if cancel.is_set():
             return None
@@ -600,13 +597,13 @@ class KernelLanguageServer(LanguageServer):
             return
         if not entry.from_buffer and self.state.settings.compile != "workspace":
             return
-        doc = self.open_document(path)
-        text = doc.source if doc is not None else read_source(path, self.state.settings.max_file_bytes).text
+        text = self.current_text(path)
         if text is None:
             return
-        analysis, targets, sites = entry.analysis, list(self.state.settings.targets), self._launches_of(path)
+        analysis, targets = entry.analysis, list(self.state.settings.targets)
 
         async def work() -> list:
+            sites = self._launches_of(path)  # after the debounce: typing supersedes this work before it gets here
             planned = done = 0
 
             def progress(jobs: int, finished: int) -> None:
@@ -642,9 +639,7 @@ class KernelLanguageServer(LanguageServer):
     def kernel_at(self, path: str, line: int | None):
         """The Triton kernel whose definition holds this line of the file's current analysis (None: none there)."""
         entry = self.state.index.get(path)
-        if line is None or entry is None or entry.analysis is None:
-            return None
-        return next((k for k in entry.analysis.kernels if k.span.contains_line(line)), None)
+        return _kernel_on_line(entry.analysis, line) if entry is not None and entry.analysis is not None else None
 
     def note_focus(self, path: str | None, line: int) -> None:
         """Where the user is looking in a document (from the requests the editor makes at the cursor)."""
@@ -652,10 +647,8 @@ class KernelLanguageServer(LanguageServer):
             self.state.focus[path] = line
 
     def focused_kernel(self, path: str, analysis: FileAnalysis) -> str | None:
-        line = self.state.focus.get(path)
-        if line is None:
-            return None
-        return next((k.name for k in analysis.kernels if k.span.contains_line(line)), None)
+        kernel = _kernel_on_line(analysis, self.state.focus.get(path))
+        return kernel.name if kernel is not None else None
 
     def _launches_of(self, path: str) -> list[tuple]:
         """(launch site, its file's text, its path) for every workspace launch of a kernel defined in path."""
@@ -663,8 +656,7 @@ class KernelLanguageServer(LanguageServer):
         found = []
         for site, where in self.state.index.launches_by_kernel_file().get(path, []):
             if where not in texts:
-                doc = self.open_document(where)
-                texts[where] = doc.source if doc else read_source(where, self.state.settings.max_file_bytes).text
+                texts[where] = self.current_text(where)
             if texts[where] is not None:
                 found.append((site, texts[where], where))
         return found
@@ -841,6 +833,12 @@ def log_task_failure(task: asyncio.Task) -> None:
 
 def is_cuda(path: str) -> bool:
     return path.endswith(".cu")
+
+
+def _kernel_on_line(analysis: FileAnalysis, line: int | None):
+    if line is None:
+        return None
+    return next((k for k in analysis.kernels if k.span.contains_line(line)), None)
 
 
 def _signatures(index: WorkspaceIndex, path: str) -> dict[str, tuple]:

@@ -129,7 +129,7 @@ async def run_action(ls: KernelLanguageServer, action: str, args: tuple) -> dict
     line = given.get("line") if isinstance(given.get("line"), int) else None
     path = ls.ensure_current(uri) or path
     doc = ls.open_document(path)
-    text = doc.source if doc is not None else ls.current_text(path)
+    text = ls.current_text(path)
     if text is None:
         return {"error": f"cannot read {path}"}
     version = doc.version if doc is not None else None

@@ -73,6 +73,7 @@ def code_lenses(ls: "KernelLanguageServer", path: str) -> list[types.CodeLens]:
     report = ls.check_report(path)
     pos = ls.positions(path)
     running = ls.is_checking(path)
+    timings = ls.latency_report(path)
     lenses = []
     for kernel in entry.analysis.kernels:
         if kernel.name not in specced:
@@ -92,7 +93,7 @@ def code_lenses(ls: "KernelLanguageServer", path: str) -> list[types.CodeLens]:
         else:
             lenses.append(types.CodeLens(range=at, command=types.Command(
                 title="▶ check against the reference", command=RUN_CHECKS, arguments=[where])))
-        timing = lens_title(ls, path, kernel.name)
+        timing = lens_title(timings, kernel.name)
         if timing:  # clicking it checks and times again
             lenses.append(types.CodeLens(range=at, command=types.Command(
                 title=timing, command=RUN_CHECKS, arguments=[where])))

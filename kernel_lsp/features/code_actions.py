@@ -122,8 +122,9 @@ def _starter_spec_action(ls: "KernelLanguageServer", path: str, uri: str, doc, p
     sites = [s for s in analysis.launch_sites if s.target == kernel.name]
     text = starter_spec(kernel, sites, doc.source)
     after = kernel.span.end_line
+    body = parse_recovering(SourceText(doc.source)).body
     for site in sites:  # after the top-level function that launches it, where the spec can name that launcher
-        for node in parse_recovering(SourceText(doc.source)).body:
+        for node in body:
             if isinstance(node, ast.FunctionDef) and node.lineno - 1 <= site.span.start_line < node.end_lineno:
                 after = max(after, node.end_lineno - 1)
     at = min(after + 1, len(doc.lines))

@@ -17,6 +17,7 @@ from .. import convert
 from ..commands import OPTIMIZE_TILING, position_argument
 
 if TYPE_CHECKING:
+    from ..engine.latency import LatencyReport
     from ..server import KernelLanguageServer
 
 log = logging.getLogger(__name__)
@@ -54,14 +55,14 @@ def _figure(e) -> str:
     return text
 
 
-def hint_label(ls: "KernelLanguageServer", path: str, kernel: str) -> str | None:
-    report = ls.latency_report(path)
+def hint_label(report: "LatencyReport | None", kernel: str) -> str | None:
+    """The def line's figure for `kernel` from its file's current report (`ls.latency_report`)."""
     shown = _shown(report.for_kernel(kernel)) if report else []
     return _figure(shown[-1]) if shown else None  # the largest bench shape
 
 
-def lens_title(ls: "KernelLanguageServer", path: str, kernel: str) -> str | None:
-    report = ls.latency_report(path)
+def lens_title(report: "LatencyReport | None", kernel: str) -> str | None:
+    """The per-shape code lens for `kernel` from its file's current report (`ls.latency_report`)."""
     shown = _shown(report.for_kernel(kernel)) if report else []
     if not shown:
         return None

@@ -136,13 +136,14 @@ def register(server: "KernelLanguageServer") -> None:
         if entry is None or entry.analysis is None:
             return []
         by_kernel = _reports_by_kernel(ls, path)
+        timings = ls.latency_report(path)
         pos = ls.positions(path)
         hints = []
         for kernel in entry.analysis.kernels:
             line = kernel.name_span.start_line
             if not params.range.start.line <= line <= params.range.end.line:
                 continue
-            timing = latency.hint_label(ls, path, kernel.name)
+            timing = latency.hint_label(timings, kernel.name)
             label = " | ".join(x for x in (timing, hint_label(by_kernel.get(kernel.name, []))) if x)
             if not label:
                 continue
