@@ -120,21 +120,14 @@ class CompileProgress:
         elif self.token is not None:
             token, begun = self.token, self._begun
             if self.done >= self.total:
-                send = partial(self._send, "end", token, types.WorkDoneProgressEnd(message=f"compiled {self.done}"))
+                send = partial(self.server.end_progress, token, f"compiled {self.done}")
                 self.token, self.total, self.done = None, 0, 0
             else:
-                send = partial(self._send, "report", token, types.WorkDoneProgressReport(
-                    message=self._message(), percentage=self._percent()))
+                send = partial(self.server.report_progress, token, self._message(), self._percent())
             if begun is None or begun.done():
                 send()
             else:  # the client has not acknowledged the token yet
                 begun.add_done_callback(lambda _: send())
-
-    def _send(self, kind: str, token: str, value) -> None:
-        try:
-            getattr(self.server.work_done_progress, kind)(token, value)
-        except Exception:  # noqa: BLE001
-            log.debug("cannot report progress", exc_info=True)
 
     def _message(self) -> str:
         return f"compiling {self.done}/{self.total}"
@@ -561,6 +554,16 @@ class KernelLanguageServer(LanguageServer):
             self.work_done_progress.report(token, types.WorkDoneProgressReport(message=message, percentage=percentage))
         except Exception:  # noqa: BLE001
             log.debug("cannot report progress", exc_info=True)
+
+    def thread_progress(self, token: str | None):
+        """A `progress(message, fraction)` callback for work running in another thread: reports on the loop."""
+        loop = asyncio.get_running_loop()
+
+        def progress(message: str, fraction: float) -> None:
+            if token is not None:
+                loop.call_soon_threadsafe(self.report_progress, token, message, int(100 * fraction))
+
+        return progress
 
     def end_progress(self, token: str | None, message: str | None = None) -> None:
         if token is None:

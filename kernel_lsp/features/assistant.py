@@ -28,7 +28,6 @@ from ..engine.gpu import runs_on_gpu
 if TYPE_CHECKING:
     from ..server import KernelLanguageServer
 
-log = logging.getLogger(__name__)
 
 ACTION_OF = {ASSISTANT_OPTIMIZE: "optimize", PORT_TO_NKI: "port", FIX_THIS: "fix", EXPLAIN_TIME: "explain",
              WRITE_SPEC: "spec"}
@@ -147,14 +146,7 @@ async def run_action(ls: KernelLanguageServer, action: str, args: tuple) -> dict
     root = ls.state.roots[0] if ls.state.roots else os.path.dirname(path)
     token = await ls.begin_progress(f"{title}: {kernel.name}")
 
-    def progress(message: str) -> None:
-        if token is not None:
-            try:
-                ls.work_done_progress.report(token, types.WorkDoneProgressReport(message=message[:200]))
-            except Exception:  # progress is a nicety
-                log.debug("cannot report progress", exc_info=True)
-
-    assistant = _assistant(ls, root, progress)
+    assistant = _assistant(ls, root, lambda message: ls.report_progress(token, message[:200]))
     if action == "refine":
         work = assistant.refine(path, text, kernel.name, instruction)
     else:

@@ -137,15 +137,10 @@ async def optimize_tiling(ls: "KernelLanguageServer", *args: Any) -> dict[str, A
     table, _ = parse_hardware_overrides(settings.hardware or None)
     cancel = threading.Event()
     token = await ls.begin_progress(f"optimizing the tiling of {kernel.name}")
-    loop = asyncio.get_running_loop()
-
-    def progress(message: str, fraction: float) -> None:  # called from the search's thread
-        if token is not None:
-            loop.call_soon_threadsafe(ls.report_progress, token, message, int(100 * fraction))
-
     try:
         found = await asyncio.to_thread(search_tiling, path, text, kernel.name, settings.targets[0],
-                                        ls.state.roots[0] if ls.state.roots else None, progress=progress,
+                                        ls.state.roots[0] if ls.state.roots else None,
+                                        progress=ls.thread_progress(token),
                                         cancel=cancel, hardware=table)
     except asyncio.CancelledError:
         cancel.set()

@@ -148,15 +148,10 @@ async def profile_lines(ls: KernelLanguageServer, *args: Any) -> dict[str, Any]:
     cancel = threading.Event()
     ls.state.profiling[path] = cancel
     token = await ls.begin_progress(f"profiling {', '.join(kernels) if kernels else 'the file'} with Nsight Compute")
-    loop = asyncio.get_running_loop()
-
-    def progress(message: str, fraction: float) -> None:  # from the profiling thread
-        if token is not None:
-            loop.call_soon_threadsafe(ls.report_progress, token, message, int(100 * fraction))
-
     root = ls.state.roots[0] if ls.state.roots else None
     try:
-        report = await asyncio.to_thread(profile_file, path, text, kernels, root, cancel=cancel, progress=progress)
+        report = await asyncio.to_thread(profile_file, path, text, kernels, root, cancel=cancel,
+                                         progress=ls.thread_progress(token))
     except asyncio.CancelledError:
         cancel.set()
         raise
