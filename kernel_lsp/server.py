@@ -15,7 +15,7 @@ import os
 import threading
 from dataclasses import dataclass, field
 from functools import partial
-from typing import TYPE_CHECKING, Iterable
+from typing import TYPE_CHECKING, Any, Iterable
 
 from lsprotocol import types
 from pygls.lsp.server import LanguageServer
@@ -326,12 +326,15 @@ class KernelLanguageServer(LanguageServer):
         doc = self.open_document(path)
         return doc.source if doc is not None else read_source(path, self.state.settings.max_file_bytes).text
 
+    def while_current(self, results: dict[str, tuple[str, Any]], path: str):
+        """The result kept for a file with the text it was made from (checks, timing, profiles), while that text
+        is still the file's current text."""
+        found = results.get(path)
+        return found[1] if found is not None and self.current_text(path) == found[0] else None
+
     def check_report(self, path: str) -> "CheckReport | None":
         """The last check report of a file, while its text is still the one that was checked."""
-        found = self.state.checks.get(path)
-        if found is None or self.current_text(path) != found[0]:
-            return None
-        return found[1]
+        return self.while_current(self.state.checks, path)
 
     def check_problems(self, path: str) -> list:
         found = self.state.checks.get(path)
@@ -392,10 +395,7 @@ class KernelLanguageServer(LanguageServer):
         return report
 
     def latency_report(self, path: str) -> "LatencyReport | None":
-        found = self.state.latency.get(path)
-        if found is None or self.current_text(path) != found[0]:
-            return None
-        return found[1]
+        return self.while_current(self.state.latency, path)
 
     async def run_latency(self, path: str, text: str, kernels: tuple[str, ...],
                           gpu: bool | None = None) -> "LatencyReport | None":

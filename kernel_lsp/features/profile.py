@@ -29,10 +29,7 @@ ADVICE_KINDS = ("OPT", "WRN")  # INF results are notes about the report, not adv
 
 
 def profile_report(ls: KernelLanguageServer, path: str) -> ProfileReport | None:
-    found = ls.state.profiles.get(path)
-    if found is None or ls.current_text(path) != found[0]:
-        return None
-    return found[1]
+    return ls.while_current(ls.state.profiles, path)
 
 
 def _shown(report: ProfileReport) -> list[KernelProfile]:
