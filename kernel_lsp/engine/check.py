@@ -6,7 +6,7 @@ import asyncio
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 from analyzers.model import Problem, Severity, Span
 from analyzers.rules import make_problem
@@ -49,15 +49,23 @@ def check_paths(paths: Iterable[str], settings: Settings, targets: Sequence[str]
         for path in walk_sources(given, settings.exclude):
             index.load_from_disk(str(Path(path).resolve()))
     extra: dict[str, list[Problem]] = {}
+    texts: dict[str, str | None] = {}
+
+    def text_of(path: str) -> str | None:
+        """The file's text, read once for the compiles and the specs; None when empty or unreadable."""
+        if path not in texts:
+            texts[path] = read_source(path, settings.max_file_bytes).text or None
+        return texts[path]
+
     if targets:
         result.compiled, result.compile_stats = asyncio.run(
-            _compile(index, settings, list(targets), Path(root or os.getcwd())))
+            _compile(index, settings, list(targets), Path(root or os.getcwd()), text_of))
         from .compile.service import compile_problems
 
         for report in result.compiled:
             extra.setdefault(report.path, []).extend(compile_problems(report))
     if run_specs:
-        _run_specs(result, settings, Path(root or os.getcwd()), extra)
+        _run_specs(result, settings, Path(root or os.getcwd()), extra, text_of)
     for path in sorted(index.files):
         result.problems[path] = index.problems(path, extra.get(path, ()))
     if targets:
@@ -65,7 +73,8 @@ def check_paths(paths: Iterable[str], settings: Settings, targets: Sequence[str]
     return result
 
 
-def _run_specs(result: CheckResult, settings: Settings, root: Path, extra: dict[str, list[Problem]]) -> None:
+def _run_specs(result: CheckResult, settings: Settings, root: Path, extra: dict[str, list[Problem]],
+               text_of: Callable[[str], str | None]) -> None:
     """Every file with a spec, checked in its own process; a few at a time (each is one process)."""
     from concurrent.futures import ThreadPoolExecutor
 
@@ -74,8 +83,8 @@ def _run_specs(result: CheckResult, settings: Settings, root: Path, extra: dict[
     from .checks import check_problems
     from .verify import CheckRequest, run_checks
 
-    texts = {path: read_source(path, settings.max_file_bytes).text for path in sorted(result.index.files)}
-    todo = [path for path, text in texts.items() if text and find_specs(text)]
+    texts = {path: text for path in sorted(result.index.files) if (text := text_of(path)) and find_specs(text)}
+    todo = list(texts)
 
     def check(path: str):
         return run_checks(CheckRequest(path, texts[path], device=settings.check_device,
@@ -84,7 +93,7 @@ def _run_specs(result: CheckResult, settings: Settings, root: Path, extra: dict[
     with ThreadPoolExecutor(max_workers=max(1, min(len(todo), (os.cpu_count() or 2) - 1))) as pool:
         for path, report in zip(todo, pool.map(check, todo)):
             result.verdicts += [(path, v) for v in report.verdicts]
-            extra.setdefault(path, []).extend(check_problems(report, texts[path] or ""))
+            extra.setdefault(path, []).extend(check_problems(report, texts[path]))
 
 
 def _check_cuda_files(result: CheckResult, paths: Iterable[str], settings: Settings, targets: list[str]) -> None:
@@ -106,15 +115,9 @@ def _check_cuda_files(result: CheckResult, paths: Iterable[str], settings: Setti
         result.problems[path] = select_problems(problems, {}, settings.select, settings.ignore)
 
 
-async def _compile(index: WorkspaceIndex, settings: Settings, targets: list[str], root: Path) -> tuple[list, dict]:
+async def _compile(index: WorkspaceIndex, settings: Settings, targets: list[str], root: Path,
+                   text_of: Callable[[str], str | None]) -> tuple[list, dict]:
     from .compile.service import CompileService
-
-    texts: dict[str, str] = {}
-
-    def text_of(path: str) -> str | None:
-        if path not in texts:
-            texts[path] = read_source(path, settings.max_file_bytes).text or ""
-        return texts[path] or None
 
     # kernel file -> (launch site, its file's text, its path)
     sites = {kernel_file: [(site, text_of(where), where) for site, where in launches]

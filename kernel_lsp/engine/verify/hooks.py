@@ -59,10 +59,6 @@ def _tensors(name: str, value: Any, out: dict[str, Any]) -> None:
         out[name] = value
 
 
-def _config_text(kwargs: dict) -> str:
-    return ", ".join(f"{k}={v}" for k, v in kwargs.items())
-
-
 def _user_line(path: str) -> int | None:
     """0-based line of the innermost frame running code of the user's file (the kernel under the interpreter)."""
     frame = sys._getframe(1)
@@ -306,4 +302,4 @@ class _Guard:
         return guarded
 
 
-__all__ = ["KernelHooks", "Launch", "LaunchProbe", "OutOfBounds", "Race", "_config_text"]
+__all__ = ["KernelHooks", "Launch", "LaunchProbe", "OutOfBounds", "Race"]

@@ -22,6 +22,7 @@ import traceback
 from typing import Any
 
 from kernel_lsp.spec import Spec, kernel_name_of, specs_in, unwrap_kernel
+from kernel_lsp.spec import _def_line as _spec_def_line
 
 from ..gpu import gpu_present
 from .compare import DEFAULT_TOLERANCES, bitwise_equal, compare, prefill
@@ -44,16 +45,10 @@ class Failure(Exception):
 
 def _def_line(fn: Any) -> int:
     """0-based def line of a function (skipping its decorators), 0 when unknown."""
-    import linecache
-
     code = getattr(fn, "__code__", None)
     if code is None:
         return 0
-    lines = linecache.getlines(code.co_filename)
-    for i in range(max(code.co_firstlineno - 1, 0), min(len(lines), code.co_firstlineno + 200)):
-        if lines[i].lstrip().startswith(("def ", "async def ")):
-            return i
-    return max(code.co_firstlineno - 1, 0)
+    return max(_spec_def_line(fn, code.co_firstlineno) - 1, 0)
 
 
 def _raw_function(kernel: Any) -> Any:
@@ -202,7 +197,8 @@ def _describe(exc: BaseException) -> str:
 
 
 class SpecCheck:
-    def __init__(self, spec: Spec, path: str, device: str, interpreter: bool, device_label: str):
+    def __init__(self, spec: Spec, path: str, device: str, interpreter: bool, device_label: str,
+                 kernel_line: int):
         import torch
 
         self.spec, self.path, self.device, self.interpreter = spec, path, device, interpreter
@@ -211,6 +207,7 @@ class SpecCheck:
         self.hooks = KernelHooks(spec.kernel, path, interpreter)
         self.kernel = spec.kernel_name
         self.launcher_line = _def_line(spec.launcher) if _in_file(spec.launcher, path) else None
+        self.kernel_line = kernel_line  # 0-based def line of the kernel
         self.returned: list = []  # earlier outputs, kept alive so that their addresses stay unique
         self.notes: list[str] = []
 
@@ -296,10 +293,12 @@ class SpecCheck:
                 self.returned.append((ptr, out))
         atol, rtol = self.spec.tolerance(dtype, DEFAULT_TOLERANCES)
         result = None
+        cmps = []  # per tensor output; their maxima are the passing case's numbers
         for i, (out, ref) in enumerate(zip(outs, refs)):
             if not isinstance(ref, torch.Tensor):
                 continue
             cmp = compare(out, ref, atol, rtol, blocks, cast_to=tdtype if upcast else None)
+            cmps.append(cmp)
             which = f"output {i}: " if len(refs) > 1 else ""
             if cmp.message:
                 raise Failure("mismatch", f"{which}{cmp.message} ({label})", self.launcher_line)
@@ -322,10 +321,8 @@ class SpecCheck:
         if first:
             self._probe(pristine, refs, atol, rtol, blocks, tdtype if upcast else None, label)
         total = sum(r.numel() for r in refs if isinstance(r, torch.Tensor))
-        maxes = [compare(o, r, atol, rtol, blocks, tdtype if upcast else None) for o, r in zip(outs, refs)
-                 if isinstance(r, torch.Tensor)]
-        return CaseResult(tuple(shape), dtype, seed, True, max((c.max_abs or 0.0) for c in maxes) if maxes else 0.0,
-                          max((c.max_rel or 0.0) for c in maxes) if maxes else 0.0, 0, total, None, None, config,
+        return CaseResult(tuple(shape), dtype, seed, True, max((c.max_abs or 0.0) for c in cmps) if cmps else 0.0,
+                          max((c.max_rel or 0.0) for c in cmps) if cmps else 0.0, 0, total, None, None, config,
                           None)
 
     def _probe(self, pristine, refs, atol, rtol, blocks, cast_to, label) -> None:
@@ -368,7 +365,7 @@ class SpecCheck:
     def run(self) -> Verdict:
         started = time.monotonic()
         s = self.spec
-        kernel_line = _def_line(_raw_function(s.kernel))
+        kernel_line = self.kernel_line
         base = {"kernel": self.kernel, "spec": s.name, "spec_line": max(s.line - 1, 0), "kernel_line": kernel_line,
                 "device": self.device_label}
         cases: list[CaseResult] = []
@@ -595,7 +592,6 @@ def main() -> int:
         specs = [s for s in specs if kernel_name_of(s.kernel) in wanted]
     if errors:
         emit("errors", errors=errors)
-    emit("specs", specs=[[s.name, kernel_name_of(s.kernel), s.line - 1] for s in specs])
     skip = set(request.get("skip", ()))
     for s in specs:
         if s.name in skip:
@@ -603,7 +599,7 @@ def main() -> int:
         kernel_line = _def_line(_raw_function(s.kernel))
         emit("start", spec=s.name, kernel=kernel_name_of(s.kernel), spec_line=s.line - 1, kernel_line=kernel_line)
         try:
-            v = SpecCheck(s, path, device, interpreter, label).run()
+            v = SpecCheck(s, path, device, interpreter, label, kernel_line).run()
         except BaseException as exc:  # noqa: BLE001 - a checker bug must not hide the other specs' verdicts
             if isinstance(exc, MemoryError) or _is_oom(exc):
                 emit("oom", spec=s.name, message=_describe(exc))
