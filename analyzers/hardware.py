@@ -22,7 +22,7 @@ memory-bound estimates differ: pick "H100" explicitly for one), sm_100 -> B200, 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, replace
 
 from . import targets as _targets
 
@@ -85,9 +85,6 @@ class Hardware:
             return _targets.parse_target(self.target)
         except _targets.UnknownTargetError:
             return None
-
-    def to_json(self) -> dict:
-        return {f.name: getattr(self, f.name) for f in fields(self)}
 
 
 _V = "[VENDOR]"
@@ -285,10 +282,10 @@ def parse_hardware_overrides(value: object) -> tuple[dict[str, Hardware], list[s
             elif key in ("description", "vendor"):
                 changes[key] = str(raw)
             elif key == "target":
-                if raw is not None and device_for_target(str(raw)) is None and not _is_target(raw):
+                try:
+                    changes["target"] = None if raw is None else _targets.parse_target(str(raw)).name
+                except _targets.UnknownTargetError:
                     errors.append(f"hardware override {name!r}: target {raw!r} is not a known compile target")
-                    continue
-                changes["target"] = None if raw is None else _targets.parse_target(str(raw)).name
             else:
                 allowed = ", ".join(sorted(_NUMBER_FIELDS | {"peak_tflops", "description", "vendor", "target"}))
                 errors.append(f"hardware override {name!r}: unknown field {key!r} (known: base, {allowed})")
@@ -297,11 +294,3 @@ def parse_hardware_overrides(value: object) -> tuple[dict[str, Hardware], list[s
             changes["description"] = f"{base.description}, adjusted by settings"
         table[name] = replace(base, **changes)
     return table, errors
-
-
-def _is_target(raw: object) -> bool:
-    try:
-        _targets.parse_target(str(raw))
-        return True
-    except _targets.UnknownTargetError:
-        return False

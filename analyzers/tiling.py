@@ -25,8 +25,13 @@ class Candidate:
 
     @property
     def label(self) -> str:
-        parts = [f"{k}={v}" for k, v in self.constexprs]
-        return ", ".join(parts + [f"num_warps={self.num_warps}", f"num_stages={self.num_stages}"])
+        return format_config(self.constexprs, self.num_warps, self.num_stages)
+
+
+def format_config(constexprs, num_warps: int, num_stages: int) -> str:
+    """"BLOCK_SIZE=1024, num_warps=4, num_stages=3"."""
+    parts = [f"{k}={v}" for k, v in constexprs]
+    return ", ".join(parts + [f"num_warps={num_warps}", f"num_stages={num_stages}"])
 
 
 def _pow2(v: object) -> bool:

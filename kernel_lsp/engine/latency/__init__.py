@@ -28,8 +28,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from analyzers.hardware import Hardware, device_for_target, get_device
-from analyzers.roofline import ArgTraffic, Estimate, Resources, Work, estimate, format_us, roofline_floor_us
+from analyzers.hardware import Hardware, get_device
+from analyzers.roofline import ArgTraffic, Resources, Work, estimate, format_us, roofline_floor_us
+from analyzers.roofline import label as estimate_label
+from analyzers.tiling import format_config
 
 from ..proc import Stopped, run_group
 from .history import history_dir, history_name, load_history, record_history
@@ -141,7 +143,7 @@ def run_worker(request: dict, *, interpret: bool, timeout: float, cancel: thread
 def resolve_device(target: str | Hardware, table: dict[str, Hardware] | None = None) -> Hardware | None:
     if isinstance(target, Hardware):
         return target
-    return get_device(target, table) or device_for_target(target, table)
+    return get_device(target, table)
 
 
 def work_from_json(data: dict) -> Work:
@@ -157,9 +159,7 @@ def work_from_json(data: dict) -> Work:
 
 
 def config_label(work: Work) -> str:
-    parts = [f"{k}={v}" for k, v in work.constexprs]
-    parts += [f"num_warps={work.num_warps}", f"num_stages={work.num_stages}"]
-    return ", ".join(parts)
+    return format_config(work.constexprs, work.num_warps, work.num_stages)
 
 
 def count_work(path: str, source: str | None, points: Sequence[dict] | None = None, *, kernels=None,
@@ -247,7 +247,7 @@ def entries_for_point(point: dict, devices: Sequence[tuple[str, Hardware]],
             us = totals[idx]
             out.append(KernelLatency(
                 **base, source="estimate", device=hw.name, us=us if math.isfinite(us) else None,
-                label=f"≈{format_us(us)} {hw.name} est." if math.isfinite(us) else est.label, config=label,
+                label=estimate_label(us, hw) if math.isfinite(us) else est.label, config=label,
                 bound=est.bound, fraction_of_roofline=est.fraction_of_roofline, estimate=est.to_json(),
                 work=work.to_json(), chosen=idx == best))
     return out
@@ -256,17 +256,21 @@ def entries_for_point(point: dict, devices: Sequence[tuple[str, Hardware]],
 def record_estimates(report: LatencyReport, root: str) -> None:
     """Keep each kernel's estimate in its history (`source: "estimate"`), so edits show their change against the
     previous estimate as measurements do; an estimate equal to the last one adds nothing."""
+    loaded: dict[str, list[dict]] = {}  # read once per kernel, again only after a write
     for e in report.entries:
         if e.source != "estimate" or not e.chosen or e.us is None:
             continue
         name = history_name(report.path, e.kernel)
-        same = [h for h in load_history(root, name) if h.get("source") == "estimate"
+        if name not in loaded:
+            loaded[name] = load_history(root, name)
+        same = [h for h in loaded[name] if h.get("source") == "estimate"
                 and h.get("shape") == list(e.shape) and h.get("dtype") == e.dtype and h.get("device") == e.device]
         if same and same[-1].get("us"):
             e.change_vs_previous = e.us / float(same[-1]["us"]) - 1.0
             if abs(e.change_vs_previous) < 1e-9 and same[-1].get("config") == e.config:
                 e.change_vs_previous = None  # nothing changed since: no "+0%"
                 continue
+        loaded.pop(name)
         record_history(root, name, {"source": "estimate", "shape": list(e.shape), "dtype": e.dtype,
                                         "device": e.device, "us": e.us, "config": e.config})
 
@@ -343,6 +347,3 @@ def search_tiling(*args, **kwargs):
     from .search import search_tiling as _search
 
     return _search(*args, **kwargs)
-
-
-_ = (Estimate, Resources)  # re-exported types for callers' annotations

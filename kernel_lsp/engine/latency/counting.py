@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ...spec import unwrap_kernel
+
 DEFAULT_SAMPLES = 12  # interior programs interpreted per launch; every stratum with at most this many runs whole
 
 
@@ -57,21 +59,14 @@ def _interp():
     return interpreter
 
 
-def base_jit(kernel):
-    """Unwrap Autotuner/Heuristics `.fn` until the jit (or interpreted) function."""
-    seen = 0
-    while hasattr(kernel, "fn") and type(kernel).__name__ in ("Autotuner", "Heuristics") and seen < 8:
-        kernel, seen = kernel.fn, seen + 1
-    return kernel
-
-
 def capture(kernel, launcher, args, overrides: dict | None = None) -> list[Launch]:
     """Call `launcher(*args)` with the kernel's launches recorded, not run. Autotuned kernels give one launch
-    per config. `overrides` (constexprs, num_warps, num_stages) replace the launch's own values."""
+    per config, or only the first config's under `overrides` (constexprs, num_warps, num_stages), which replace
+    the launch's own values."""
     interp = _interp()
     from triton.runtime import autotuner
 
-    target = base_jit(kernel)
+    target = unwrap_kernel(kernel)
     launches: list[Launch] = []
     original_run = interp.InterpretedFunction.run
     original_tune = autotuner.Autotuner.run
@@ -89,14 +84,15 @@ def capture(kernel, launcher, args, overrides: dict | None = None) -> list[Launc
         return original_run(self, *a, grid=grid, warmup=warmup, **kw)
 
     def tune(self, *a, **kw):
-        if base_jit(self) is not target:
+        if unwrap_kernel(self) is not target:
             return original_tune(self, *a, **kw)
         self.nargs = dict(zip(self.arg_names, a))
         try:
             configs = self.prune_configs(kw)
         except Exception:  # noqa: BLE001 - a pruning hook that needs a GPU: fall back to every config
             configs = self.configs
-        for i, cfg in enumerate(configs):
+        # Overrides replace every config's values, so the other configs would only repeat the first launch.
+        for i, cfg in enumerate(configs[:1] if overrides else configs):
             state["config"] = (i, str(cfg))
             try:
                 self.fn.run(*a, **kw, **cfg.all_kwargs())
@@ -188,15 +184,18 @@ class _Tensors:
                 self.ranges.append((start, start + storage.nbytes(), name, extent))
         self.ranges.sort()
 
-    def split(self, addrs: np.ndarray) -> tuple[list[tuple[str, np.ndarray]], int]:
-        """Active addresses per argument, and the count of lanes outside every argument."""
+    def split(self, addrs: np.ndarray, active: np.ndarray) -> tuple[list[tuple[str, np.ndarray]], int, np.ndarray]:
+        """Active addresses per argument, the count of active lanes outside every argument, and the mask of active
+        lanes inside one."""
         out, inside = [], np.zeros(addrs.shape, dtype=bool)
         for start, end, name, _ in self.ranges:
             hit = (addrs >= start) & (addrs < end)
-            if hit.any():
-                out.append((name, addrs[hit]))
-                inside |= hit
-        return out, int((~inside).sum())
+            inside |= hit
+            mine = hit & active
+            if mine.any():
+                out.append((name, addrs[mine]))
+        safe = active & inside
+        return out, int((active & ~inside).sum()), safe
 
 
 def _extent_bytes(t) -> int:
@@ -244,15 +243,12 @@ def count(launch: Launch, samples: int = DEFAULT_SAMPLES) -> dict:
         addrs = np.asarray(ptrs.data).astype(np.uint64, copy=False)
         active = np.broadcast_to(np.asarray(mask.data, dtype=bool), addrs.shape)
         size = _elem_bytes(ptrs)
-        parts, outside = tensors.split(addrs[active])
+        parts, outside, safe = tensors.split(addrs, active)
         counts.outside_lanes += outside
         for name, hit in parts:
             kind[name] = kind.get(name, 0.0) + current["w"] * hit.size * size
             program.setdefault(name, []).append((int(hit.min()), int(hit.max()), int(hit.size), size))
-        inside = np.zeros(addrs.shape, dtype=bool)
-        for start, end, _, _ in tensors.ranges:
-            inside |= (addrs >= start) & (addrs < end)
-        return active & inside
+        return safe
 
     def masked_load(self, ptrs, mask, other, *rest):
         safe = record(counts.load, ptrs, mask)

@@ -102,10 +102,10 @@ def search_tiling(path: str, source: str, kernel: str, target: str = "H200", roo
     proposal.space_size = len(space)
     proposal.current = current.label
     say(f"estimating {len(space)} configurations", 0.15)
-    points = [{"spec": point.get("spec"), "kernel": kernel, "shape": point.get("shape"), "dtype": point.get("dtype"),
-               "overrides": c.overrides} for c in space]
+    points = {c: {"spec": point.get("spec"), "kernel": kernel, "shape": point.get("shape"),
+                  "dtype": point.get("dtype"), "overrides": c.overrides} for c in space}
     try:
-        counted = count_work(path, source, points, root=root, cancel=cancel, samples=4)
+        counted = count_work(path, source, list(points.values()), root=root, cancel=cancel, samples=4)
     except WorkerError as exc:
         proposal.errors.append(f"work counting failed: {exc}")
         return proposal
@@ -124,9 +124,8 @@ def search_tiling(path: str, source: str, kernel: str, target: str = "H200", roo
     if measure is not False and ranked:
         picked = to_measure(ranked, current=current, space_size=len(space))
         say(f"timing {len(picked)} configurations on the GPU", 0.4)
-        report = measure_file(path, source, root=root, cancel=cancel, history=False, points=[
-            {"spec": point.get("spec"), "kernel": kernel, "shape": point.get("shape"), "dtype": point.get("dtype"),
-             "overrides": c.overrides} for c in picked], repetitions=20)
+        report = measure_file(path, source, root=root, cancel=cancel, history=False,
+                              points=[points[c] for c in picked], repetitions=20)
         if report.errors and measure:
             proposal.errors += report.errors
         for c, e in zip(picked, report.entries):
@@ -135,9 +134,9 @@ def search_tiling(path: str, source: str, kernel: str, target: str = "H200", roo
             elif e.error:
                 notes[c] = e.error
     winner, source_kind = choose(ranked, measured)
-    figures0 = measured if source_kind == "measured" else estimated
-    if (winner is not None and current in figures0 and figures0.get(winner) is not None
-            and figures0[winner] >= figures0[current] * 0.98):
+    figures = measured if source_kind == "measured" else estimated
+    if (winner is not None and current in figures and figures.get(winner) is not None
+            and figures[winner] >= figures[current] * 0.98):
         winner = current  # within 2% of what the user has: no edit is worth proposing
     proposal.tried = [Tried(c.label, c.overrides, estimated.get(c), measured.get(c),
                             "measured" if c in measured else "estimated", notes.get(c)) for c in space]
@@ -146,7 +145,6 @@ def search_tiling(path: str, source: str, kernel: str, target: str = "H200", roo
         proposal.errors.append("no configuration could be estimated")
         return proposal
     proposal.winner, proposal.winner_overrides, proposal.source = winner.label, winner.overrides, source_kind
-    figures = measured if source_kind == "measured" else estimated
     proposal.winner_us = figures.get(winner)
     proposal.current_us = figures.get(current)
     if proposal.current_us and proposal.winner_us:

@@ -10,6 +10,8 @@ import statistics
 import time
 from dataclasses import asdict, dataclass, replace
 
+from ...spec import unwrap_kernel
+
 DEFAULT_REPETITIONS = 50
 WARMUP = 5
 BATCH = 10  # repetitions enqueued between two synchronisations
@@ -193,9 +195,7 @@ def with_overrides(kernel, launcher, overrides: dict):
     kernel is launched through its jit function with the overrides as the only configuration."""
     from triton.runtime import autotuner, jit
 
-    target = kernel
-    while type(target).__name__ in ("Autotuner", "Heuristics") and hasattr(target, "fn"):
-        target = target.fn
+    target = unwrap_kernel(kernel)
     original_run = jit.JITFunction.run
     original_tune = autotuner.Autotuner.run
 
@@ -207,10 +207,7 @@ def with_overrides(kernel, launcher, overrides: dict):
         return original_run(self, *a, grid=grid, warmup=warmup, **kw)
 
     def tune(self, *a, **kw):
-        inner = self
-        while type(inner).__name__ in ("Autotuner", "Heuristics") and hasattr(inner, "fn"):
-            inner = inner.fn
-        if inner is not target:
+        if unwrap_kernel(self) is not target:
             return original_tune(self, *a, **kw)
         return self.fn.run(*a, **{**kw, **overrides})
 
