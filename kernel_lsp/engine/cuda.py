@@ -17,11 +17,10 @@ from analyzers.model import Problem, Span
 from analyzers.rules import make_problem
 from analyzers.targets import parse_target
 
+from .compile.worker import parse_ptxas_log
+
 CUDA_SUFFIXES = (".cu",)
 _DIAGNOSTIC = re.compile(r"^(?P<file>.+?)\((?P<line>\d+)\): (?P<kind>error|warning)(?: #[\w-]+)?: (?P<msg>.*)$")
-_ENTRY = re.compile(r"Compiling entry function '(?P<name>[^']+)' for '(?P<arch>\w+)'")
-_FRAME = re.compile(r"(?P<stack>\d+) bytes stack frame, (?P<spill>\d+) bytes spill stores")
-_USED = re.compile(r"Used (?P<regs>\d+) registers(?:.*?(?P<smem>\d+) bytes smem)?")
 _KERNEL = re.compile(r"__global__\s+(?:[\w:<>,\s\*&]+?\s+)?(?P<name>\w+)\s*\(")
 
 
@@ -130,17 +129,12 @@ def _check(report: CudaReport, path: str, text: str, targets: list[str], nvcc: s
                 code = "KC001" if m.group("kind") == "error" else "KC002"
                 width = len(lines[line]) if 0 <= line < len(lines) else 0
                 report.problems.append(make_problem(code, Span(line, 0, line, width), f"nvcc: {m.group('msg')}"))
-        kernel: CudaKernel | None = None
-        for raw in output.splitlines():
-            if m := _ENTRY.search(raw):
-                source = _source_name(m.group("name"))
-                kernel = CudaKernel(source, defined.get(source, -1), spec.name, path=path)
-                report.kernels.append(kernel)
-            elif kernel is not None and (m := _FRAME.search(raw)):
-                kernel.stack_bytes, kernel.spill_bytes = int(m.group("stack")), int(m.group("spill"))
-            elif kernel is not None and (m := _USED.search(raw)):
-                kernel.registers = int(m.group("regs"))
-                kernel.shared_bytes = int(m.group("smem") or 0)
+        for mangled, numbers in parse_ptxas_log(output).items():
+            source = _source_name(mangled)
+            report.kernels.append(CudaKernel(
+                source, defined.get(source, -1), spec.name, registers=numbers.get("registers"),
+                stack_bytes=numbers.get("stack"), spill_bytes=numbers.get("spill_stores"),
+                shared_bytes=numbers.get("smem", 0), path=path))
         for k in report.kernels:
             if k.target == spec.name and k.spill_bytes:
                 line = max(k.line, 0)

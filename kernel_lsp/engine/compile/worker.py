@@ -37,7 +37,7 @@ CACHE_DIR_ENV = "KERNEL_LSP_TRITON_CACHE_DIR"
 _SIDECAR = "kernel-lsp-report.json"
 _PTXAS_ENTRY = re.compile(r"Compiling entry function '([^']+)'")
 _PTXAS_PROPS = re.compile(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads")
-_PTXAS_REGS = re.compile(r"Used (\d+) registers")
+_PTXAS_REGS = re.compile(r"Used (\d+) registers(?:.*?(\d+) bytes smem)?")
 _PTXAS_DIAG = re.compile(r"^ptxas\S*\s+(?:\S+,\s*line\s+(\d+);\s*)?(error|warning|fatal)\s*:\s*(.*)$", re.MULTILINE)
 _PTXAS_FILE_LINE = re.compile(r"^ptxas\S*\s+(\S+\.ptx),\s*line\s+(\d+);\s*(error|warning)\s*:\s*(.*)$", re.MULTILINE)
 _MLIR_DIAG = re.compile(
@@ -230,7 +230,7 @@ def _ptxas_flags(enable_fp_fusion: bool) -> list[str]:
 
 
 def parse_ptxas_log(log: str) -> dict[str, dict[str, int]]:
-    """ptxas -v output -> {entry function: {registers, stack, spill_stores, spill_loads}}."""
+    """ptxas -v output -> {entry function: {registers, stack, spill_stores, spill_loads, smem (where reported)}}."""
     out: dict[str, dict[str, int]] = {}
     props: dict[str, dict[str, int]] = {}
     current = None
@@ -247,6 +247,8 @@ def parse_ptxas_log(log: str) -> dict[str, dict[str, int]]:
             pending_props = None
         elif (m := _PTXAS_REGS.search(line)) and current:
             out[current]["registers"] = int(m.group(1))
+            if m.group(2):
+                out[current]["smem"] = int(m.group(2))
     for name, values in out.items():
         values.update(props.get(name, {}))
     return out
@@ -280,18 +282,28 @@ def _ptx_locations(ptx: str) -> tuple[list[int | None], list[int | None], set[st
     return out_line, out_col, set(files.values())
 
 
+_PTX_ACCESS = re.compile(r"\b(ld|st)\.global((?:\.[\w:]+)+)")
+
+
+def _ptx_accesses(ptx: str) -> list[tuple[str, int]]:
+    """("load" | "store", bits moved by one thread) for each global memory access instruction in `ptx`."""
+    # cp.async copies global memory straight to shared memory (pipelined loads): its size is in bytes.
+    found = [("load", int(n, 0) * 8) for n in _CP_ASYNC.findall(ptx)]
+    for m in _PTX_ACCESS.finditer(ptx):
+        vec = re.search(r"\.v(\d+)", m.group(2))
+        sizes = re.findall(r"\.[bsuf](\d+)\b", m.group(2))
+        if sizes:
+            found.append(("load" if m.group(1) == "ld" else "store",
+                          int(sizes[-1]) * (int(vec.group(1)) if vec else 1)))
+    return found
+
+
 def _widths(text: str, nvidia: bool) -> tuple[tuple[int, ...], tuple[int, ...]]:
     loads: set[int] = set()
     stores: set[int] = set()
     if nvidia:
-        for kind, mods in re.findall(r"\b(ld|st)\.global((?:\.[\w:]+)+)", text):
-            vec = re.search(r"\.v(\d+)", mods)
-            bits = re.findall(r"\.[bsuf](\d+)\b", mods)
-            if bits:
-                (loads if kind == "ld" else stores).add(int(bits[-1]) * (int(vec.group(1)) if vec else 1))
-        # cp.async copies global memory straight to shared memory (pipelined loads): its size is in bytes.
-        for nbytes in _CP_ASYNC.findall(text):
-            loads.add(int(nbytes, 0) * 8)
+        for kind, bits in _ptx_accesses(text):
+            (loads if kind == "load" else stores).add(bits)
     else:
         sizes = {"dword": 32, "ubyte": 8, "sbyte": 8, "ushort": 16, "sshort": 16, "byte": 8, "short": 16}
         for kind, what in re.findall(r"\b(?:global|buffer)_(load|store)(?:_lds)?_(\w+)", text):
@@ -307,7 +319,6 @@ def _widths(text: str, nvidia: bool) -> tuple[tuple[int, ...], tuple[int, ...]]:
 
 
 _TT_ACCESS = re.compile(r"\btt\.(load|store)\b.*:\s*tensor<((?:\d+x)+)!tt\.ptr<([a-z]+)(\d+)>")
-_PTX_ACCESS = re.compile(r"\b(ld|st)\.global((?:\.[\w:]+)+)")
 
 
 def _scalar_accesses(job: CompileJob, ttgir: str, ptx: str, num_warps: int) -> tuple[tuple[int, str, int, int], ...]:
@@ -341,14 +352,7 @@ def _scalar_accesses(job: CompileJob, ttgir: str, ptx: str, num_warps: int) -> t
     widest: dict[tuple[int, str], int] = {}
     ptx_lines = ptx.splitlines()
     for i, users in source_lines_of_ir("ptx", ptx, own).items():
-        found = [("load", int(n, 0) * 8) for n in _CP_ASYNC.findall(ptx_lines[i])]  # pipelined loads, in bytes
-        for m in _PTX_ACCESS.finditer(ptx_lines[i]):
-            vec = re.search(r"\.v(\d+)", m.group(2))
-            sizes = re.findall(r"\.[bsuf](\d+)\b", m.group(2))
-            if sizes:
-                found.append(("load" if m.group(1) == "ld" else "store",
-                              int(sizes[-1]) * (int(vec.group(1)) if vec else 1)))
-        for kind, bits in found:
+        for kind, bits in _ptx_accesses(ptx_lines[i]):
             for user in users:
                 key = (user + 1, kind)
                 widest[key] = max(widest.get(key, 0), bits)
