@@ -25,9 +25,11 @@ import time
 from pathlib import Path
 from typing import Any
 
+from .files import PRIVATE_DIR as WORKSPACE_DIR
+from .files import ensure_ignored_dir
+
 log = logging.getLogger(__name__)
 
-WORKSPACE_DIR = ".kernel-lsp"
 MAGIC = b"KLSPC1\n"
 _MAC_SIZE = 32
 _HEX = re.compile(r"[0-9a-f]{8,128}")
@@ -164,9 +166,7 @@ class ResultCache:
         if self._prepared:
             return
         self.root.mkdir(parents=True, exist_ok=True)
-        ignore = self._ignore_dir / ".gitignore"
-        if not ignore.exists():
-            ignore.write_text("*\n")
+        ensure_ignored_dir(self._ignore_dir)
         self._prepared = True
 
     def _scan(self) -> list[tuple[float, int, Path]]:

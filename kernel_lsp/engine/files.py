@@ -107,7 +107,11 @@ PRIVATE_DIR = ".kernel-lsp"
 def ensure_private_dir(root: str | os.PathLike) -> Path:
     """`<root>/.kernel-lsp`, where caches, IR, histories and assistant sessions live, with a `.gitignore` of `*` in
     it so that none of it is ever committed. Raises OSError when it cannot be created."""
-    folder = Path(root) / PRIVATE_DIR
+    return ensure_ignored_dir(Path(root) / PRIVATE_DIR)
+
+
+def ensure_ignored_dir(folder: Path) -> Path:
+    """`folder`, created if need be, with a `.gitignore` of `*` in it. Raises OSError when it cannot be created."""
     folder.mkdir(parents=True, exist_ok=True)
     ignore = folder / ".gitignore"
     if not ignore.exists():

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from analyzers.model import apply_edits
 from kernel_lsp.engine.assistant.code import (
     SpliceError,
-    apply_edits,
     extract_code,
     line_edits,
     protected_names,

@@ -15,12 +15,12 @@ AWS's simulator where it is installed). No LSP imports; docs/assistant.md descri
 
 from __future__ import annotations
 
-from .code import SpliceError, apply_edits, extract_code, line_edits, splice
+from .code import SpliceError, extract_code, line_edits, splice
 from .model import KEY_ENV, ModelClient, ModelConfig, ModelError, Usage, price_of, resolve_key
 from .runner import ACTIONS, TITLES, Assistant, AssistantConfig, Result
 from .session import Session, SessionStore, session_id
 from .verify import Environment
 
 __all__ = ["ACTIONS", "KEY_ENV", "TITLES", "Assistant", "AssistantConfig", "Environment", "ModelClient",
-           "ModelConfig", "ModelError", "Result", "Session", "SessionStore", "SpliceError", "Usage", "apply_edits",
-           "extract_code", "line_edits", "price_of", "resolve_key", "session_id", "splice"]
+           "ModelConfig", "ModelError", "Result", "Session", "SessionStore", "SpliceError", "Usage", "extract_code",
+           "line_edits", "price_of", "resolve_key", "session_id", "splice"]

@@ -202,19 +202,3 @@ def line_edits(old: str, new: str) -> list[TextEdit]:
             continue
         edits.append(TextEdit(Span(i1, 0, i2, 0), replacement))
     return edits
-
-
-def apply_edits(text: str, edits: list[TextEdit]) -> str:
-    """Apply line/column edits (code-point columns) to a text: what an editor does with a proposal."""
-    lines = text.splitlines(keepends=True)
-    offsets = [0]
-    for line in lines:
-        offsets.append(offsets[-1] + len(line))
-
-    def at(line: int, col: int) -> int:
-        return offsets[min(line, len(lines))] + (col if line < len(lines) else 0)
-
-    out = text
-    for e in sorted(edits, key=lambda e: (e.span.start_line, e.span.start_col), reverse=True):
-        out = out[:at(e.span.start_line, e.span.start_col)] + e.new_text + out[at(e.span.end_line, e.span.end_col):]
-    return out

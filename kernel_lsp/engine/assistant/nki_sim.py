@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import subprocess
 import sys
 import threading
 from pathlib import Path
+
+from ..proc import Stopped, run_group
 
 REPO_ROOT = str(Path(__file__).resolve().parents[3])
 
@@ -42,35 +43,16 @@ def _read(p: Path) -> str:
 def simulate(path: str, source: str, kernel: str, nki_kernel: str, root: str | None, timeout: float,
              cancel: threading.Event | None = None) -> dict:
     request = json.dumps({"path": path, "source": source, "kernel": kernel, "nki_kernel": nki_kernel, "root": root})
-    proc = subprocess.Popen([sys.executable, "-m", __name__], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, cwd=REPO_ROOT)
     try:
-        out, err = _communicate(proc, request, timeout, cancel)
-    except TimeoutError:
+        done = run_group([sys.executable, "-m", __name__], timeout=timeout, cancel=cancel, input=request.encode(),
+                         cwd=REPO_ROOT)
+    except Stopped:  # a cancel reads the same as a timeout here
         return {"ok": False, "message": f"the NKI simulation ran longer than {timeout:g} s"}
+    out, err = done.stdout.decode(errors="replace"), done.stderr.decode(errors="replace")
     try:
         return json.loads(out.strip().splitlines()[-1])
     except (ValueError, IndexError):
         return {"ok": False, "message": f"the NKI simulation failed: {(err.strip().splitlines() or ['?'])[-1]}"}
-
-
-def _communicate(proc: subprocess.Popen, request: str, timeout: float, cancel: threading.Event | None):
-    done = threading.Event()
-    result: list = []
-
-    def talk():
-        result.append(proc.communicate(request))
-        done.set()
-
-    threading.Thread(target=talk, daemon=True).start()
-    waited = 0.0
-    while not done.wait(0.1):
-        waited += 0.1
-        if waited > timeout or (cancel is not None and cancel.is_set()):
-            proc.kill()
-            done.wait(5)
-            raise TimeoutError
-    return result[0]
 
 
 def _run(request: dict) -> dict:

@@ -36,6 +36,7 @@ from .verify import (
     has_spec,
     in_thread,
     kernel_defined,
+    latency_report,
     nki_problems,
     run_check,
     spec_untouched,
@@ -198,19 +199,12 @@ class Assistant:
         return Result("plan", session.id, kernel, TITLES[turn.action], plan, usage=self.usage)
 
     async def _explain(self, session: Session, turn: Turn, path: str, text: str, kernel: str) -> Result:
-        from ..latency import estimate_file, measure_file
-
         if not has_spec(text, kernel):
             return self._failed(session, turn, kernel, f"{kernel} has no correctness spec: latency needs its bench "
                                 "shapes (write one first)")
         self.progress(f"Explain: timing {kernel}")
         on_gpu = self.env.gpu
-        if on_gpu:
-            report = await in_thread(self.env, measure_file, path, text, [kernel], self.env.root,
-                                     cancel=self.env.cancel, history=False)
-        else:
-            report = await in_thread(self.env, estimate_file, path, text, list(self.env.targets), [kernel],
-                                     self.env.root, cancel=self.env.cancel)
+        report = await latency_report(self.env, path, text, kernel, on_gpu)
         entries = report.for_kernel(kernel)
         if not entries:
             return self._failed(session, turn, kernel, "no latency figure to explain: " +

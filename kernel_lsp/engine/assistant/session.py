@@ -16,9 +16,11 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from ..files import PRIVATE_DIR, ensure_private_dir
+
 log = logging.getLogger(__name__)
 
-SESSION_DIR = Path(".kernel-lsp") / "assistant"
+SESSION_DIR = Path(PRIVATE_DIR) / "assistant"
 
 
 @dataclass
@@ -90,7 +92,8 @@ def session_id(path: str, kernel: str) -> str:
 
 class SessionStore:
     def __init__(self, root: str | os.PathLike):
-        self.dir = Path(root) / SESSION_DIR
+        self.root = Path(root)
+        self.dir = self.root / SESSION_DIR
 
     def file(self, sid: str) -> Path:
         return self.dir / f"{sid}.json"
@@ -109,11 +112,8 @@ class SessionStore:
             return Session(sid, path, kernel)
 
     def save(self, session: Session) -> None:
-        from ..files import PRIVATE_DIR, ensure_private_dir
-
         try:
-            if self.dir.parent.name == PRIVATE_DIR:  # the workspace's own folder: never committed
-                ensure_private_dir(self.dir.parent.parent)
+            ensure_private_dir(self.root)  # never committed
             self.dir.mkdir(parents=True, exist_ok=True)
             data = {"id": session.id, "path": session.path, "kernel": session.kernel,
                     "turns": [asdict(t) for t in session.turns]}

@@ -117,16 +117,18 @@ def describe_verdict(v, text: str) -> str:
     return "\n".join(out)
 
 
-async def timing(env: Environment, path: str, text: str, kernel: str, on_gpu: bool) -> tuple[Timing | None, str]:
-    """The kernel's latency at its spec's first bench shape: measured on the GPU, else estimated; or why not."""
+async def latency_report(env: Environment, path: str, text: str, kernel: str, on_gpu: bool):
+    """The latency engine's report on the kernel: measured on the GPU, else estimated for the targets."""
     from ..latency import estimate_file, measure_file
 
     if on_gpu:
-        report = await in_thread(env, measure_file, path, text, [kernel], env.root, cancel=env.cancel,
-                                 history=False)
-    else:
-        report = await in_thread(env, estimate_file, path, text, list(env.targets), [kernel], env.root,
-                                 cancel=env.cancel)
+        return await in_thread(env, measure_file, path, text, [kernel], env.root, cancel=env.cancel, history=False)
+    return await in_thread(env, estimate_file, path, text, list(env.targets), [kernel], env.root, cancel=env.cancel)
+
+
+async def timing(env: Environment, path: str, text: str, kernel: str, on_gpu: bool) -> tuple[Timing | None, str]:
+    """The kernel's latency at its spec's first bench shape: measured on the GPU, else estimated; or why not."""
+    report = await latency_report(env, path, text, kernel, on_gpu)
     entries = [e for e in report.for_kernel(kernel) if e.us is not None and e.chosen]
     if not entries:
         why = "; ".join(report.errors) or next((e.error for e in report.for_kernel(kernel) if e.error), None)
