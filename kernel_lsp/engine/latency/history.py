@@ -22,7 +22,9 @@ def history_name(path: str | None, kernel: str) -> str:
 
 
 def history_dir(root: str | os.PathLike) -> Path:
-    return Path(root) / ".kernel-lsp" / "history"
+    from ..files import PRIVATE_DIR
+
+    return Path(root) / PRIVATE_DIR / "history"
 
 
 def _file(root: str | os.PathLike, kernel: str) -> Path:
