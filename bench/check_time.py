@@ -3,9 +3,10 @@
 For each example: the wall time of the whole check (a fresh checking process: Python, torch and triton imports,
 the user's module, every case), the time of the spec's cases alone (Verdict.duration_s), the number of cases,
 and the verdict. Device "auto": the CPU interpreter here, the GPU where torch sees one. Target on the CPU:
-under 3 s of cases per example. Needs torch and triton, not pygls (it runs on the GPU machine too).
+under 3 s of cases per example. Needs torch and triton, not pygls (it runs on the GPU machine too). On a GPU the
+check first runs the bounds and race guard on the CPU interpreter; `--no-guard` leaves it out, to see its cost.
 
-    python bench/check_time.py [--runs 3] [--device auto|interpreter|cuda]
+    python bench/check_time.py [--runs 3] [--device auto|interpreter|cuda] [--no-guard]
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--device", default="auto")
+    parser.add_argument("--no-guard", action="store_true", help="GPU checks without the interpreter's guard pass")
     args = parser.parse_args()
     rows = []
     for name in EXAMPLES:
@@ -37,7 +39,8 @@ def main() -> int:
         verdict = None
         for _ in range(args.runs):
             start = time.perf_counter()
-            report = run_checks(CheckRequest(str(path), path.read_text(), device=args.device))
+            report = run_checks(CheckRequest(str(path), path.read_text(), device=args.device,
+                                                 guard=not args.no_guard))
             walls.append(time.perf_counter() - start)
             if report.verdicts:
                 verdict = report.verdicts[0]
@@ -49,7 +52,8 @@ def main() -> int:
                      str(len(verdict.cases)), verdict.device, verdict.status))
     header = ("example", "wall s", "cases s", "cases", "device", "verdict")
     widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
-    print(f"correctness check time, median of {args.runs} runs (Python {sys.version.split()[0]})")
+    guard = " without the guard pass" if args.no_guard else ""
+    print(f"correctness check time{guard}, median of {args.runs} runs (Python {sys.version.split()[0]})")
     for row in [header, *rows]:
         print("  ".join(str(c).ljust(w) for c, w in zip(row, widths)))
     return 0

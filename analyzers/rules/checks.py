@@ -1,4 +1,4 @@
-"""Rules for what a correctness check found (KV001–KV005): reported from real runs of a kernel against its
+"""Rules for what a correctness check found (KV001–KV006): reported from real runs of a kernel against its
 PyTorch reference (`kernel_lsp.spec`, docs/specs.md), not by a static check. Registered here so that codes,
 severities, suppression and documentation work as for every rule.
 """
@@ -49,4 +49,16 @@ register(Rule(
     wrong="", right="",
     explanation="Nothing was verified. The message gives the error (an import error, an exception in the inputs "
     "function, the reference or the launcher, a spec argument of the wrong kind).",
+))
+register(Rule(
+    code="KV006", name="check-not-trusted", language="checks", severity=Severity.WARNING,
+    summary="The spec was not checked: the file changes what the checker relies on or reaches into it.",
+    wrong="", right="",
+    explanation="A verdict means something only if the inputs, the reference and the comparison are the ones the "
+    "spec states. A file that replaces functions of torch, numpy, triton or the checker (`torch.randn = ...`, "
+    "`setattr(torch, \"allclose\", ...)`), or that reaches into the checking process (the caller's frames through "
+    "`sys._getframe` or `inspect.stack`, the garbage collector's object lists, ctypes, the checker's modules, code "
+    "built at run time with `exec`/`eval`), gets no verdict: the diagnostic sits on the line that does it. The "
+    "replacement would also apply to every program that imports the file. Remove it, or move it out of the file "
+    "that holds the spec.",
 ))

@@ -1,4 +1,4 @@
-"""What a correctness check report means for the user's file: problems (KV001–KV005) and one-line summaries.
+"""What a correctness check report means for the user's file: problems (KV001–KV006) and one-line summaries.
 
 Pure: no torch, no processes. The checks themselves run in `engine.verify`.
 """
@@ -11,7 +11,7 @@ from analyzers.rules import make_problem
 from .verify import CheckReport, Verdict
 
 _CODES = {"mismatch": "KV001", "rejected": "KV002", "out-of-bounds": "KV003", "crashed": "KV004",
-          "timeout": "KV004", "out-of-memory": "KV004", "error": "KV005"}
+          "timeout": "KV004", "out-of-memory": "KV004", "error": "KV005", "not-checked": "KV006"}
 
 
 def verdict_span(v: Verdict, lines: list[str]) -> Span:

@@ -4,8 +4,9 @@
     for v in report.verdicts: v.status, v.message, v.line    # "correct", "mismatch", "rejected", ...
 
 Each request runs in one fresh process (`runner.py`): on the CPU through triton's interpreter with a bounds
-guard, on a GPU when torch sees one. The server never imports torch or triton through this package: only
-`loading`, `hooks`, `compare` and `runner` do, inside the checking process. docs/specs.md describes the checks.
+guard, on a GPU when torch sees one, after a guard pass on the interpreter in a process of its own (process.py).
+The server never imports torch or triton through this package: only `loading`, `hooks`, `compare` and `runner`
+do, inside the checking process. docs/specs.md describes the checks.
 """
 
 from __future__ import annotations

@@ -100,6 +100,46 @@ def bitwise_equal(a: Any, b: Any) -> bool:
     return bool(torch.equal(a, b))
 
 
+def changed_mask(a: Any, b: Any) -> Any:
+    """Elementwise: whether the bits of `a` differ from those of `b` (same shape and dtype; NaN == NaN)."""
+    import torch
+
+    if a.dtype.is_floating_point and a.dtype.itemsize in _INT_VIEW:
+        view = getattr(torch, _INT_VIEW[a.dtype.itemsize])
+        return a.view(view) != b.view(view)
+    return a != b
+
+
+def not_following(first: Any, twin: Any, atol: float, rtol: float,
+                  exempt: Any = None) -> tuple[int, int, tuple[int, ...] | None]:
+    """(elements of `first` that did not move, elements judged, first such index) between a launcher's answer and
+    its twin run's. Moving means leaving the tolerance: an answer that barely depends on the kernel (a small
+    multiple of its output added to PyTorch's) does not count. Elements still holding the NaN fill are left to the
+    comparison ("never written"); elements that are zero in both runs are buffers the kernel had no need to write
+    (a zero-initialised output it stores only nonzero values to); `exempt` marks elements the launcher provided
+    itself (provenance.py), which no launch writes."""
+    import torch
+
+    if not isinstance(twin, torch.Tensor) or tuple(twin.shape) != tuple(first.shape) or first.numel() == 0:
+        total = first.numel()
+        return total, total, (0,) * first.dim() if total else None
+    unwritten = never_written(first)
+    a = first.detach().to(torch.float64)
+    b = twin.detach().to(a.device, torch.float64)
+    same = (a - b).abs() <= atol + rtol * a.abs()
+    same |= torch.isnan(a) & torch.isnan(b)
+    same |= torch.isinf(a) & (a == b)
+    same &= ~((a == 0) & (b == 0))
+    if unwritten is not None:
+        same &= ~unwritten.to(same.device)
+    if exempt is not None:
+        same &= ~exempt.to(same.device)
+    judged = first.numel() - (int(unwritten.sum()) if unwritten is not None else 0)
+    count = int(same.sum())
+    index = tuple(int(i) for i in same.nonzero()[0]) if count else None
+    return count, judged, index
+
+
 def tail_only(indices: Any, shape: tuple[int, ...], blocks: list[int]) -> bool | None:
     """Whether every mismatching index lies past the last full block, for some block size of the launch along
     some dimension (or along the flattened tensor). None when no block size leaves a partial block."""

@@ -8,6 +8,11 @@
   corrupts the heap and an out-of-bounds load returns garbage.
 - Write races (interpreter): programs run one after another there, so a race cannot show in the results; instead
   every plain store is recorded and two programs storing different values to one address is reported.
+- The twin run (provenance): after each launch, every element the launch changed is overwritten with a different
+  value, so that a launcher whose answer comes from the kernel returns a different answer; one that returns
+  PyTorch's answer (gated on the kernel's buffer, or filling part of the output itself) returns the same one.
+- Where each element was stored (interpreter): the line of the store that last wrote every address of the call,
+  so that a mismatch can point at the store that wrote the first wrong element.
 """
 
 from __future__ import annotations
@@ -79,6 +84,9 @@ class KernelHooks:
         self.launch_args: list[Launch] = []
         self.probe = False
         self.skip = False
+        self.twin = False
+        self.provenance: Any = None  # a provenance.Provenance while a call's outputs are being traced
+        self.stored: list[tuple[Any, int | None]] = []  # (addresses, line) of every store and atomic of the call
         self.violation: OutOfBounds | None = None
         self.race: Race | None = None
         self.notes: list[str] = []
@@ -108,6 +116,7 @@ class KernelHooks:
     def reset(self) -> None:
         self.launches = 0
         self.launch_args = []
+        self.stored = []
 
     def _run(self, *args, **kwargs):
         if kwargs.get("warmup"):
@@ -130,6 +139,27 @@ class KernelHooks:
         self.launch_args.append(launch)
         if self.skip:
             return None
+        if not self.twin and self.provenance is None:
+            return self._launch(launch, args, kwargs)
+        import torch
+
+        with torch._C.DisableTorchFunction():  # the checker's own tensor work is not the launcher's
+            # The interpreter records every address a launch stores to; on a GPU what changed shows against a copy.
+            before = None if self.interpreter else _storages(tensors)
+            start = len(self.stored)
+            result = self._launch(launch, args, kwargs)
+            if before is None:
+                written = _written_at(tensors, [addrs for addrs, _ in self.stored[start:]])
+            else:
+                written = _written_changed(before)
+            if self.provenance is not None:
+                self.provenance.kernel_wrote(written)
+            if self.twin:
+                _perturb(written)
+        return result
+
+    def _launch(self, launch: Launch, args: tuple, kwargs: dict) -> Any:
+        tensors = launch.tensors
         if not self.interpreter:
             return self._orig_run(*args, **kwargs)
         for name, t in tensors.items():
@@ -185,6 +215,8 @@ class KernelHooks:
             bad = int(active[~ok][0])
             self.violation = OutOfBounds(self._describe(bad, elsize, kind, pid, line, launch), line)
             raise self.violation
+        if kind != "load":
+            self.stored.append((active, line))
         if kind == "store" and value is not None:
             bits = _bits(value, addrs.shape, active_mask)
             if bits is not None:
@@ -206,6 +238,107 @@ class KernelHooks:
         size = (end - base) // (esize or elsize)
         return (f"out-of-bounds {op}{where}: {name} + {offset} in program {pid}, "
                 f"but {name} has {size} elements (missing or wrong mask?)")
+
+
+def _whole(t: Any) -> Any:
+    """The tensor's whole storage as elements of its dtype (views and offsets included)."""
+    import torch
+
+    storage = t.untyped_storage()
+    whole = torch.empty(0, dtype=t.dtype, device=t.device)
+    whole.set_(storage, 0, (storage.nbytes() // t.element_size(),))
+    return whole
+
+
+def _distinct_storages(tensors: dict[str, Any]) -> list[Any]:
+    out, seen = [], set()
+    for t in tensors.values():
+        try:
+            key = t.untyped_storage().data_ptr()
+            if key in seen or t.dtype.is_complex or t.untyped_storage().nbytes() < t.element_size():
+                continue
+            seen.add(key)
+            out.append(_whole(t))
+        except Exception:  # noqa: BLE001, S112 - a tensor without plain storage (meta, sparse) is not followed
+            continue
+    return out
+
+
+def _storages(tensors: dict[str, Any]) -> list[tuple[Any, Any]]:
+    """(whole storage, a copy of it) for each distinct storage among the launch's tensors."""
+    return [(whole, whole.clone()) for whole in _distinct_storages(tensors)]
+
+
+def _written_changed(storages: list[tuple[Any, Any]]) -> list[tuple[Any, Any]]:
+    """(whole storage, bool per element) of what a GPU launch changed."""
+    import torch
+
+    from .compare import changed_mask
+
+    out = []
+    for whole, before in storages:
+        if whole.device.type == "cuda":
+            torch.cuda.synchronize(whole.device)
+        out.append((whole, changed_mask(whole, before)))
+    return out
+
+
+def _written_at(tensors: dict[str, Any], addresses: list[Any]) -> list[tuple[Any, Any]]:
+    """(whole storage, bool per element) of the elements an interpreted launch stored to."""
+    import numpy as np
+    import torch
+
+    everything = np.unique(np.concatenate(addresses)).astype(np.int64) if addresses else np.zeros(0, np.int64)
+    out = []
+    for whole in _distinct_storages(tensors):
+        size = whole.element_size()
+        offsets = everything - whole.untyped_storage().data_ptr()
+        offsets = offsets[(offsets >= 0) & (offsets % size == 0) & (offsets // size < whole.numel())] // size
+        mask = torch.zeros(whole.shape, dtype=torch.bool)
+        mask[torch.from_numpy(offsets)] = True
+        out.append((whole, mask))
+    return out
+
+
+_twin_launches = [0]
+
+
+def _perturb(written: list[tuple[Any, Any]]) -> None:
+    """Overwrite every element the launch wrote with another value. Floats grow by a random 0.5 to 1.5 times
+    1 + |v|: any rounding keeps them apart, and as every offset is positive, a later launch that adds what an
+    earlier one wrote (a running sum across launches) cannot cancel it out. Integers grow by 1 to 7, bools flip,
+    infinities and NaN become 1."""
+    import torch
+
+    _twin_launches[0] += 1
+    for whole, mask in written:
+        if not bool(mask.any()):
+            continue
+        values = whole[mask]
+        generator = torch.Generator(device=whole.device).manual_seed(0x7E1 + _twin_launches[0])
+        size = (values.numel(),)
+        if whole.dtype == torch.bool:
+            other = ~values
+        elif whole.dtype.is_floating_point:
+            v = values.float()
+            scale = torch.rand(size, generator=generator, device=whole.device) + 0.5
+            moved = v + scale * (1 + v.abs())
+            other = torch.where(torch.isfinite(v), moved, torch.ones_like(v)).to(whole.dtype)
+            other = torch.where(other == values, -values - 1, other)  # rounded back onto the value (overflow)
+        else:
+            step = torch.randint(1, 8, size, generator=generator, device=whole.device)
+            other = (values.long() + step).to(whole.dtype)
+        whole[mask] = other
+
+
+def stored_line(stored: list[tuple[Any, int | None]], address: int) -> int | None:
+    """The line of the last store of the call that wrote `address` (None when no store did)."""
+    import numpy as np
+
+    for addrs, line in reversed(stored):
+        if line is not None and bool((addrs == np.uint64(address)).any()):
+            return line
+    return None
 
 
 def _bits(value: Any, shape: tuple, mask: Any) -> Any:
@@ -302,4 +435,4 @@ class _Guard:
         return guarded
 
 
-__all__ = ["KernelHooks", "Launch", "LaunchProbe", "OutOfBounds", "Race"]
+__all__ = ["KernelHooks", "Launch", "LaunchProbe", "OutOfBounds", "Race", "stored_line"]

@@ -3,6 +3,9 @@
 A process that crashes, hangs or grows past the memory limit is killed with its whole process group; the spec it
 was checking gets the verdict (signal, seconds, megabytes, and the user's line from faulthandler's stack where
 there is one), and a fresh process carries on with the specs after it.
+
+A request that runs on a GPU is checked twice (`_guarded`): first on the CPU interpreter, whose bounds guard and
+write-race detector the GPU lacks, then on the GPU for the specs that pass did not already decide.
 """
 
 from __future__ import annotations
@@ -10,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import secrets
 import select
 import signal
 import subprocess
@@ -17,13 +21,16 @@ import sys
 import tempfile
 import threading
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from ..gpu import runs_on_gpu
 from .results import CheckReport, CheckRequest, Verdict, verdict_from_dict
 
 RUNNER = "kernel_lsp.engine.verify.runner"
 POLL_S = 0.05
+INTERPRETER = "CPU interpreter"  # the runner's device label for the interpreter
 _PACKAGE_ROOT = str(Path(__file__).resolve().parents[3])  # the folder holding kernel_lsp/
 
 
@@ -88,6 +95,8 @@ class _Run:
 
     def __init__(self, request: CheckRequest, skip: list[str]):
         self.request = request
+        self.nonce = secrets.token_hex(16)
+        self.forged = 0  # lines in the pipe without the nonce: written by the user's code, ignored
         self.stderr = tempfile.TemporaryFile(mode="w+b")  # noqa: SIM115 - closed in close()
         read_fd, write_fd = os.pipe()
         env = dict(os.environ)
@@ -101,6 +110,8 @@ class _Run:
             "device": request.device, "skip": skip,
             # The runner decides whether an address-space cap is safe (it depends on the torch build it imports).
             "memory_mb": request.memory_mb,
+            # Every event must carry it: a line the user's code writes into the pipe does not.
+            "nonce": self.nonce,
         }
         cwd = request.root or os.path.dirname(request.path) or None
         if cwd and not os.path.isdir(cwd):
@@ -136,9 +147,14 @@ class _Run:
         out = []
         for line in lines:
             try:
-                out.append(json.loads(line))
+                event = json.loads(line)
             except ValueError:
+                self.forged += bool(line.strip())
                 continue
+            if isinstance(event, dict) and event.get("nonce") == self.nonce:
+                out.append(event)
+            else:
+                self.forged += 1
         return out
 
     def dump_stacks(self) -> None:
@@ -172,10 +188,67 @@ class _Run:
 
 
 def check(request: CheckRequest, cancel: threading.Event | None = None) -> CheckReport:
+    """The request's verdicts; on a GPU (device "cuda", or "auto" where one is present) after the guard pass."""
+    if request.guard and runs_on_gpu(request.device):
+        return _guarded(request, cancel)
+    return _check_once(request, cancel)
+
+
+def _guard_decided(v: Verdict) -> bool:
+    """What only the interpreter sees: an access outside every tensor, a write race between programs."""
+    return v.status == "out-of-bounds" or v.failed_check in ("race", "bounds")
+
+
+def _status_and_message(v: Verdict) -> str:
+    """"mismatch: ...", without repeating a status the message starts with ("timeout: the check ...")."""
+    said = v.message.lower().startswith((v.status, v.status.replace("-", " ")))
+    return v.message if said else f"{v.status}: {v.message}"
+
+
+def _noted(v: Verdict, note: str) -> Verdict:
+    return replace(v, notes=(*v.notes, note))
+
+
+def _guard_note(v: Verdict, before: Verdict | None, unfinished: str) -> Verdict:
+    """A GPU verdict with what the guard pass said about its spec (`before`; None: it did not get there)."""
+    if v.device == INTERPRETER:  # "auto" fell back to the interpreter: the pass was guarded itself
+        return v
+    if before is not None and before.ok:
+        return _noted(v, f"bounds and race guard: passed on the CPU interpreter before the GPU run "
+                         f"({before.duration_s:.1f} s)")
+    why = unfinished if before is None else _status_and_message(before)
+    return _noted(v, f"bounds and race guard did not complete on the CPU interpreter: {why}")
+
+
+def _guarded(request: CheckRequest, cancel: threading.Event | None) -> CheckReport:
+    """The guard pass on the CPU interpreter, then the GPU pass for the specs it did not decide. A spec the guard
+    decided keeps the interpreter's verdict; every other spec gets the GPU's verdict (an interpreter mismatch,
+    error or timeout does not replace it: the interpreter has limits of its own) with a note on the guard. The
+    errors are the GPU pass's; the timeout applies to each pass, `cancel` to both."""
+    guard = _check_once(replace(request, device="interpreter"), cancel)
+    decided = [v for v in guard.verdicts if _guard_decided(v)]
+    if cancel is not None and cancel.is_set():
+        gpu = CheckReport(request.path, (), ((None, "check cancelled"),))
+    elif not guard.errors and len(decided) == len(guard.verdicts):  # every spec decided: nothing left to run
+        gpu = CheckReport(request.path)
+    else:
+        gpu = _check_once(request, cancel, skip=[v.spec for v in decided])
+    before = {v.spec: v for v in guard.verdicts}
+    unfinished = guard.errors[-1][1] if guard.errors else "the guard pass did not reach this spec"
+    verdicts = [_noted(v, "not run on the GPU: the bounds and race guard on the CPU interpreter found this first")
+                for v in decided]
+    verdicts += [_guard_note(v, before.get(v.spec), unfinished) for v in gpu.verdicts]
+    return CheckReport(request.path, tuple(sorted(verdicts, key=lambda v: v.spec_line)), gpu.errors)
+
+
+def _check_once(request: CheckRequest, cancel: threading.Event | None = None,
+                skip: list[str] | None = None) -> CheckReport:
+    """One pass over the request's specs on its device, one fresh process after each crash; `skip` names specs
+    not to check."""
     verdicts: list[Verdict] = []
     errors: list[tuple[int | None, str]] = []
-    done: list[str] = []
-    device = "CPU interpreter" if request.device in ("interpreter", "cpu") else request.device
+    done: list[str] = list(skip or ())
+    device = INTERPRETER if request.device in ("interpreter", "cpu") else request.device
     path = os.path.abspath(request.path)
     while True:
         run = _Run(request, done)
@@ -249,5 +322,8 @@ def check(request: CheckRequest, cancel: threading.Event | None = None) -> Check
                 duration_s=round(time.monotonic() - clock, 3)))
             done.append(current["spec"])
         finally:
+            if run.forged:
+                errors.append((None, f"the checking process received {run.forged} line(s) on its result pipe that "
+                               "did not come from the checker (the file's code writing to it?); they were ignored"))
             run.close()
     return CheckReport(request.path, tuple(verdicts), tuple(errors))

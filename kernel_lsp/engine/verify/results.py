@@ -7,7 +7,25 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-STATUSES = ("correct", "mismatch", "rejected", "out-of-bounds", "crashed", "timeout", "out-of-memory", "error")
+STATUSES = ("correct", "mismatch", "rejected", "out-of-bounds", "crashed", "timeout", "out-of-memory", "error",
+            "not-checked")
+
+# Which honesty check refused a verdict ("rejected", "not-checked", "out-of-bounds"): a stable name for JSON,
+# the assistant's feedback and tests, next to the message written for people.
+FAILED_CHECKS = (
+    "no-launch",  # the launcher returned without launching the kernel
+    "fallback",  # a failing launch was swallowed and an answer returned anyway
+    "not-from-kernel",  # with the launches skipped the launcher still returns the answer
+    "provenance",  # returned values do not follow what the kernel's launches wrote
+    "input-modified",  # an input changed
+    "cached",  # the same output memory again, or no launch on the second call
+    "nondeterministic",  # two runs on the same inputs differ
+    "race",  # two programs stored different values to one address
+    "bounds",  # an access outside every tensor argument
+    "self-reference",  # the reference launches the kernel: it certifies itself
+    "patched",  # the file replaced functions the checker relies on (torch, triton, numpy, the checker)
+    "introspection",  # the file reaches into the checker (frames, gc, the checker's modules, its pipe)
+)
 
 
 @dataclass(frozen=True)
@@ -19,6 +37,9 @@ class CheckRequest:
     timeout_s: float = 60.0  # per spec, from the moment the spec starts (the import has its own, equal limit)
     memory_mb: int = 4096  # resident memory of the checking process
     root: str | None = None  # workspace root, put on sys.path
+    # On a GPU, first check on the CPU interpreter for out-of-bounds accesses and write races (which the GPU run
+    # cannot see) and run on the GPU only the specs that pass did not decide. False: the GPU pass alone.
+    guard: bool = True
 
 
 @dataclass(frozen=True)
@@ -35,6 +56,7 @@ class CaseResult:
     tail_only: bool | None = None  # all mismatches past the last full block (None: no block size applies)
     config: str | None = None  # the autotune config, "BLOCK_SIZE_M=64, ..., num_warps=4"
     note: str | None = None
+    line: int | None = None  # 0-based line of the store that wrote the first wrong element (interpreter)
 
 
 @dataclass(frozen=True)
@@ -51,6 +73,7 @@ class Verdict:
     cases: tuple[CaseResult, ...] = ()
     notes: tuple[str, ...] = ()
     duration_s: float = 0.0
+    failed_check: str | None = None  # one of FAILED_CHECKS when an honesty check decided the verdict
 
     @property
     def ok(self) -> bool:
@@ -92,7 +115,7 @@ def case_from_dict(d: dict) -> CaseResult:
         max_abs=_float(d.get("max_abs")), max_rel=_float(d.get("max_rel")), mismatched=int(d.get("mismatched", 0)),
         total=int(d.get("total", 0)),
         first_index=tuple(d["first_index"]) if d.get("first_index") is not None else None,
-        tail_only=d.get("tail_only"), config=d.get("config"), note=d.get("note"))
+        tail_only=d.get("tail_only"), config=d.get("config"), note=d.get("note"), line=d.get("line"))
 
 
 def verdict_to_dict(v: Verdict) -> dict:
@@ -107,7 +130,7 @@ def verdict_from_dict(d: dict) -> Verdict:
         kernel=d["kernel"], spec=d["spec"], spec_line=int(d["spec_line"]), kernel_line=int(d["kernel_line"]),
         status=d["status"], device=d["device"], message=d["message"], line=d.get("line"), column=d.get("column"),
         cases=tuple(case_from_dict(c) for c in d.get("cases", ())), notes=tuple(d.get("notes", ())),
-        duration_s=float(d.get("duration_s", 0.0)))
+        duration_s=float(d.get("duration_s", 0.0)), failed_check=d.get("failed_check"))
 
 
 def to_json(obj: CheckReport | Verdict | CaseResult | CheckRequest) -> str:
@@ -140,5 +163,5 @@ def from_json(text: str) -> CheckReport | Verdict | CaseResult | CheckRequest:
         kernels = d.get("kernels")
         return CheckRequest(d["path"], d["source"], tuple(kernels) if kernels is not None else None,
                             d.get("device", "auto"), float(d.get("timeout_s", 60.0)), int(d.get("memory_mb", 4096)),
-                            d.get("root"))
+                            d.get("root"), bool(d.get("guard", True)))
     raise ValueError(f"from_json: unknown kind {kind!r}")

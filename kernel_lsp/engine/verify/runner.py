@@ -25,8 +25,9 @@ from kernel_lsp.spec import Spec, kernel_name_of, specs_in, unwrap_kernel
 from kernel_lsp.spec import _def_line as _spec_def_line
 
 from ..gpu import gpu_present
-from .compare import DEFAULT_TOLERANCES, bitwise_equal, compare, prefill
-from .hooks import KernelHooks, LaunchProbe
+from .compare import DEFAULT_TOLERANCES, bitwise_equal, compare, not_following, prefill
+from .hooks import KernelHooks, LaunchProbe, stored_line
+from .integrity import Snapshot, patch_line, scan
 from .loading import UserModuleError, load_user_module, user_line
 from .results import CaseResult, Verdict, verdict_to_dict
 
@@ -38,9 +39,10 @@ BF16_NOTE = ("bfloat16 cases ran with float32 inputs on the CPU interpreter (its
 class Failure(Exception):
     """A case that ends the spec: rejected, out-of-bounds, error, out-of-memory."""
 
-    def __init__(self, status: str, message: str, line: int | None = None):
+    def __init__(self, status: str, message: str, line: int | None = None, failed_check: str | None = None):
         super().__init__(message)
-        self.status, self.message, self.line = status, message, line
+        self.status, self.message, self.line, self.failed_check = status, message, line, failed_check
+        self.case: CaseResult | None = None
 
 
 def _def_line(fn: Any) -> int:
@@ -100,6 +102,7 @@ def _prefilled():
 
     saved = {name: getattr(torch, name) for name in ("empty", "empty_like", "empty_strided")}
     saved_new = torch.Tensor.new_empty
+    own = "new_empty" in vars(torch.Tensor)  # else inherited: restored by removing the wrapper (integrity.py)
     try:
         for name, fn in saved.items():
             setattr(torch, name, wrap(fn))
@@ -108,7 +111,10 @@ def _prefilled():
     finally:
         for name, fn in saved.items():
             setattr(torch, name, fn)
-        torch.Tensor.new_empty = saved_new
+        if own:
+            torch.Tensor.new_empty = saved_new
+        else:
+            del torch.Tensor.new_empty
 
 
 def _tree(value: Any, fn) -> Any:
@@ -198,7 +204,7 @@ def _describe(exc: BaseException) -> str:
 
 class SpecCheck:
     def __init__(self, spec: Spec, path: str, device: str, interpreter: bool, device_label: str,
-                 kernel_line: int):
+                 kernel_line: int, snapshot: Snapshot | None = None, source: str = ""):
         import torch
 
         self.spec, self.path, self.device, self.interpreter = spec, path, device, interpreter
@@ -210,13 +216,22 @@ class SpecCheck:
         self.kernel_line = kernel_line  # 0-based def line of the kernel
         self.returned: list = []  # earlier outputs, kept alive so that their addresses stay unique
         self.notes: list[str] = []
+        self.snapshot, self.source = snapshot, source
+
+    def _untouched(self, what: str) -> None:
+        """The functions the checker relies on are still the ones it started with, after user code ran."""
+        changed = self.snapshot.changed() if self.snapshot is not None else []
+        if changed:
+            raise Failure("not-checked", patched_message(changed, f"while the {what} ran"),
+                          patch_line(self.source, changed[0]), "patched")
 
     # --- one call of the launcher ---
 
-    def _call(self, args: tuple, what: str) -> Any:
+    def _call(self, args: tuple, what: str, provenance: Any = None) -> Any:
         self.hooks.reset()
+        self.hooks.provenance = provenance
         try:
-            with _prefilled():
+            with _prefilled(), provenance if provenance is not None else contextlib.nullcontext():
                 result = self.spec.launcher(*args)
             if self.device == "cuda":
                 self.torch.cuda.synchronize()
@@ -229,7 +244,8 @@ class SpecCheck:
                 raise
             if self.hooks.violation is not None:
                 v = self.hooks.violation
-                raise Failure("out-of-bounds", v.message, v.line) from None
+                raise Failure("out-of-bounds", v.message, v.line, "bounds") from None
+            self._untouched(what)
             if _is_oom(exc):
                 raise Failure("out-of-memory", f"out of memory in the {what}: {_describe(exc)}",
                               _exception_line(exc, self.path)) from None
@@ -240,16 +256,33 @@ class SpecCheck:
             assertion = _chain_has(exc, AssertionError) and self.hooks.launches
             kind = "device assertion failed" if assertion else f"the {what} raised"
             raise Failure("error", f"{kind}{where}: {_describe(exc)}", line) from None
+        finally:
+            self.hooks.provenance = None
         if self.hooks.violation is not None:  # raised inside the kernel and swallowed by the launcher
             v = self.hooks.violation
-            raise Failure("out-of-bounds", v.message, v.line)
+            raise Failure("out-of-bounds", v.message, v.line, "bounds")
         if self.hooks.race is not None:
-            raise Failure("rejected", self.hooks.race.message, self.hooks.race.line)
+            raise Failure("rejected", self.hooks.race.message, self.hooks.race.line, "race")
         return result
 
     # --- one case ---
 
-    def case(self, shape: tuple, dtype: str, seed: int, config: str | None, first: bool) -> CaseResult:
+    def case(self, shape: tuple, dtype: str, seed: int, config: str | None, first: bool,
+             twin: bool = True) -> CaseResult:
+        try:
+            return self._case(shape, dtype, seed, config, first, twin)
+        except Failure as failure:
+            if failure.case is None:
+                failure.case = CaseResult(tuple(shape), dtype, seed, False, config=config,
+                                          note=failure.failed_check or failure.status)
+            raise
+
+    def _case(self, shape: tuple, dtype: str, seed: int, config: str | None, first: bool,
+              twin: bool) -> CaseResult:
+        """Every call of the launcher comes before the reference runs, on clones made before the first call: the
+        reference's answer exists nowhere the launcher could reach (frames, globals, gc) while it runs. `twin`:
+        also the twin run (once per shape, dtype and config: the provenance of every case's answer is checked
+        by what the kernel stored in any case)."""
         torch = self.torch
         tdtype = getattr(torch, dtype)
         label = f"shape {shape} {dtype} seed {seed}" + (f" [{config}]" if config else "")
@@ -265,68 +298,203 @@ class SpecCheck:
         kernel_args = _tree(args, lambda v: v.float() if isinstance(v, torch.Tensor) and v.dtype == torch.bfloat16
                             else v) if upcast else args
         pristine = _clone(kernel_args)
-        try:
-            expected = self.spec.reference(*_clone(args))
-        except Exception as exc:  # noqa: BLE001
-            line = _exception_line(exc, self.path)
-            raise Failure("error", f"the reference raised for {label}: {_describe(exc)}", line) from None
-        first_out = self._call(kernel_args, "launcher")
-        launches = self.hooks.launches
-        blocks = sorted({v for launch in self.hooks.launch_args for v in launch.constexprs.values()})
-        if launches == 0:
+        reference_args = _clone(args)
+        from .provenance import Provenance  # imports torch: only ever in the checking process
+
+        traced = Provenance(_tensors_of(kernel_args))
+        first_out = self._call(kernel_args, "launcher", traced)
+        if self.hooks.launches == 0:
             raise Failure("rejected", f"the launcher returned without launching {self.kernel} ({label}); the "
-                          "result must come from the kernel", self.launcher_line)
+                          "result must come from the kernel", self.launcher_line, "no-launch")
+        blocks = sorted({v for launch in self.hooks.launch_args for v in launch.constexprs.values()})
+        stored = self.hooks.stored
         for i, (now, before) in enumerate(zip(_tensors_of(kernel_args), _tensors_of(pristine))):
             if not bitwise_equal(now, before):
                 raise Failure("rejected", f"the launcher modified input {i} ({label}); inputs must be left "
-                              "unchanged", self.launcher_line)
-        outs, refs = _outputs(first_out), _outputs(expected)
+                              "unchanged", self.launcher_line, "input-modified")
+        outs = _outputs(first_out)
+        unproduced = [traced.unproduced(o) if isinstance(o, torch.Tensor) else None for o in outs]
+        self._fresh_memory(outs, label)
+        second = self._call(_clone(pristine), "launcher")
+        second_launches = self.hooks.launches
+        twin_out = self._twin(pristine, label) if twin else None
+        ablated = self._probe(pristine) if first else None
+        refs = _outputs(self._reference(reference_args, label))
+
         if len(outs) != len(refs):
             raise Failure("mismatch", f"the launcher returned {len(outs)} output(s), the reference {len(refs)}",
                           self.launcher_line)
-        for out in outs:
-            if isinstance(out, torch.Tensor) and out.numel():
-                ptr = out.untyped_storage().data_ptr()
-                if any(ptr == p for p, _ in self.returned):
-                    raise Failure("rejected", f"the launcher returned the same output memory as an earlier call "
-                                  f"({label}): a cached result, not a fresh computation", self.launcher_line)
-                self.returned.append((ptr, out))
         atol, rtol = self.spec.tolerance(dtype, DEFAULT_TOLERANCES)
-        result = None
+        cast_to = tdtype if upcast else None
         cmps = []  # per tensor output; their maxima are the passing case's numbers
         for i, (out, ref) in enumerate(zip(outs, refs)):
             if not isinstance(ref, torch.Tensor):
                 continue
-            cmp = compare(out, ref, atol, rtol, blocks, cast_to=tdtype if upcast else None)
-            cmps.append(cmp)
+            cmp = compare(out, ref, atol, rtol, blocks, cast_to=cast_to)
             which = f"output {i}: " if len(refs) > 1 else ""
             if cmp.message:
                 raise Failure("mismatch", f"{which}{cmp.message} ({label})", self.launcher_line)
-            if not cmp.ok and result is None:
-                note = which + (f"{cmp.never_written} elements never written (still the NaN fill)"
-                                if cmp.never_written else "") if (which or cmp.never_written) else None
-                result = CaseResult(tuple(shape), dtype, seed, False, cmp.max_abs, cmp.max_rel, cmp.mismatched,
-                                    cmp.total, cmp.first_index, cmp.tail_only, config, note or None)
-        if result is not None:
-            return result
-        # Same inputs again: a race or nondeterminism shows as a difference; a memoised launcher as no launch.
-        second = self._call(_clone(pristine), "launcher")
-        if self.hooks.launches == 0:
+            if not cmp.ok:
+                return self._failed_case(cmp, out, which, stored, shape, dtype, seed, config)
+            cmps.append(cmp)
+        # The answer is right. Now whether it is the kernel's, fresh, and the same every time.
+        if second_launches == 0:
             raise Failure("rejected", f"the second call with the same inputs did not launch {self.kernel} "
-                          f"({label}): the launcher returns a cached result", self.launcher_line)
+                          f"({label}): the launcher returns a cached result", self.launcher_line, "cached")
         for i, (a, b) in enumerate(zip(outs, _outputs(second))):
-            if isinstance(a, torch.Tensor) and not bitwise_equal(a, b):
+            if isinstance(a, torch.Tensor) and not self._same(a, b, atol, rtol):
                 raise Failure("rejected", f"two runs on the same inputs differ in output {i} ({label}): a race "
-                              "between programs or nondeterminism", self.launcher_line)
-        if first:
-            self._probe(pristine, refs, atol, rtol, blocks, tdtype if upcast else None, label)
+                              "between programs or nondeterminism", self.launcher_line, "nondeterministic")
+        # Again now: a write after the launcher returned (a thread it left running) shows as a changed value.
+        later = [traced.unproduced(o) if isinstance(o, torch.Tensor) else None for o in outs]
+        self._stored_by_kernel([a if a is not None and a.count else b for a, b in zip(unproduced, later)],
+                               len(refs), pristine, label)
+        if twin:
+            exempt = [u.provided if u is not None else None for u in unproduced]
+            self._provenance(outs, twin_out, refs, atol, rtol, pristine, label, exempt)
+        if ablated is not None and len(ablated) == len(refs) and all(
+                compare(out, ref, atol, rtol, blocks, cast_to).ok for out, ref in zip(ablated, refs)
+                if isinstance(ref, torch.Tensor) and ref.numel()):
+            raise Failure("rejected", f"with {self.kernel}'s launches skipped the launcher still returns the "
+                          f"reference's answer ({label}): the result is not computed by the kernel",
+                          self.launcher_line, "not-from-kernel")
         total = sum(r.numel() for r in refs if isinstance(r, torch.Tensor))
         return CaseResult(tuple(shape), dtype, seed, True, max((c.max_abs or 0.0) for c in cmps) if cmps else 0.0,
                           max((c.max_rel or 0.0) for c in cmps) if cmps else 0.0, 0, total, None, None, config,
                           None)
 
-    def _probe(self, pristine, refs, atol, rtol, blocks, cast_to, label) -> None:
-        """Once per spec: a failing launch must fail the launcher, and the answer must depend on the kernel."""
+    def _same(self, a: Any, b: Any, atol: float, rtol: float) -> bool:
+        """Two runs' outputs agree: bit for bit on the interpreter (programs run in order there); within the
+        tolerance on a GPU, where float atomics add in a different order each run."""
+        if bitwise_equal(a, b):
+            return True
+        if self.interpreter or not isinstance(b, self.torch.Tensor) or a.shape != b.shape:
+            return False
+        if not compare(b, a, atol, rtol, []).ok:
+            return False
+        if not any("float atomics add" in n for n in self.notes):
+            self.notes.append("two runs on the same inputs differ in their last bits on the GPU (float atomics add "
+                              "in a different order each run); they were compared within the tolerance")
+        return True
+
+    def _failed_case(self, cmp, out, which, stored, shape, dtype, seed, config) -> CaseResult:
+        """A mismatching case, with the line of the store that wrote its first wrong element where known."""
+        note = which + (f"{cmp.never_written} elements never written (still the NaN fill)"
+                        if cmp.never_written else "") if (which or cmp.never_written) else None
+        line = None
+        if stored and cmp.first_index is not None and out.dim() == len(cmp.first_index):
+            offset = sum(i * s for i, s in zip(cmp.first_index, out.stride()))
+            line = stored_line(stored, out.data_ptr() + offset * out.element_size())
+        return CaseResult(tuple(shape), dtype, seed, False, cmp.max_abs, cmp.max_rel, cmp.mismatched, cmp.total,
+                          cmp.first_index, cmp.tail_only, config, note or None, line)
+
+    def _fresh_memory(self, outs: list, label: str) -> None:
+        """No output may reuse the memory of an earlier call's output (outputs of this call may share theirs)."""
+        earlier = {p for p, _ in self.returned}
+        for out in outs:
+            if isinstance(out, self.torch.Tensor) and out.numel():
+                if out.untyped_storage().data_ptr() in earlier:
+                    raise Failure("rejected", f"the launcher returned the same output memory as an earlier call "
+                                  f"({label}): a cached result, not a fresh computation", self.launcher_line,
+                                  "cached")
+        self.returned += [(o.untyped_storage().data_ptr(), o) for o in outs
+                          if isinstance(o, self.torch.Tensor) and o.numel()]
+
+    def _reference(self, args: tuple, label: str) -> Any:
+        self.hooks.reset()
+        try:
+            expected = self.spec.reference(*args)
+        except Exception as exc:  # noqa: BLE001
+            line = _exception_line(exc, self.path)
+            raise Failure("error", f"the reference raised for {label}: {_describe(exc)}", line) from None
+        self._untouched("inputs function, the launcher or the reference")  # all of them ran by now
+        if self.hooks.launches:
+            raise Failure("rejected", f"the reference launches {self.kernel} (directly or through the launcher): "
+                          f"a kernel cannot certify itself; write the reference in plain PyTorch ({label})",
+                          max(self.spec.line - 1, 0), "self-reference")
+        return expected
+
+    def _stored_by_kernel(self, unproduced: list, outputs: int, pristine: tuple, label: str) -> None:
+        """Every element of the answer was produced by the kernel in this call, or provided by the launcher as a
+        constant fill or a copy of an input (provenance.py); the latter is noted."""
+        for i, u in enumerate(unproduced):
+            if u is None:
+                continue
+            which = f"output {i}" if outputs > 1 else "the answer"
+            if not u.count:
+                if u.provided is not None:
+                    self.notes.append(f"{which}: {int(u.provided.sum())} of {u.total} elements come from the "
+                                      "launcher (a constant fill or a copy of an input that the kernel did not "
+                                      "overwrite), not from the kernel")
+                continue
+            line = self._return_line(pristine)
+            where = f"line {line + 1} returns" if line is not None else "the launcher returns"
+            by = f"PyTorch computed or wrote ({u.by})" if u.by else "computed or written outside the kernel"
+            why = (f"; the launcher read other tensors' values into Python ({u.laundered}), after which nothing it "
+                   "computes counts as the kernel's") if u.laundered else ""
+            raise Failure("rejected", f"{which} is not computed by the kernel: {u.count} of {u.total} elements "
+                          f"(first at {u.index}) do not hold what {self.kernel} produced in this call; {where} "
+                          f"values {by} (a fallback gated on the kernel's output, or part of the output filled "
+                          f"outside the kernel?){why} ({label})", line, "provenance")
+
+    def _twin(self, pristine: tuple, label: str) -> Any:
+        """The launcher's answer when every launch's writes are replaced by other values (hooks.py)."""
+        self.hooks.twin = True
+        try:
+            return self._call(_clone(pristine), "launcher")
+        except Failure as failure:
+            if failure.status == "not-checked":
+                raise
+            raise Failure("rejected", f"when {self.kernel}'s launches wrote other values, the launcher did not "
+                          f"return a different answer but failed ({failure.message}; {label}): the checker cannot "
+                          "tell that the answer comes from the kernel", failure.line or self.launcher_line,
+                          "provenance") from None
+        finally:
+            self.hooks.twin = False
+
+    def _provenance(self, outs, twin, refs, atol, rtol, pristine, label, exempt) -> None:
+        """Every element of the answer must follow the kernel's writes (twin run): what stays the same when the
+        kernel writes other values was computed some other way."""
+        twins = _outputs(twin)
+        for i, (out, ref) in enumerate(zip(outs, refs)):
+            if not isinstance(ref, self.torch.Tensor) or not isinstance(out, self.torch.Tensor):
+                continue
+            other = twins[i] if i < len(twins) else None
+            stuck, judged, index = not_following(out, other, atol, rtol, exempt[i] if i < len(exempt) else None)
+            if not stuck:
+                continue
+            which = f"output {i}" if len(refs) > 1 else "the answer"
+            line = self._return_line(pristine)
+            where = f"line {line + 1} returns" if line is not None else "the launcher returns"
+            raise Failure("rejected", f"{which} is not computed by the kernel: {stuck} of {judged} elements (first "
+                          f"at {index}) stay the same when {self.kernel}'s launches write other values; {where} "
+                          f"values computed another way (a PyTorch fallback gated on the kernel's output, or part "
+                          f"of the output filled outside the kernel?) ({label})", line, "provenance")
+
+    def _return_line(self, pristine: tuple) -> int | None:
+        """The line of the user's file where the launcher returned, from one more call under a profile hook
+        (only when a check has already failed: the hook slows every call down)."""
+        code = getattr(self.spec.launcher, "__code__", None)
+        if code is None or not _in_file(self.spec.launcher, self.path):
+            return self.launcher_line
+        seen: list[int] = []
+
+        def profile(frame, event, _arg):
+            if event == "return" and frame.f_code is code:
+                seen.append(frame.f_lineno - 1)
+
+        sys.setprofile(profile)
+        try:
+            self._call(_clone(pristine), "launcher")
+        except Failure:
+            pass
+        finally:
+            sys.setprofile(None)
+        return seen[-1] if seen else self.launcher_line
+
+    def _probe(self, pristine) -> list | None:
+        """Once per spec: a failing launch must fail the launcher; then the answer with every launch skipped,
+        which the caller compares with the reference once that has run."""
         self.hooks.probe = True
         try:
             self._call(_clone(pristine), "launcher")
@@ -339,26 +507,18 @@ class SpecCheck:
             if not self.hooks.probe:  # the probe fired and was swallowed
                 raise Failure("rejected", f"the launcher swallowed the exception of a failing {self.kernel} "
                               "launch and returned a result anyway (a fallback path?); let launch errors "
-                              "propagate", self.launcher_line)
+                              "propagate", self.launcher_line, "fallback")
         finally:
             self.hooks.probe = False
         self.hooks.skip = True
         try:
-            ablated = self._call(_clone(pristine), "launcher")
-        except Failure:
-            return
+            return _outputs(self._call(_clone(pristine), "launcher"))
+        except Failure as failure:
+            if failure.status == "not-checked":
+                raise
+            return None
         finally:
             self.hooks.skip = False
-        outs = _outputs(ablated)
-        if len(outs) != len(refs):
-            return
-        for out, ref in zip(outs, refs):
-            if not isinstance(ref, self.torch.Tensor) or ref.numel() == 0:
-                continue
-            if not compare(out, ref, atol, rtol, blocks, cast_to).ok:
-                return
-        raise Failure("rejected", f"with {self.kernel}'s launches skipped the launcher still returns the "
-                      f"reference's answer ({label}): the result is not computed by the kernel", self.launcher_line)
 
     # --- the whole spec ---
 
@@ -370,10 +530,10 @@ class SpecCheck:
                 "device": self.device_label}
         cases: list[CaseResult] = []
 
-        def verdict(status, message, line=None) -> Verdict:
+        def verdict(status, message, line=None, failed_check=None) -> Verdict:
             return Verdict(status=status, message=message, line=line, cases=tuple(cases),
                            notes=tuple(dict.fromkeys(self.notes + self.hooks.notes)),
-                           duration_s=round(time.monotonic() - started, 3), **base)
+                           duration_s=round(time.monotonic() - started, 3), failed_check=failed_check, **base)
 
         if not hasattr(unwrap_kernel(s.kernel), "run"):
             return verdict("error", f"spec {s.name}: kernel= must be a @triton.jit function or its autotuner, "
@@ -400,10 +560,10 @@ class SpecCheck:
                         before = len(cases)
                         try:
                             for shape in s.shapes:
-                                for _ in range(s.seeds):
+                                for repeat in range(s.seeds):
                                     seed = seed_base + counter
                                     counter += 1
-                                    case = self.case(shape, dtype, seed, label, first)
+                                    case = self.case(shape, dtype, seed, label, first, twin=repeat == 0)
                                     cases.append(case)
                                     first = first and not case.ok
                             launched += 1
@@ -423,12 +583,15 @@ class SpecCheck:
                 raise Failure("error", f"no autotune config can launch on {self.device_label}")
         except Failure as failure:
             status = "error" if failure.status == "unlaunchable" else failure.status
-            return verdict(status, failure.message, failure.line)
+            if failure.case is not None:  # the case it happened on, in the JSON as well as in the message
+                cases.append(failure.case)
+            return verdict(status, failure.message, failure.line, failure.failed_check)
         finally:
             self.hooks.uninstall()
         bad = [c for c in cases if not c.ok]
         if bad:
-            return verdict("mismatch", mismatch_message(bad[0], len(bad), len(cases)), kernel_line)
+            line = bad[0].line if bad[0].line is not None else kernel_line
+            return verdict("mismatch", mismatch_message(bad[0], len(bad), len(cases)), line)
         launched = len(configs) - skipped
         configs_text = f", {launched} config{'' if launched == 1 else 's'}" if autotuner is not None else ""
         return verdict("correct", f"correct on {len(cases)} cases{configs_text} ({self.device_label})")
@@ -467,11 +630,19 @@ def mismatch_message(case: CaseResult, failed: int, total: int) -> str:
     if case.first_index is not None:
         parts.append(f"first at {case.first_index}")
     text = " ".join(parts)
+    if case.line is not None:
+        text += f"; line {case.line + 1} stored the first wrong element"
     if case.tail_only:
         text += "; all past the last full block: a missing or wrong mask?"
     if failed > 1:
         text += f" ({failed} of {total} cases fail)"
     return text
+
+
+def patched_message(changed: list[str], when: str) -> str:
+    names = ", ".join(changed[:3]) + (f" and {len(changed) - 3} more" if len(changed) > 3 else "")
+    return (f"not checked: {names} replaced {when}; the inputs, the reference or the comparison would no longer "
+            "be what the spec says (and the replacement would apply to every program that imports this file)")
 
 
 def _in_file(fn: Any, path: str) -> bool:
@@ -550,40 +721,94 @@ def cap_address_space(memory_mb: int) -> int | None:
     return cap
 
 
+def _static_verdicts(source: str, label: str, status: str, message: str, line: int | None,
+                     failed_check: str) -> list[Verdict]:
+    """One verdict per spec the text declares, found without importing it (the file is not run)."""
+    from analyzers.specs import find_specs
+
+    lines = source.splitlines()
+    out = []
+    for site in find_specs(source):
+        kernel = (site.kernel or "?").rsplit(".", 1)[-1]
+        kernel_line = next((i for i, text in enumerate(lines) if text.lstrip().startswith(f"def {kernel}(")),
+                           site.def_line)
+        out.append(Verdict(kernel, site.inputs, site.def_line, kernel_line, status, label, message, line,
+                           failed_check=failed_check))
+    return out
+
+
 def main() -> int:
-    out = os.fdopen(int(os.environ[FD_ENV]), "w", buffering=1)
+    fd = int(os.environ.pop(FD_ENV))
+    out = os.fdopen(fd, "w", buffering=1)
+    request = json.loads(sys.stdin.read())
+    nonce = request.get("nonce")  # the parent accepts only events that carry it
 
     def emit(event: str, **data: Any) -> None:
-        out.write(json.dumps({"event": event, **data}, allow_nan=False) + "\n")
+        out.write(json.dumps({"event": event, "nonce": nonce, **data}, allow_nan=False) + "\n")
         out.flush()
 
-    request = json.loads(sys.stdin.read())
     os.dup2(2, 1)  # user prints must not mix with anything the parent reads
     faulthandler.enable(file=sys.stderr, all_threads=True)
     faulthandler.register(signal.SIGUSR1, file=sys.stderr, all_threads=True)
     memory_mb = request.get("memory_mb")
     cpu_torch = torch_is_cpu_build()  # decided from files, before torch maps its libraries
     path = os.path.abspath(request["path"])
+    source = request["source"]
     try:
         device, interpreter, label = _device(request.get("device", "auto"))
     except Exception as exc:  # noqa: BLE001
         emit("errors", errors=[[None, f"could not set up {request.get('device', 'auto')!r}: {_describe(exc)}"]])
         emit("done")
         return 0
+    emit("device", device=label)
+    findings = scan(source)
+    if findings:  # the file is not run at all
+        first = findings[0]
+        more = f" (and {len(findings) - 1} more such place{'s' if len(findings) > 2 else ''})" \
+            if len(findings) > 1 else ""
+        message = (f"not checked: line {first.line + 1} {first.what}{more}; a file that reaches into the checker "
+                   "is not run, so its verdict could not be trusted")
+        verdicts = _static_verdicts(source, label, "not-checked", message, first.line, "introspection")
+        for v in verdicts:
+            emit("verdict", verdict=verdict_to_dict(v))
+        if not verdicts:
+            emit("errors", errors=[[first.line, message]])
+        emit("done")
+        return 0
     if interpreter:
         os.environ["TRITON_INTERPRET"] = "1"  # before triton and the user's module are imported
         with contextlib.suppress(Exception):  # a broken triton is the user module's import error, reported there
             import triton  # noqa: F401 - mapped before the address-space cap is measured
+
+            from .interp_compat import patch_interpreter
+
+            patch_interpreter()  # the checker's own change to the interpreter, before the snapshot
     if memory_mb and interpreter and (cpu_torch or not gpu_present()):
         cap_address_space(int(memory_mb))
-    emit("device", device=label)
+    with contextlib.suppress(Exception):  # a broken torch is the user module's import error, reported there
+        import numpy  # noqa: F401
+        import torch  # noqa: F401
+    snapshot = Snapshot()
     try:
-        module = load_user_module(path, request["source"], request.get("root"))
+        module = load_user_module(path, source, request.get("root"))
     except UserModuleError as exc:
         emit("errors", errors=[[exc.line, exc.message]])
         emit("done")
         return 0
     specs = specs_in(module)
+    changed = snapshot.changed()
+    snapshot.add_module(os.path.splitext(os.path.basename(path))[0], module)
+    if changed:
+        message = patched_message(changed, "when the file was imported")
+        line = patch_line(source, changed[0])
+        for s in specs:
+            v = Verdict(kernel_name_of(s.kernel), s.name, s.line - 1, _def_line(_raw_function(s.kernel)),
+                        "not-checked", label, message, line, failed_check="patched")
+            emit("verdict", verdict=verdict_to_dict(v))
+        if not specs:
+            emit("errors", errors=[[line, message]])
+        emit("done")
+        return 0
     wanted = request.get("kernels")
     errors = []
     if wanted is not None:
@@ -599,7 +824,7 @@ def main() -> int:
         kernel_line = _def_line(_raw_function(s.kernel))
         emit("start", spec=s.name, kernel=kernel_name_of(s.kernel), spec_line=s.line - 1, kernel_line=kernel_line)
         try:
-            v = SpecCheck(s, path, device, interpreter, label, kernel_line).run()
+            v = SpecCheck(s, path, device, interpreter, label, kernel_line, snapshot, source).run()
         except BaseException as exc:  # noqa: BLE001 - a checker bug must not hide the other specs' verdicts
             if isinstance(exc, MemoryError) or _is_oom(exc):
                 emit("oom", spec=s.name, message=_describe(exc))
