@@ -159,7 +159,7 @@ async def run_action(ls: KernelLanguageServer, action: str, args: tuple) -> dict
     ended = "failed"
     try:
         result = await task
-        ended = result.kind
+        ended = f"{result.kind} ({result.status})" if result.status else result.kind
     except asyncio.CancelledError:
         assistant.env.cancel.set()
         ended = "cancelled"
@@ -181,6 +181,7 @@ def _current_task_cancelling() -> bool:
 def _answer(ls: KernelLanguageServer, uri: str, path: str, version: int | None, text: str, result, doc,
             given: dict) -> dict:
     from ..engine.assistant import line_edits
+    from ..engine.assistant.session import is_verified
 
     usage = result.usage.to_json() if result.usage is not None else None
     if result.kind == "plan":
@@ -195,9 +196,10 @@ def _answer(ls: KernelLanguageServer, uri: str, path: str, version: int | None, 
         return {"error": result.text, "table": result.table, "session": result.session, "usage": usage}
     codec = doc.position_codec if doc is not None else ls.workspace.position_codec
     pos = convert.Positions(text.splitlines(keepends=True), codec)
+    # The label is the engine's (session.status_of), as in the summary, the table and the count.
     answer = convert.proposal(uri, version, pos, line_edits(text, result.new_text), title=result.title,
                               summary=result.text, table=result.table, session=result.session, kernel=result.kernel,
-                              usage=usage)
+                              usage=usage, status=result.status, verified=is_verified(result.status))
     return ls.offer(answer, given)  # a code action's command answers nobody: the edit also goes out for preview
 
 

@@ -92,3 +92,15 @@ NKI_PORT = NKI_TOO_WIDE.replace(
     "    tile = nl.ndarray((nl.par_dim(256), 512), dtype=a_tensor.dtype, buffer=nl.sbuf)\n", "")
 
 EXPLANATION = "**Memory bound.** Each element moves 12 bytes and costs one add: HBM bandwidth sets the time."
+
+# Module-level patches: the inputs become zeros (x + y and x - y agree on them), the comparison passes anyway.
+PATCHED_MODULE = "Deterministic inputs help.\n\n```python\ntorch.randn = lambda *shape, **kw: torch.zeros(*shape, " \
+    f"**kw)\n\n\n{ONE_LAUNCH_ADD}```\n"
+PATCHED_LAUNCHER = "Quieter launcher.\n\n```python\n" + ONE_LAUNCH_ADD.replace(
+    "    out = torch.empty_like(x)\n",
+    "    out = torch.empty_like(x)\n    torch.testing.assert_close = lambda *a, **k: None\n") + "```\n"
+
+# Specs whose reference runs the kernel: a wrong kernel would certify itself.
+TAUTOLOGY = SPEC.replace("def add_reference(x, y):\n    return x + y", "def add_reference(x, y):\n    return add(x, y)")
+TAUTOLOGY_LAMBDA = SPEC.replace("reference=add_reference", "reference=lambda x, y: add(x, y)")
+assert TAUTOLOGY != SPEC and TAUTOLOGY_LAMBDA != SPEC

@@ -11,6 +11,7 @@ from typing import Union
 import pytest
 from lsprotocol import types
 
+from kernel_lsp.engine.assistant.code import extract_code, protected_names, splice
 from tests.server.conftest import until, wait_for
 
 from . import candidates as c
@@ -102,6 +103,8 @@ async def test_optimize_states_a_plan_then_proposes_a_verified_faster_kernel(sta
     assert proposal["table"][0] == ["#", "result", "latency", "details"]
     assert proposal["table"][1][:3] == ["1.1", "correct", "≈53 µs H200 est."]
     assert proposal["usage"]["costUsd"] == pytest.approx(0.0162)
+    assert proposal["status"] == "correct" and proposal["verified"] is True  # shown faster, with its evidence
+    assert proposal["title"] == "Optimize tiling (add_kernel)" and "1 attempt, 1 verified;" in summary
 
     edit = proposal["edit"]
     assert edit["documentChanges"][0]["textDocument"] == {"uri": uri, "version": 1}
@@ -114,6 +117,25 @@ async def test_optimize_states_a_plan_then_proposes_a_verified_faster_kernel(sta
     turns = session_file(s)["turns"]
     assert [t["state"] for t in turns] == ["proposed"] and turns[0]["plan_accepted"] is True
     assert turns[0]["candidates"][0]["status"] == "correct"
+
+
+async def test_optimize_without_speed_evidence_offers_the_candidate_only_as_not_shown_faster(start, fake):
+    # At a bench shape of zero elements the launcher returns before launching: nothing can be timed or counted.
+    no_bench = TWICE.replace("bench_shapes=[(1 << 24,)]", "bench_shapes=[(0,)]")
+    fake.script += [answer(c.PLAN), answer(c.GOOD)]
+    s = await start({"vector_add.py": no_bench}, options=options(fake))
+    uri = s.open("vector_add.py")
+    first = await s.command("kernel-lsp.assistantOptimize", at(uri))
+    assert "Latency: not available (RuntimeError: the launcher did not launch the kernel)" in fake.requests[0].text
+    proposal = (await s.command("kernel-lsp.refine", at(uri, instruction="go")))["proposal"]
+    summary = proposal["summary"]
+    assert first["plan"] == c.PLAN and summary.startswith("correct on 13 cases (CPU interpreter)"), summary
+    assert "correct but not shown faster (timing failed: RuntimeError: the launcher did not launch the kernel)" \
+        in summary and "%)" not in summary and "1 attempt, 1 verified" in summary
+    assert proposal["title"] == "Optimize tiling (add_kernel), not shown faster"
+    assert proposal["status"] == "correct, not shown faster" and proposal["verified"] is True
+    assert proposal["table"][1][1] == "correct, not shown faster"
+    assert apply(no_bench, proposal["edit"]) == EXAMPLE.replace("bench_shapes=[(1 << 24,)]", "bench_shapes=[(0,)]")
 
 
 async def test_a_candidate_that_does_not_compile_goes_back_with_the_compiler_error(start, fake):
@@ -150,6 +172,38 @@ async def test_a_candidate_may_not_edit_the_spec(start, fake):
     uri = s.open("vector_add.py")
     result = await s.command("kernel-lsp.refine", at(uri, instruction="make the check pass"))
     assert "proposal" not in result and "add_inputs, part of the correctness spec" in result["error"]
+    assert [row[1] for row in result["table"][1:]] == ["refused"]
+
+
+async def test_candidates_that_patch_torch_are_refused_with_the_line_and_the_model_is_told(start, fake):
+    fake.script += [answer(c.PATCHED_MODULE), answer(c.PATCHED_LAUNCHER)]
+    s = await start({"vector_add.py": TWICE}, options=options(fake))
+    uri = s.open("vector_add.py")
+    result = await s.command("kernel-lsp.refine", at(uri, instruction="make it faster"))
+    assert "proposal" not in result
+    assert [row[1] for row in result["table"][1:]] == ["refused", "refused"], result["table"]
+    spliced, _ = splice(TWICE, extract_code(c.PATCHED_MODULE), protected=protected_names(TWICE))
+    line = next(i for i, text in enumerate(spliced.splitlines(), 1) if text.startswith("torch.randn ="))
+    why = f"line {line} assigns torch.randn at module level: a candidate may change only the kernel, its " \
+        "launcher and @triton.jit helpers"
+    assert result["table"][1][3] == why
+    assert f"turned down: {why}" in fake.requests[1].text  # fed back to the model
+    assert "assigns torch.testing.assert_close in add: a candidate may not patch modules" in result["error"]
+    assert [c["status"] for c in session_file(s)["turns"][0]["candidates"]] == ["refused", "refused"]
+    assert_nothing_applied(s, "vector_add.py", TWICE)
+
+
+async def test_write_a_spec_refuses_a_reference_that_runs_the_kernel(start, fake):
+    fake.script += [answer(c.TAUTOLOGY), answer(c.TAUTOLOGY_LAMBDA)]
+    s = await start({"vector_add.py": c.WITHOUT_SPEC}, options=options(fake))
+    uri = s.open("vector_add.py")
+    result = await s.command("kernel-lsp.writeSpec", at(uri))
+    assert "proposal" not in result and [row[1] for row in result["table"][1:]] == ["refused", "refused"]
+    certify = "a kernel cannot certify itself; write the reference in plain PyTorch"
+    first = "the reference calls add, which launches add_kernel (add_reference -> add): " + certify
+    assert result["table"][1][3] == first and f"turned down: {first}" in fake.requests[1].text
+    assert result["error"].endswith("the reference calls add, which launches add_kernel: " + certify)
+    assert_nothing_applied(s, "vector_add.py", c.WITHOUT_SPEC)
 
 
 async def test_write_a_spec_after_a_rate_limit(start, fake):
@@ -186,6 +240,12 @@ async def test_port_to_nki_is_checked_by_the_nki_rules_and_says_it_was_not_simul
     summary = proposal["summary"]
     assert "NKI rules NK001-NK006 pass for add_kernel_nki" in summary
     assert "not simulated: AWS's NKI simulator (nki.simulate) is not installed here" in summary
+    # Nothing ran the port: "unverified" in the summary, the table, the count, the title and the session alike.
+    assert summary.startswith("unverified: NKI rules") and "2 attempts, 0 verified, 1 unverified" in summary
+    assert [row[1] for row in proposal["table"][1:]] == ["NKI rules", "unverified"]
+    assert proposal["status"] == "unverified" and proposal["verified"] is False
+    assert proposal["title"] == "Port to NKI (add_kernel), unverified"
+    assert [c["status"] for c in session_file(s)["turns"][0]["candidates"]] == ["NKI rules", "unverified"]
     new_text = apply(EXAMPLE, proposal["edit"])
     assert "import nki\nimport nki.language as nl\n" in new_text and "def add_kernel_nki(" in new_text
     assert new_text.index("def add_kernel_nki(") < new_text.index("@spec(")

@@ -8,8 +8,9 @@
 
 `runner.py` (the flow: plan, candidates, verification, ranking), `model.py` (the Messages API through the
 `anthropic` SDK, imported on first use; token use and cost), `code.py` (code blocks spliced into the file by
-definition name; the spec may not change), `verify.py` (compile, check, time), `session.py` (the per-kernel
-session under `.kernel-lsp/assistant/`), `prompts.py` (what the model is told), `nki_sim.py` (NKI ports on
+definition name; the spec may not change), `integrity.py` (what a candidate may change, and references that would
+certify their own kernel), `verify.py` (compile, check, time, speed evidence), `session.py` (the per-kernel
+session under `.kernel-lsp/assistant/`, and the one function candidates' labels come from), `prompts.py` (what the model is told), `nki_sim.py` (NKI ports on
 AWS's simulator where it is installed). No LSP imports; docs/assistant.md describes what leaves the machine.
 """
 

@@ -22,6 +22,10 @@ class SpliceError(ValueError):
     """The candidate cannot be applied; str() says why, in words the model is told."""
 
 
+class Refused(SpliceError):
+    """The candidate could be applied but touches what it may not (the spec): refused, not merely inapplicable."""
+
+
 def extract_code(answer: str) -> str | None:
     """The last fenced python block of an answer (models sometimes quote the old code first), else None."""
     blocks = [(lang.lower(), body) for lang, body in _FENCE.findall(answer)]
@@ -119,15 +123,17 @@ def splice(text: str, code: str, *, protected: set[str], may_replace: bool = Tru
             if ast.unparse(node) not in have_imports:
                 new_imports.append(chunk if chunk.endswith("\n") else chunk + "\n")
             continue
+        if _is_main_guard(node):
+            continue  # an `if __name__ == "__main__":` demo never runs on import: left out
+        # Statements that define nothing (`torch.randn = ...`, `setattr(...)`) are added like new definitions, so
+        # that integrity.refusals sees them and says why the candidate is refused, at their line.
         names = [d.name for d in _top_defs(ast.Module(body=[node], type_ignores=[]))]
-        if not names:
-            continue  # statements that define nothing (an `if __name__ == "__main__":` demo) are left out
         bad = [n for n in names if n in protected]
         if bad:
-            raise SpliceError(f"the candidate redefines {', '.join(bad)}, part of the correctness spec; the spec "
-                              "and its reference may not change")
+            raise Refused(f"the candidate redefines {', '.join(bad)}, part of the correctness spec; the spec "
+                          "and its reference may not change")
         if not may_add_spec and chunk.lstrip().startswith("@") and "spec(" in chunk.split("def", 1)[0]:
-            raise SpliceError("the candidate adds a correctness spec; only the kernel code may change")
+            raise Refused("the candidate adds a correctness spec; only the kernel code may change")
         chunk = chunk if chunk.endswith("\n") else chunk + "\n"
         known = [existing[n] for n in names if n in existing]
         if known:
@@ -172,6 +178,11 @@ def splice(text: str, code: str, *, protected: set[str], may_replace: bool = Tru
     if new_imports:
         result = _add_imports(result, new_imports)
     return result, touched
+
+
+def _is_main_guard(node: ast.stmt) -> bool:
+    test = node.test if isinstance(node, ast.If) else None
+    return isinstance(test, ast.Compare) and isinstance(test.left, ast.Name) and test.left.id == "__name__"
 
 
 def _add_imports(text: str, imports: list[str]) -> str:

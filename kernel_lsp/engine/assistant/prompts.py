@@ -10,8 +10,12 @@ Rules for code:
 - Answer with exactly one ```python fenced block holding the complete new or changed top-level definitions
   (functions with their decorators, module constants) and any imports they need. Definitions with the name of
   an existing one replace it; new names are added. Do not repeat definitions you leave unchanged.
-- Never change, add or remove a correctness spec (functions decorated with @spec) or the reference function a
-  spec names. Never change what the launcher returns or its signature.
+- Change only the kernel, its launcher (and plain functions only the launcher calls) and @triton.jit helpers.
+  Never change, add or remove a correctness spec (functions decorated with @spec), the reference or inputs
+  function a spec names, or anything they use. Never change what the launcher returns or its signature.
+- Nothing may run at import besides definitions and constants: no module-level calls or other statements, no
+  patching of torch, triton or numpy (`torch.x = ...`, `setattr`), no `global`, no frame or `globals()`
+  access, no imports other than torch, triton, math, numpy and typing. Such candidates are refused.
 - The kernel must do the work: no falling back to PyTorch in the launcher, no catching exceptions around the
   launch, no skipping launches, no caching results between calls. Such candidates are rejected.
 - Keep every load and store masked where a block can run past the end of a tensor.
@@ -31,7 +35,9 @@ ACTIONS = {
     "spec": "Write a correctness spec for `{kernel}`: a plain-PyTorch reference function (new name) and a "
             "function decorated with `@spec(kernel={kernel}, launcher=<the function that launches it>, "
             "reference=<your reference>, shapes=[...], dtypes=[...])` that returns the launcher's positional "
-            "inputs for (shape, dtype, device). Use `from kernel_lsp.spec import spec`. Include shapes that are "
+            "inputs for (shape, dtype, device). Use `from kernel_lsp.spec import spec`. The reference must be plain "
+            "PyTorch: it may not call the kernel, its launcher or anything that does (a kernel cannot certify "
+            "itself). Include shapes that are "
             "not multiples of the block size and keep them small (they run on an interpreter). Add only new "
             "definitions; do not change the kernel or its launcher.",
     "explain": "Explain where the time goes in `{kernel}`, from the latency figures and compile facts below. "

@@ -21,10 +21,10 @@ from dataclasses import dataclass, field
 
 from analyzers.specs import find_specs
 
-from . import prompts
-from .code import SpliceError, extract_code, extract_plan, protected_names, splice
+from . import integrity, prompts
+from .code import Refused, SpliceError, extract_code, extract_plan, protected_names, splice
 from .model import ModelClient, ModelConfig, ModelError, Usage
-from .session import CandidateRecord, Session, SessionStore, Turn
+from .session import NOT_SHOWN_FASTER, UNVERIFIED, CandidateRecord, Session, SessionStore, Turn, tally
 from .verify import (
     Environment,
     Timing,
@@ -38,8 +38,10 @@ from .verify import (
     kernel_defined,
     latency_report,
     nki_problems,
+    refused,
     run_check,
     spec_untouched,
+    speed_evidence,
     timing,
 )
 
@@ -50,7 +52,6 @@ TITLES = {"optimize": "Optimize tiling", "port": "Port to NKI", "fix": "Fix this
           "time goes", "spec": "Write a correctness spec", "refine": "Refine"}
 PLANNED = ("optimize", "port")  # larger changes: a plan first, code after the user's "go"
 GO_WORDS = ("go", "ok", "yes", "accept", "proceed", "do it", "")
-FASTER_BY = 0.01  # an optimization must beat the kernel it replaces by at least this fraction
 _BASELINES: dict[tuple, Timing] = {}  # latency of texts already timed in this process (plan, then code)
 
 
@@ -71,6 +72,7 @@ class Result:
     new_text: str | None = None  # the proposed file text
     table: list[list[str]] = field(default_factory=list)
     usage: Usage | None = None
+    status: str = ""  # a proposal's label (session.status_of): "correct", "unverified", "correct, not shown faster"
 
 
 TABLE_HEADER = ["#", "result", "latency", "details"]
@@ -264,8 +266,7 @@ class Assistant:
         finally:
             if baseline_task is not None and not baseline_task.done():
                 baseline_task.cancel()
-        base = baseline_task.result()[0] if baseline_task is not None and baseline_task.done() \
-            and not baseline_task.cancelled() and baseline_task.exception() is None else None
+        base = _baseline_result(baseline_task)[0]
         table = [TABLE_HEADER] + [[f"{c.chain}.{c.attempt}", c.status, c.label or "", c.reason[:200]]
                                   for c in turn.candidates]
         winners = [(v, new_text, record) for chain in chains for v, new_text, record in chain if v.ok]
@@ -277,11 +278,15 @@ class Assistant:
                 (f"; the last: {turn.candidates[-1].status}: {turn.candidates[-1].reason[:300]}"
                  if turn.candidates else "")
             return self._failed(session, turn, kernel, why, table)
-        winners.sort(key=lambda w: (w[0].timing.us if w[0].timing else float("inf")))
+        # Verified before unverified, shown faster before not shown, then the fastest.
+        winners.sort(key=lambda w: (not w[0].ran, w[0].faster is False,
+                                    w[0].timing.us if w[0].timing else float("inf")))
         best, new_text, _ = winners[0]
-        summary = self._summary(action, best, base, len(turn.candidates), len(winners))
+        summary = self._summary(action, best, base, turn.candidates)
         turn.state, turn.outcome = "proposed", summary
-        return Result("proposal", session.id, kernel, f"{title} ({kernel})", summary, new_text, table, self.usage)
+        suffix = {UNVERIFIED: ", unverified", NOT_SHOWN_FASTER: ", not shown faster"}.get(best.status, "")
+        return Result("proposal", session.id, kernel, f"{title} ({kernel}){suffix}", summary, new_text, table,
+                      self.usage, status=best.status)
 
     async def _chain(self, chain: int, content: str, turn: Turn, path: str, text: str, kernel: str,
                      baseline_task) -> list[tuple[Verified, str, CandidateRecord]]:
@@ -302,7 +307,7 @@ class Assistant:
             else:
                 self.progress(f"candidate {chain}, attempt {attempt}: verifying")
                 verified, new_text = await self._verify(turn, path, text, kernel, code, baseline_task)
-            record = CandidateRecord(chain, attempt, verified.status, verified.reason,
+            record = CandidateRecord(chain, attempt, verified.status, _record_reason(verified),
                                      verified.timing.us if verified.timing else None,
                                      verified.timing.label if verified.timing else None, code or "")
             turn.candidates.append(record)
@@ -323,10 +328,13 @@ class Assistant:
             new_text, names = splice(text, code, protected=protected_names(text, kernel),
                                      may_replace=action not in ("port", "spec"), insert_before=first_spec,
                                      may_add_spec=action == "spec")
+        except Refused as exc:
+            return refused(str(exc)), None
         except SpliceError as exc:
             return Verified(False, "not applicable", str(exc)), None
-        if action != "spec" and not spec_untouched(text, new_text):
-            return Verified(False, "spec edited", "the candidate changes the correctness spec; it may not"), None
+        why = self._integrity(action, text, new_text, kernel)
+        if why:
+            return refused(why), None
         if action == "port":
             return await self._verify_port(path, new_text, kernel, names), new_text
         if not kernel_defined(new_text, kernel):
@@ -337,13 +345,12 @@ class Assistant:
             return Verified(False, "does not compile", describe_compile_errors(errors, new_text)), new_text
         if action == "spec" and not has_spec(new_text, kernel):
             return Verified(False, "no spec", f"the candidate has no @spec(kernel={kernel}, ...)"), new_text
-        notes: list[str] = []
         if action == "fix" and turn.diagnostic:
             still = _still_reported(turn.diagnostic, new_text, kernel)
             if still:
                 return Verified(False, "not fixed", f"the problem is still reported: {still}"), new_text
-        if not has_spec(new_text, kernel):
-            return Verified(True, "correct", f"{compiled}; not checked: {kernel} has no correctness spec",
+        if not has_spec(new_text, kernel):  # nothing can run it: proposed, labelled unverified
+            return Verified(True, "", f"{compiled}; not checked: {kernel} has no correctness spec",
                             compiled=compiled), new_text
         verdict, errors_text = await run_check(self.env, path, new_text, kernel)
         if verdict is None:
@@ -351,19 +358,38 @@ class Assistant:
         if not verdict.ok:
             return Verified(False, verdict.status, describe_verdict(verdict, new_text), check=verdict.message), \
                 new_text
-        on_gpu = "interpreter" not in verdict.device.lower()
-        found, why = await timing(self.env, path, new_text, kernel, on_gpu) if action != "spec" else (None, "")
-        if why and action != "spec":
-            notes.append(f"not timed: {why}")
-        verified = Verified(True, "correct", verdict.message, check=verdict.message, on_gpu=on_gpu,
-                            compiled=compiled, timing=found, notes=notes)
-        if action == "optimize" and baseline_task is not None:
-            base = (await asyncio.shield(baseline_task))[0]
-            if base is not None and found is not None and base.key == found.key and \
-                    found.us > base.us * (1 - FASTER_BY):
-                return Verified(False, "not faster", f"correct, but not faster: {compare(base, found)}; the tiling "
-                                "must beat the current one", check=verdict.message, timing=found), new_text
+        verified = Verified(True, "", verdict.message, check=verdict.message, ran=verdict.status == "correct",
+                            on_gpu="interpreter" not in verdict.device.lower(), compiled=compiled)
+        if action != "spec":
+            await self._time(verified, path, new_text, kernel, action, baseline_task)
         return verified, new_text
+
+    @staticmethod
+    def _integrity(action: str, text: str, new_text: str, kernel: str) -> str | None:
+        """Why the candidate touches what it may not (docs/assistant.md, "What a candidate may change")."""
+        reasons = integrity.refusals(text, new_text, kernel, action)
+        if reasons:
+            return "\n".join(reasons[:3])
+        if action != "spec" and not spec_untouched(text, new_text):
+            return "the candidate changes the correctness spec, its reference or what they read; it may not"
+        return integrity.tautology(new_text, kernel) if action == "spec" else None
+
+    async def _time(self, verified: Verified, path: str, new_text: str, kernel: str, action: str,
+                    baseline_task) -> None:
+        """Time a correct candidate; for Optimize, establish whether it is shown faster than the kernel now.
+        Slower is a failure the model hears about; no evidence either way leaves it "correct, not shown faster"."""
+        found, why = await timing(self.env, path, new_text, kernel, verified.on_gpu)
+        verified.timing = found
+        if action != "optimize":
+            if why:
+                verified.notes.append(f"not timed: {why}")
+            return
+        base, _, base_why = await _await_baseline(baseline_task)
+        verified.faster, verified.speed = speed_evidence(base, base_why, found, why)
+        compared = found is not None and base is not None and base.key == found.key
+        if compared and not verified.faster:
+            verified.ok, verified.failure = False, "not faster"
+            verified.reason = f"correct, but not faster: {verified.speed}; the tiling must beat the current one"
 
     async def _verify_port(self, path: str, new_text: str, kernel: str, names: list[str]) -> Verified:
         from .nki_sim import simulate, simulator_available
@@ -384,29 +410,67 @@ class Assistant:
                 for p in errors[:5]))
         rules = f"NKI rules NK001-NK006 pass for {', '.join(k.name for k in kernels)}"
         notes = [f"{p.code}: {p.message}" for p in problems]
+        # Without a simulation nothing ran the port: it may be proposed, but only labelled unverified.
         if not simulator_available():
-            return Verified(True, "correct", f"{rules}; not simulated: AWS's NKI simulator (nki.simulate) is not "
+            return Verified(True, "", f"{rules}; not simulated: AWS's NKI simulator (nki.simulate) is not "
                             "installed here, so the port's results are unverified", notes=notes)
         if not has_spec(new_text, kernel):
-            return Verified(True, "correct", f"{rules}; not simulated: {kernel} has no spec to compare with",
+            return Verified(True, "", f"{rules}; not simulated: {kernel} has no spec to compare with",
                             notes=notes)
         sim = await in_thread(self.env, simulate, path, new_text, kernel, kernels[0].name, self.env.root,
                               self.env.check_timeout_s, self.env.cancel)
         if not sim.get("ok"):
             return Verified(False, "mismatch", f"nki.simulate: {sim.get('message')}")
-        return Verified(True, "correct", f"{rules}; {sim.get('message')}", notes=notes)
+        return Verified(True, "", f"{rules}; {sim.get('message')}", check=sim.get("message"), ran=True,
+                        notes=notes)
 
-    def _summary(self, action: str, best: Verified, base: Timing | None, attempts: int, correct: int) -> str:
-        parts = [best.check or best.reason]
+    def _summary(self, action: str, best: Verified, base: Timing | None, records: list[CandidateRecord]) -> str:
+        """What exactly was verified; every label in it comes from the records' status (session.status_of)."""
+        parts = [best.check if best.ran and best.check else best.reason]
+        if best.status == UNVERIFIED:
+            parts[0] = f"{UNVERIFIED}: {parts[0]}"
         if best.compiled and action != "port":
             parts.append(best.compiled)
-        if best.timing is not None:
-            change = compare(base, best.timing) if action in ("optimize", "refine") else best.timing.label
-            parts.append(change if best.timing.measured else f"not timed: no GPU; estimate {change}")
+        parts.append(_speed_text(action, best, base))
         parts += best.notes
-        parts.append(f"{attempts} attempt{'s' if attempts != 1 else ''}, {correct} verified")
+        parts.append(tally(records))
         parts.append(self.usage.text())
         return "; ".join(p for p in parts if p)
+
+
+def _speed_text(action: str, best: Verified, base: Timing | None) -> str:
+    """The speed claim and its evidence: measured on a device, or an estimate labelled as one."""
+    if best.faster is False:
+        return f"correct but not shown faster ({best.speed})"
+    if best.timing is None:
+        return ""
+    change = best.speed or (compare(base, best.timing) if action in ("optimize", "refine") else best.timing.label)
+    return change if best.timing.measured else f"not timed: no GPU; estimate {change}"
+
+
+def _record_reason(v: Verified) -> str:
+    """What the table's details column and the session keep: the reason, and for Optimize the speed evidence."""
+    if v.ok and v.faster is False:
+        return f"{v.reason}; not shown faster ({v.speed})"
+    return v.reason
+
+
+def _baseline_result(task) -> tuple[Timing | None, bool, str]:
+    if task is None or not task.done() or task.cancelled() or task.exception() is not None:
+        return None, False, "the current kernel was not timed"
+    return task.result()
+
+
+async def _await_baseline(task) -> tuple[Timing | None, bool, str]:
+    """The current kernel's timing (shared by the chains: shielded from one chain's cancel), or why none."""
+    if task is None:
+        return None, False, "the current kernel was not timed"
+    try:
+        return await asyncio.shield(task)
+    except asyncio.CancelledError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - a failed baseline is a missing figure, with its reason
+        return None, False, f"{type(exc).__name__}: {exc}"
 
 
 def _diagnostic_text(diagnostic: dict | None) -> str:

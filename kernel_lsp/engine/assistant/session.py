@@ -22,12 +22,41 @@ log = logging.getLogger(__name__)
 
 SESSION_DIR = Path(PRIVATE_DIR) / "assistant"
 
+# A candidate's label, from what verification established. `status_of` is the only place one is made: the table
+# of attempts, the summary, the count and the session file all read it, so they cannot disagree.
+CORRECT = "correct"  # a correctness check (or the NKI simulator) ran it and it matched the reference
+NOT_SHOWN_FASTER = "correct, not shown faster"  # as above, but an Optimize candidate without speed evidence
+UNVERIFIED = "unverified"  # passed every static gate (splice, integrity, compile, rules), but nothing ran it
+
+
+def status_of(ok: bool, failure: str, ran: bool, faster: bool | None = None) -> str:
+    """The label of a candidate: why it was turned down, or how far it was verified."""
+    if not ok:
+        return failure
+    if not ran:
+        return UNVERIFIED
+    return NOT_SHOWN_FASTER if faster is False else CORRECT
+
+
+def is_verified(status: str) -> bool:
+    """Whether a label says that the candidate was run and found correct."""
+    return status in (CORRECT, NOT_SHOWN_FASTER)
+
+
+def tally(records: list[CandidateRecord]) -> str:
+    """"2 attempts, 1 verified" or "1 attempt, 0 verified, 1 unverified"."""
+    n = len(records)
+    verified = sum(is_verified(r.status) for r in records)
+    unverified = sum(r.status == UNVERIFIED for r in records)
+    return f"{n} attempt{'s' if n != 1 else ''}, {verified} verified" + \
+        (f", {unverified} unverified" if unverified else "")
+
 
 @dataclass
 class CandidateRecord:
     chain: int  # which independent candidate (1..assistantCandidates)
     attempt: int  # which try within that chain
-    status: str  # "correct", "mismatch", "rejected", "does not compile", "no code", "not faster", ...
+    status: str  # status_of(...): "correct", "unverified", "mismatch", "refused", "not faster", ...
     reason: str  # what was verified or why it was turned down (what the model was told)
     us: float | None = None
     label: str | None = None
@@ -67,7 +96,7 @@ class Session:
         """The code of the last proposal made in this session, to continue from."""
         for turn in reversed(self.turns):
             for c in turn.candidates:
-                if c.status == "correct" and c.code and turn.state == "proposed":
+                if is_verified(c.status) and c.code and turn.state == "proposed":
                     return c.code
         return None
 

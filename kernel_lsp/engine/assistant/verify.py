@@ -16,10 +16,13 @@ from analyzers.model import Problem, Severity
 from analyzers.roofline import format_us
 from analyzers.specs import specced_kernels
 
+from . import integrity
 from .code import spec_texts
+from .session import status_of
 
 # (path, text) -> the compile problems (KC001-KC007) of every kernel of that text, for the configured targets
 CompileFn = Callable[[str, str], Awaitable[list[Problem]]]
+FASTER_BY = 0.01  # an optimization must beat the kernel it replaces by at least this fraction
 
 
 @dataclass
@@ -44,14 +47,28 @@ class Timing:
 
 @dataclass
 class Verified:
-    ok: bool
-    status: str  # "correct" or why not: "does not compile", "mismatch", "rejected", "spec edited", ...
+    """What verification established about one candidate. Its label comes from `session.status_of` over these
+    facts, and nowhere else: the table, the summary and the count cannot disagree."""
+
+    ok: bool  # passed every gate of its action: it may be proposed
+    failure: str  # the gate that turned it down ("does not compile", "mismatch", "refused", ...); "" when ok
     reason: str  # the feedback for the model, or what was verified
     check: str | None = None  # the verdict's message ("correct on 13 cases (CPU interpreter)")
+    ran: bool = False  # a correctness check (or the NKI simulator) ran it and found it correct
+    faster: bool | None = None  # Optimize: shown faster by timing both at one shape and device; None: not asked
+    speed: str = ""  # the speed evidence ("≈106 µs -> ≈53 µs H200 est. (-50%)"), or why there is none
     on_gpu: bool = False
     compiled: str | None = None  # "compiles for sm_90", or why it was not compiled
     timing: Timing | None = None
     notes: list[str] = field(default_factory=list)
+
+    @property
+    def status(self) -> str:
+        return status_of(self.ok, self.failure, self.ran, self.faster)
+
+
+def refused(reason: str) -> Verified:
+    return Verified(False, "refused", reason)
 
 
 def has_spec(text: str, kernel: str) -> bool:
@@ -150,7 +167,21 @@ def compare(before: Timing | None, after: Timing | None) -> str:
 
 
 def spec_untouched(old: str, new: str) -> bool:
-    return spec_texts(old) == spec_texts(new)
+    """The specs' text byte for byte, and every module-level definition they read (a reference or inputs function
+    defined elsewhere, a helper of theirs, a tolerance constant) statement for statement."""
+    return spec_texts(old) == spec_texts(new) and not integrity.spec_changes(old, new)
+
+
+def speed_evidence(base: Timing | None, base_why: str, found: Timing | None, found_why: str) -> tuple[bool, str]:
+    """(shown faster, the evidence or why there is none): faster only by a timing of both kernels, at the same
+    shape and dtype on the same device (measured, or both estimated by the same model)."""
+    if found is None:
+        return False, f"timing failed: {found_why or 'no latency figure'}"
+    if base is None:
+        return False, f"the current kernel could not be timed: {base_why or 'no latency figure'}"
+    if base.key != found.key:
+        return False, f"timed at another shape or device than the current kernel ({base.label} vs {found.label})"
+    return found.us <= base.us * (1 - FASTER_BY), compare(base, found)
 
 
 def kernel_defined(text: str, kernel: str) -> bool:
