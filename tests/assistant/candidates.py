@@ -104,3 +104,8 @@ PATCHED_LAUNCHER = "Quieter launcher.\n\n```python\n" + ONE_LAUNCH_ADD.replace(
 TAUTOLOGY = SPEC.replace("def add_reference(x, y):\n    return x + y", "def add_reference(x, y):\n    return add(x, y)")
 TAUTOLOGY_LAMBDA = SPEC.replace("reference=add_reference", "reference=lambda x, y: add(x, y)")
 assert TAUTOLOGY != SPEC and TAUTOLOGY_LAMBDA != SPEC
+
+# The kernel computes x - y; the launcher returns PyTorch's answer in a form that still depends on the kernel's
+# buffer, so a check that only skips the launches would see NaN and pass it.
+GATED_FALLBACK = "Faster kernel, same answer.\n\n```python\n" + KERNEL.replace("x + y, mask", "x - y, mask") + \
+    "\n\n" + ONE_LAUNCH_ADD.replace("    return out\n", "    return (x + y) + 0 * out\n") + "```\n"

@@ -166,6 +166,18 @@ async def test_wrong_results_and_a_torch_fallback_are_turned_down_and_nothing_is
     assert_nothing_applied(s, "vector_add.py", EXAMPLE)
 
 
+async def test_a_fallback_gated_on_the_kernels_buffer_is_rejected(start, fake):
+    fake.script += [answer(c.GATED_FALLBACK), answer(c.GATED_FALLBACK)]
+    s = await start({"vector_add.py": EXAMPLE}, options=options(fake))
+    uri = s.open("vector_add.py")
+    result = await s.command("kernel-lsp.refine", at(uri, instruction="make it faster"))
+    assert "proposal" not in result
+    assert [row[1] for row in result["table"][1:]] == ["rejected", "rejected"], result["table"]
+    told = fake.requests[1].text
+    assert "not computed by the kernel" in told and "0 * out" in told  # the line it returns from, quoted
+    assert_nothing_applied(s, "vector_add.py", EXAMPLE)
+
+
 async def test_a_candidate_may_not_edit_the_spec(start, fake):
     fake.script += [answer(c.SPEC_EDIT)]
     s = await start({"vector_add.py": EXAMPLE}, options=options(fake, assistantMaxAttempts=1))
