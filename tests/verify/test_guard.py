@@ -83,6 +83,20 @@ def test_a_race_or_bounds_failed_check_is_decided_by_the_guard(monkeypatch):
     assert verdicts["swallowed"].device == GPU
 
 
+def test_a_failing_device_assert_is_decided_by_the_guard(monkeypatch):
+    # GPU kernels compile tl.device_assert out unless triton's debug mode is on: only the interpreter sees it fail.
+    fake = _fake(monkeypatch,
+                 interpreter=[_verdict("asserts", 4, "error", "CPU interpreter",
+                                       message="device assertion failed at line 12: AssertionError: n > 0"),
+                              _verdict("inputs", 9, "error", "CPU interpreter",
+                                       message="the inputs function raised for shape (3,): ValueError")],
+                 cuda=[_verdict("asserts", 4, "correct", GPU), _verdict("inputs", 9, "correct", GPU)])
+    verdicts = _by_spec(process.check(CheckRequest("k.py", "", device="cuda")))
+    assert fake.calls[1] == ("cuda", ["asserts"])
+    assert (verdicts["asserts"].status, verdicts["asserts"].device) == ("error", "CPU interpreter")
+    assert (verdicts["inputs"].status, verdicts["inputs"].device) == ("correct", GPU)
+
+
 def test_an_interpreter_mismatch_does_not_replace_the_gpu_verdict(monkeypatch):
     _fake(monkeypatch,
           interpreter=[_verdict("bf16", 3, "mismatch", "CPU interpreter"),

@@ -195,8 +195,10 @@ def check(request: CheckRequest, cancel: threading.Event | None = None) -> Check
 
 
 def _guard_decided(v: Verdict) -> bool:
-    """What only the interpreter sees: an access outside every tensor, a write race between programs."""
-    return v.status == "out-of-bounds" or v.failed_check in ("race", "bounds")
+    """What only the interpreter sees: an access outside every tensor, a write race between programs, a
+    `tl.device_assert` that fails (compiled out of GPU kernels unless triton's debug mode is on)."""
+    return (v.status == "out-of-bounds" or v.failed_check in ("race", "bounds")
+            or (v.status == "error" and v.message.startswith("device assertion failed")))
 
 
 def _status_and_message(v: Verdict) -> str:
