@@ -82,3 +82,12 @@ def test_measured_vector_add(tmp_path):
     assert report.errors == [] and report.entries
     for e in report.entries:
         assert e.source == "measured" and e.us > 0 and e.reference_us > 0
+
+
+def test_a_file_that_patches_torch_or_reaches_into_the_worker_is_not_timed(tmp_path):
+    patched = _write(tmp_path, "patched.py", "import time\ntime.perf_counter = lambda: 0.0\n" + ADD)
+    errors = estimate_file(str(patched), None, ["H200"], root=str(tmp_path)).errors
+    assert errors and "not timed: time.perf_counter replaced when the file was imported" in errors[0]
+    frames = _write(tmp_path, "frames.py", "import sys\n_caller = sys._getframe\n" + ADD)
+    errors = estimate_file(str(frames), None, ["H200"], root=str(tmp_path)).errors
+    assert errors and "not timed: line 4 uses sys._getframe" in errors[0]  # _write puts two lines above

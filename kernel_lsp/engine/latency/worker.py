@@ -136,14 +136,44 @@ def _measure(module, request: dict) -> list[dict]:
     return results
 
 
+def _untrusted(source: str, snapshot, when: str) -> dict | None:
+    """The answer when the file reaches into this process or replaced what timing relies on (torch.cuda's
+    events, triton.testing, time): its figures would be whatever it wanted (verify/integrity.py)."""
+    from kernel_lsp.engine.verify.integrity import patch_line
+
+    changed = snapshot.changed()
+    if not changed:
+        return None
+    line = patch_line(source, changed[0])
+    return {"ok": False, "error": f"not timed: {', '.join(changed[:3])} replaced {when}", "line": line,
+            "results": []}
+
+
 def handle(request: dict) -> dict:
     mode = request.get("mode")
+    source = request.get("source")
+    if source is None:
+        with open(request["path"], encoding="utf-8") as f:
+            source = f.read()
+    from kernel_lsp.engine.verify.integrity import Snapshot, scan
+
+    findings = scan(source)
+    if findings:
+        return {"ok": False, "error": f"not timed: line {findings[0].line + 1} {findings[0].what}; a file that "
+                "reaches into the checker is not run", "line": findings[0].line, "results": []}
+    import torch  # noqa: F401 - imported before the snapshot, as the user's module would import it
+    import triton  # noqa: F401
+
+    snapshot = Snapshot()
     try:
-        module = _load(request["path"], request.get("source"), request.get("root"))
+        module = _load(request["path"], source, request.get("root"))
     except Exception as exc:  # noqa: BLE001
         line = getattr(exc, "line", None)
         return {"ok": False, "error": f"cannot import {request.get('path')}: {getattr(exc, 'message', exc)}",
                 "line": line, "results": []}
+    refused = _untrusted(source, snapshot, "when the file was imported")
+    if refused:
+        return refused
     try:
         if mode == "count":
             results = _count(module, request)
@@ -154,7 +184,8 @@ def handle(request: dict) -> dict:
     except Exception as exc:  # noqa: BLE001
         return {"ok": False, "error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc(),
                 "results": []}
-    return {"ok": True, "error": None, "results": results}
+    return _untrusted(source, snapshot, "while the kernel was timed") or {"ok": True, "error": None,
+                                                                          "results": results}
 
 
 def main() -> None:

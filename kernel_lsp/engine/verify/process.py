@@ -325,7 +325,8 @@ def _check_once(request: CheckRequest, cancel: threading.Event | None = None,
             done.append(current["spec"])
         finally:
             if run.forged:
-                errors.append((None, f"the checking process received {run.forged} line(s) on its result pipe that "
-                               "did not come from the checker (the file's code writing to it?); they were ignored"))
+                errors.append((None, (f"the checking process received {run.forged} line(s) on its result pipe that "
+                                      "did not come from the checker (the file's code writing to it?); they were "
+                                      "ignored")))
             run.close()
     return CheckReport(request.path, tuple(verdicts), tuple(errors))

@@ -392,11 +392,9 @@ class SpecCheck:
         """No output may reuse the memory of an earlier call's output (outputs of this call may share theirs)."""
         earlier = {p for p, _ in self.returned}
         for out in outs:
-            if isinstance(out, self.torch.Tensor) and out.numel():
-                if out.untyped_storage().data_ptr() in earlier:
-                    raise Failure("rejected", f"the launcher returned the same output memory as an earlier call "
-                                  f"({label}): a cached result, not a fresh computation", self.launcher_line,
-                                  "cached")
+            if isinstance(out, self.torch.Tensor) and out.numel() and out.untyped_storage().data_ptr() in earlier:
+                raise Failure("rejected", f"the launcher returned the same output memory as an earlier call "
+                              f"({label}): a cached result, not a fresh computation", self.launcher_line, "cached")
         self.returned += [(o.untyped_storage().data_ptr(), o) for o in outs
                           if isinstance(o, self.torch.Tensor) and o.numel()]
 
@@ -422,7 +420,7 @@ class SpecCheck:
                 continue
             which = f"output {i}" if outputs > 1 else "the answer"
             if not u.count:
-                if u.provided is not None:
+                if u.provided is not None and not any(n.startswith(f"{which}: ") for n in self.notes):
                     self.notes.append(f"{which}: {int(u.provided.sum())} of {u.total} elements come from the "
                                       "launcher (a constant fill or a copy of an input that the kernel did not "
                                       "overwrite), not from the kernel")
