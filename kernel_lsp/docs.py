@@ -94,6 +94,8 @@ def vscode_setting(setting: Setting) -> dict[str, Any]:
     if setting.enum:
         prop["enum"] = list(setting.enum)
     prop["markdownDescription"] = setting.description
+    if setting.user_only:
+        prop["scope"] = "machine"  # VS Code ignores workspace and folder values of machine-scoped settings
     return prop
 
 

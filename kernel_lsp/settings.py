@@ -32,6 +32,10 @@ class Setting:
     description: str
     validate: Callable[[Any], Any]  # returns the normalised value or raises ValueError with a reason
     enum: tuple[str, ...] = ()
+    # Says where code, text or a key goes: taken only from the editor's user-level configuration (the
+    # initializationOptions, or a machine-scoped VS Code setting), never from workspace/configuration, which a
+    # repository can supply (.vscode/settings.json, .dir-locals.el).
+    user_only: bool = False
 
 
 def _codes(value: Any) -> tuple[str, ...]:
@@ -225,10 +229,11 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("assistantModel", "assistant_model", "string", "claude-sonnet-4-5", "The Anthropic model the "
             "assistant's code actions use.", _string),
     Setting("assistantBaseUrl", "assistant_base_url", "string", "", "Base URL of the Messages API (empty: "
-            "Anthropic's). For a proxy or a gateway.", _url),
+            "Anthropic's). For a proxy or a gateway. User-level only: a workspace's value is ignored.", _url,
+            user_only=True),
     Setting("assistantApiKey", "assistant_api_key", "string", "", "API key for the assistant. Prefer the "
             "ANTHROPIC_API_KEY environment variable of the editor; this setting is for clients that cannot set it. "
-            "It is never logged.", _string),
+            "It is never logged. User-level only: a workspace's value is ignored.", _string, user_only=True),
     Setting("assistantMaxAttempts", "assistant_max_attempts", "integer", 3, "How many times the assistant may "
             "try again after a candidate fails to compile, to pass its checks or to be faster, per request.",
             _int_range(1, 10)),
@@ -282,10 +287,12 @@ class Settings:
         return best[1] if best else None
 
 
-def parse_settings(raw: Any, base: Settings | None = None) -> tuple[Settings, list[str]]:
+def parse_settings(raw: Any, base: Settings | None = None, user_level: bool = True) -> tuple[Settings, list[str]]:
     """Validate raw settings (a JSON object). Returns the settings and one message per rejected value.
 
     Accepts the object itself or one wrapped in {"kernelLsp": {...}}. Keys absent from raw keep `base`'s values.
+    `user_level=False` (workspace/configuration): settings marked user_only keep `base`'s values, with a message
+    when the workspace's value differs.
     """
     settings = base or Settings()
     messages: list[str] = []
@@ -304,6 +311,14 @@ def parse_settings(raw: Any, base: Settings | None = None) -> tuple[Settings, li
             close = [k for k in _BY_KEY if k.lower() == str(key).lower()]
             hint = f" (did you mean {close[0]!r}?)" if close else ""
             messages.append(f"unknown kernel-lsp setting {key!r}{hint}; ignored")
+            continue
+        if setting.user_only and not user_level:
+            current = getattr(settings, setting.attr)
+            if value not in (None, current):
+                messages.append(f"{key} from the workspace's configuration was ignored: it says where code or keys "
+                                "go, so it is taken only from user-level settings (initializationOptions: VS Code's "
+                                "user settings, init_options in Neovim, kernel-lsp-settings in Emacs) or the "
+                                "environment")
             continue
         if value is None:
             changes[setting.attr] = setting.default
@@ -329,16 +344,20 @@ def markdown() -> str:
         "",
         "kernel-lsp reads its settings from the editor: the `initializationOptions` sent when the server starts,",
         f"and the `{SECTION}` section of `workspace/configuration`, read again whenever the editor reports a",
-        "configuration change. Both take the same keys. A value of the wrong type or out of range is reported in a",
-        "message and replaced by its default; the other settings still apply. `kernel-lsp check` takes",
-        "`--select`, `--ignore` and `--config FILE` (a JSON object with these keys).",
+        "configuration change. Both take the same keys, except that settings which say where code, text or a key",
+        "goes (marked *user-level only*) are taken only from `initializationOptions` (the editor's user-level",
+        "configuration) and never from `workspace/configuration`, which a repository can supply",
+        "(`.vscode/settings.json`, `.dir-locals.el`); in VS Code they are machine-scoped. A value of the wrong type or",
+        "out of range is reported in a message and replaced by its default; the other settings still apply.",
+        "`kernel-lsp check` takes `--select`, `--ignore` and `--config FILE` (a JSON object with these keys).",
         "",
         "| Setting | Type | Default | Description |",
         "| --- | --- | --- | --- |",
     ]
     for s in SETTINGS:
         kind = s.type + (f" ({' / '.join(s.enum)})" if s.enum else "")
-        out.append(f"| `{s.key}` | {kind} | `{_show(s.default)}` | {s.description} |")
+        where = " *User-level only.*" if s.user_only and "User-level only" not in s.description else ""
+        out.append(f"| `{s.key}` | {kind} | `{_show(s.default)}` | {s.description}{where} |")
     out += [
         "",
         "Example (Neovim):",

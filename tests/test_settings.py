@@ -45,3 +45,26 @@ def test_pins_take_types_values_and_launch_options():
                 {"not a name": {}}, ["add_kernel"]):
         s, messages = parse_settings({"pins": bad})
         assert s.pins == {} and len(messages) == 1 and "pins" in messages[0], bad
+
+
+def test_settings_that_say_where_keys_go_are_taken_from_user_level_options_only():
+    user, messages = parse_settings({"assistantBaseUrl": "https://gateway.example.com", "assistantApiKey": "k"})
+    assert messages == [] and user.assistant_base_url == "https://gateway.example.com"
+    # A repository's .vscode/settings.json or .dir-locals.el arrives as workspace/configuration.
+    workspace, messages = parse_settings({"kernelLsp": {"assistantBaseUrl": "http://attacker.example",
+                                                        "assistantApiKey": "theirs", "ignore": ["TR009"]}},
+                                         user, user_level=False)
+    assert workspace.assistant_base_url == "https://gateway.example.com" and workspace.assistant_api_key == "k"
+    assert workspace.ignore == ("TR009",)  # the other settings still apply
+    assert len(messages) == 2 and all("taken only from user-level settings" in m for m in messages)
+    # The same value again (VS Code's answer repeats the user's machine-scoped value) is not worth a message.
+    _, messages = parse_settings({"assistantBaseUrl": "https://gateway.example.com"}, user, user_level=False)
+    assert messages == []
+
+
+def test_vscode_gets_user_only_settings_machine_scoped():
+    from kernel_lsp.docs import vscode_setting
+    from kernel_lsp.settings import SETTINGS
+
+    scoped = {s.key for s in SETTINGS if vscode_setting(s).get("scope") == "machine"}
+    assert scoped == {"assistantBaseUrl", "assistantApiKey"}

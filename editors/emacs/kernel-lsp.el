@@ -31,14 +31,14 @@
   :prefix "kernel-lsp-")
 
 (defcustom kernel-lsp-python nil
-  "A Python interpreter that has kernel-lsp installed; the server runs as `PYTHON -m kernel_lsp serve'.
+  "A Python interpreter that has kernel-lsp installed; the server runs as `PYTHON -P -m kernel_lsp serve'.
 When nil, `kernel-lsp-command' decides."
   :type '(choice (const :tag "Automatic" nil) file))
 
 (defcustom kernel-lsp-command nil
   "The command line that starts the server, a list of strings.
 When nil: `kernel-lsp-python' when set, else `kernel-lsp serve' when kernel-lsp is on `exec-path', else
-`python3 -m kernel_lsp serve'."
+`python3 -P -m kernel_lsp serve' (-P: the current folder is not on the import path)."
   :type '(choice (const :tag "Automatic" nil) (repeat string)))
 
 (defcustom kernel-lsp-settings nil
@@ -69,9 +69,9 @@ For example (:ignore [\"TR009\"] :severity (:NK \"hint\") :compile \"off\").  Us
 
 (defun kernel-lsp--command ()
   (cond (kernel-lsp-command kernel-lsp-command)
-        (kernel-lsp-python (list (expand-file-name kernel-lsp-python) "-m" "kernel_lsp" "serve"))
+        (kernel-lsp-python (list (expand-file-name kernel-lsp-python) "-P" "-m" "kernel_lsp" "serve"))
         ((executable-find "kernel-lsp") (list "kernel-lsp" "serve"))
-        (t (list (or (executable-find "python3") "python") "-m" "kernel_lsp" "serve"))))
+        (t (list (or (executable-find "python3") "python") "-P" "-m" "kernel_lsp" "serve"))))
 
 (defun kernel-lsp-contact (&optional _interactive)
   "The eglot contact for kernel-lsp: its server class and command line."

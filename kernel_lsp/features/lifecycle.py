@@ -18,9 +18,10 @@ log = logging.getLogger(__name__)
 
 
 def _apply_settings(server: "KernelLanguageServer", raw: Any, source: str, base: Settings | None = None) -> bool:
-    """Validate and install settings over `base` (defaults when None); returns whether anything changed."""
+    """Validate and install settings over `base` (defaults when None); returns whether anything changed. Only the
+    initializationOptions are user-level: the other sources cannot set a user-only setting (settings.py)."""
     state = server.state
-    settings, messages = parse_settings(raw, base or Settings())
+    settings, messages = parse_settings(raw, base or Settings(), user_level=source == "initializationOptions")
     for m in messages:
         server.message(f"{m} ({source})")
     changed = settings != state.settings

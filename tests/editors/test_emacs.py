@@ -36,7 +36,7 @@ DRIVER = r"""
 (require 'kernel-lsp)
 (require 'flymake)
 (require 'json)
-(setq kernel-lsp-command (list (getenv "KERNEL_LSP_PYTHON") "-m" "kernel_lsp" "serve"))
+(setq kernel-lsp-command (list (getenv "KERNEL_LSP_PYTHON") "-P" "-m" "kernel_lsp" "serve"))
 (setq kernel-lsp-settings '(:compile "off"))
 (setq eglot-sync-connect t)
 (kernel-lsp-setup)

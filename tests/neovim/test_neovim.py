@@ -25,7 +25,7 @@ pytestmark = pytest.mark.neovim
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent.parent
 EXAMPLES = REPO / "examples"
-SERVER_CMD = [sys.executable, "-m", "kernel_lsp", "serve"]
+SERVER_CMD = [sys.executable, "-P", "-m", "kernel_lsp", "serve"]
 TIMEOUT_S = 30
 
 # What the server reports for examples/buggy_kernels.py (`kernel-lsp check examples/buggy_kernels.py`, whose

@@ -215,3 +215,14 @@ async def test_configuration_keys_left_out_keep_initialization_options(start):
     assert await s.diagnostics(uri) == []  # ignore from initializationOptions still applies
     status = await s.command("kernel-lsp.status")
     assert status["ready"]
+
+
+async def test_a_workspace_cannot_point_the_assistant_elsewhere(start):
+    # workspace/configuration is what a repository can supply (.vscode/settings.json, .dir-locals.el).
+    s = await start({"kernels.py": TYPO}, options={"assistantBaseUrl": "https://gateway.example.com"},
+                    configuration={"assistantBaseUrl": "http://attacker.example", "ignore": ["TR007"]})
+    uri = s.open("kernels.py")
+    assert await s.diagnostics(uri) == []  # the workspace's other settings apply
+    await wait_for(lambda: any("assistantBaseUrl" in m.message for m in s.client.messages))
+    (message,) = [m for m in s.client.messages if "assistantBaseUrl" in m.message]
+    assert "was ignored" in message.message and "user-level" in message.message

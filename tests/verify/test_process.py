@@ -98,3 +98,18 @@ def test_the_cap_leaves_room_for_the_limit_and_stops_what_exceeds_it(tmp_path):
             print(cap > before + 300, "stopped")
     '''))
     assert out == "True stopped"
+
+
+def test_modules_in_the_workspace_do_not_shadow_the_checkers(tmp_path):
+    # The checking process starts in the workspace: without -P its folder would come first on the import path,
+    # ahead of the standard library and kernel_lsp itself, before anything asked whether to run its code.
+    marker = tmp_path / "shadowed"
+    for module in ("secrets.py", "json.py", "kernel_lsp/__init__.py"):
+        (tmp_path / module).parent.mkdir(exist_ok=True)
+        (tmp_path / module).write_text(f"open({str(marker)!r}, 'a').write({module!r})\n")
+    example = Path(__file__).resolve().parents[2] / "examples" / "vector_add.py"
+    path = tmp_path / "vector_add.py"
+    path.write_text(example.read_text())
+    report = run_checks(CheckRequest(str(path), path.read_text(), device="interpreter", root=str(tmp_path)))
+    assert [v.status for v in report.verdicts] == ["correct"], report
+    assert not marker.exists(), marker.read_text()

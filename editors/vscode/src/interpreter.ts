@@ -100,7 +100,7 @@ export async function probe(candidate: Candidate): Promise<{ version: string } |
       const { stdout } = await run(candidate.command, ['--version']);
       return { version: stdout.trim().replace(/^kernel-lsp\s+/, '') };
     }
-    const { stdout } = await run(candidate.command, ['-c', 'import kernel_lsp; print(kernel_lsp.__version__)']);
+    const { stdout } = await run(candidate.command, ['-P', '-c', 'import kernel_lsp; print(kernel_lsp.__version__)']);
     return { version: stdout.trim() };
   } catch (error) {
     const message = error instanceof Error ? error.message : String(error);
@@ -115,7 +115,7 @@ export async function probe(candidate: Candidate): Promise<{ version: string } |
 }
 
 export function launchOf(candidate: Candidate, version: string): ServerLaunch {
-  const args = candidate.kind === 'executable' ? ['serve'] : ['-m', 'kernel_lsp', 'serve'];
+  const args = candidate.kind === 'executable' ? ['serve'] : ['-P', '-m', 'kernel_lsp', 'serve'];
   return { command: candidate.command, args, candidate, version };
 }
 

@@ -55,7 +55,7 @@ describe('the extension with the real server', () => {
     const client = api.extension.client;
     expect(client.isRunning()).toBe(true);
     expect(client.initializeResult.serverInfo.name).toBe('kernel-lsp');
-    expect(api.extension.launch.args).toEqual(['-m', 'kernel_lsp', 'serve']);
+    expect(api.extension.launch.args).toEqual(['-P', '-m', 'kernel_lsp', 'serve']);
   });
 
   test('diagnostics for a known rule violation arrive', async () => {

@@ -57,7 +57,7 @@ describe('finding the interpreter', () => {
     const good = { kind: 'python', command: serverPython(), source: 'the test venv' };
     const search = await findServer([missing, good]);
     expect(search.launch.command).toBe(serverPython());
-    expect(search.launch.args).toEqual(['-m', 'kernel_lsp', 'serve']);
+    expect(search.launch.args).toEqual(['-P', '-m', 'kernel_lsp', 'serve']);
     expect(search.launch.version).toMatch(/^\d+\.\d+/);
     expect(search.rejected).toEqual([{ candidate: missing, reason: 'not found' }]);
     expect('reason' in (await probe(plain))).toBe(true);

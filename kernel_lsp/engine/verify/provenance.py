@@ -162,7 +162,11 @@ class Provenance(TorchFunctionMode):
             if state == "other" and ptr not in self.regions:
                 return
         region = self._region(t)
-        index = _byte_index(t).reshape(-1)
+        if t.is_contiguous():  # one run of bytes: no index tensor (32 bytes per element) for large outputs
+            start = t.storage_offset() * t.element_size()
+            index = slice(start, start + t.numel() * t.element_size())
+        else:
+            index = _byte_index(t).reshape(-1)
         region.marked[index] = state == "kernel"
         region.provided[index] = state == "provided"
         region.expected[index] = region.data[index]

@@ -115,12 +115,12 @@ end
 
 local function default_cmd(python)
   if python then
-    return { vim.fn.expand(python), "-m", "kernel_lsp", "serve" }
+    return { vim.fn.expand(python), "-P", "-m", "kernel_lsp", "serve" }
   end
   if vim.fn.executable("kernel-lsp") == 1 then
     return { "kernel-lsp", "serve" }
   end
-  return { vim.fn.executable("python3") == 1 and "python3" or "python", "-m", "kernel_lsp", "serve" }
+  return { vim.fn.executable("python3") == 1 and "python3" or "python", "-P", "-m", "kernel_lsp", "serve" }
 end
 
 --- Ask the server for every open buffer's diagnostics again. Neovim 0.11 pulls diagnostics only when a buffer
