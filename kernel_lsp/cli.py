@@ -6,6 +6,7 @@ import argparse
 import gc
 import json
 import logging
+import os
 import sys
 
 from . import __version__
@@ -68,7 +69,36 @@ def build_parser() -> argparse.ArgumentParser:
 
     rules = sub.add_parser("rules", help="list the rules, or explain one")
     rules.add_argument("code", nargs="?")
+
+    trusting = sub.add_parser("trust", help="let the language server run a folder's code (compile, check and time "
+                              "its kernels); remembered in your user configuration")
+    trusting.add_argument("path", nargs="?", default=".", help="the folder (default: the current one)")
+    trusting.add_argument("--list", action="store_true", help="list the trusted folders instead")
+    untrusting = sub.add_parser("untrust", help="take a folder's trust back")
+    untrusting.add_argument("path", nargs="?", default=".", help="the folder (default: the current one)")
     return parser
+
+
+def _trust(args: argparse.Namespace) -> int:
+    from .engine import trust
+
+    if args.command == "trust" and args.list:
+        for folder in trust.trusted_folders():
+            print(folder)
+        return EXIT_OK
+    if not os.path.isdir(args.path):
+        print(f"kernel-lsp: {args.path} is not a folder", file=sys.stderr)
+        return EXIT_USAGE
+    if args.command == "trust":
+        print(f"trusted {trust.trust(args.path)} (in {trust.trust_file()})")
+        return EXIT_OK
+    if trust.untrust(args.path):
+        print(f"no longer trusted: {os.path.realpath(args.path)}")
+    else:
+        below = trust.is_trusted(args.path)
+        print(f"{os.path.realpath(args.path)} was not in the trust file"
+              + (" (a folder above it is: untrust that one)" if below else ""))
+    return EXIT_OK
 
 
 def _check(args: argparse.Namespace) -> int:
@@ -212,6 +242,8 @@ def main(argv: list[str] | None = None) -> int:
         return _check(args)
     if args.command == "rules":
         return _rules(args)
+    if args.command in ("trust", "untrust"):
+        return _trust(args)
     return _serve(args)
 
 

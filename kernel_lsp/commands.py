@@ -34,10 +34,14 @@ WRITE_SPEC = "kernel-lsp.writeSpec"
 REFINE = "kernel-lsp.refine"
 CANCEL_ASSISTANT = "kernel-lsp.cancelAssistant"
 PROFILE_LINES = "kernel-lsp.profileLines"
+TRUST = "kernel-lsp.trust"
 
 COMMANDS: tuple[ServerCommand, ...] = (
     ServerCommand(STATUS, "Show status", "What the server is doing: indexed files, queued work, compile and "
                   "check counters, memory."),
+    ServerCommand(TRUST, "Trust this workspace", "Let kernel-lsp run this workspace's code (compile, check and time "
+                  "its kernels as the settings say), remembered for its folders in your user configuration; "
+                  "`kernel-lsp untrust PATH` takes it back."),
     ServerCommand(REINDEX, "Re-index the workspace", "Forget what is known of closed files and read the workspace "
                   "again."),
     ServerCommand(SHOW_IR, "Show IR", "Open the TTIR, TTGIR, LLIR, PTX, SASS or AMDGCN of the kernel under the "

@@ -52,8 +52,11 @@ _PROGRESS_TOKENS = itertools.count(1)
 
 @dataclass
 class ServerState:
-    settings: Settings = field(default_factory=Settings)
+    settings: Settings = field(default_factory=Settings)  # in effect: `requested`, restricted while untrusted
     initial_settings: Settings = field(default_factory=Settings)  # from initializationOptions
+    requested: Settings = field(default_factory=Settings)  # what the client's settings ask for
+    client_trusted: bool = False  # the client vouches for the workspace (VS Code's workspace trust)
+    trust_asked: bool = False  # the user has been asked once this session
     index: WorkspaceIndex = field(default_factory=WorkspaceIndex)
     scheduler: Scheduler = field(default_factory=Scheduler)
     roots: list[str] = field(default_factory=list)

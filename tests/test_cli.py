@@ -243,3 +243,20 @@ def test_target_without_triton_is_a_usage_error(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "kernel_lsp", "check", str(EXAMPLES / "vector_add.py"),
                            "--target", "sm_90"], cwd=tmp_path, capture_output=True, text=True, timeout=60, env=env)
     assert proc.returncode == 2 and "needs triton" in proc.stderr
+
+
+def test_trust_and_untrust_a_folder(tmp_path, monkeypatch, capsys):
+    from kernel_lsp.cli import main
+    from kernel_lsp.engine import trust
+
+    monkeypatch.setenv(trust.TRUST_FILE_ENV, str(tmp_path / "config" / "trusted.json"))
+    project = tmp_path / "project"
+    (project / "sub").mkdir(parents=True)
+    assert not trust.is_trusted(project)
+    assert main(["trust", str(project)]) == 0
+    assert trust.is_trusted(project) and trust.is_trusted(project / "sub") and not trust.is_trusted(tmp_path)
+    assert main(["trust", "--list"]) == 0 and str(project.resolve()) in capsys.readouterr().out
+    assert main(["untrust", str(project / "sub")]) == 0
+    assert "a folder above it is" in capsys.readouterr().out and trust.is_trusted(project / "sub")
+    assert main(["untrust", str(project)]) == 0 and not trust.is_trusted(project)
+    assert main(["trust", str(tmp_path / "missing")]) == 2

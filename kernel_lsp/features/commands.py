@@ -7,8 +7,9 @@ import resource
 from typing import TYPE_CHECKING, Any
 
 from .. import __version__
-from ..commands import REINDEX, STATUS
+from ..commands import REINDEX, STATUS, TRUST
 from ..engine.gpu import runs_on_gpu
+from .lifecycle import grant_trust, workspace_trusted
 
 if TYPE_CHECKING:
     from ..server import KernelLanguageServer
@@ -31,6 +32,7 @@ def status(ls: "KernelLanguageServer") -> dict[str, Any]:
     return {
         "version": __version__,
         "roots": state.roots,
+        "trusted": workspace_trusted(ls),
         "indexed": state.index.stats(),
         "ready": state.ready,
         "indexing": state.indexing,
@@ -57,6 +59,12 @@ def register(server: "KernelLanguageServer") -> None:
     @server.command(STATUS)
     def status_command(ls, *args) -> dict[str, Any]:
         return status(ls)
+
+    @server.command(TRUST)
+    async def trust_command(ls, *args) -> dict[str, Any]:
+        if not ls.state.roots:
+            return {"error": "there is no workspace folder to trust"}
+        return {"trusted": await grant_trust(ls)}
 
     @server.command(REINDEX)
     async def reindex_command(ls, *args) -> dict[str, Any]:

@@ -3,18 +3,36 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from typing import TYPE_CHECKING, Any
 
 from lsprotocol import types
 from pygls.uris import to_fs_path
 
+from ..engine import trust
 from ..settings import SECTION, Settings, parse_settings
 
 if TYPE_CHECKING:
     from ..server import KernelLanguageServer
 
 log = logging.getLogger(__name__)
+
+
+# What an untrusted workspace gets: every feature that would run its code is off (static analysis stays).
+UNTRUSTED = {"compile": "off", "checks": "off", "latency": "off"}
+TRUST, NOT_NOW = "Trust", "Not now"
+
+
+def workspace_trusted(server: "KernelLanguageServer") -> bool:
+    """Whether the workspace's code may run: the client vouches for it (VS Code's workspace trust), or every root
+    folder is in the user's trust file (engine/trust.py). Nothing inside the workspace can make this true."""
+    state = server.state
+    return state.client_trusted or (bool(state.roots) and all(trust.is_trusted(r) for r in state.roots))
+
+
+def _effective(server: "KernelLanguageServer", settings: Settings) -> Settings:
+    return settings if workspace_trusted(server) else dataclasses.replace(settings, **UNTRUSTED)
 
 
 def _apply_settings(server: "KernelLanguageServer", raw: Any, source: str, base: Settings | None = None) -> bool:
@@ -24,6 +42,8 @@ def _apply_settings(server: "KernelLanguageServer", raw: Any, source: str, base:
     settings, messages = parse_settings(raw, base or Settings(), user_level=source == "initializationOptions")
     for m in messages:
         server.message(f"{m} ({source})")
+    state.requested = settings
+    settings = _effective(server, settings)
     changed = settings != state.settings
     state.settings = settings
     state.index.settings = settings
@@ -69,8 +89,12 @@ def register(server: "KernelLanguageServer") -> None:
         if not roots and (params.root_uri or params.root_path):
             roots = [to_fs_path(params.root_uri) if params.root_uri else params.root_path]
         state.roots = [r for r in roots if r]
-        _apply_settings(ls, params.initialization_options, "initializationOptions")
-        state.initial_settings = state.settings
+        options = params.initialization_options
+        if isinstance(options, dict):  # the client's own word on trust is not a setting
+            options = dict(options)
+            state.client_trusted = options.pop("workspaceTrusted", None) is True
+        _apply_settings(ls, options, "initializationOptions")
+        state.initial_settings = state.requested
         log.info("initialize: roots=%s diagnostics=%s", state.roots, "pull" if state.pull else "push")
 
     @server.feature(types.INITIALIZED)
@@ -80,6 +104,8 @@ def register(server: "KernelLanguageServer") -> None:
             # Keys the editor's configuration leaves out keep their initializationOptions values.
             _apply_settings(ls, raw, "workspace/configuration", ls.state.initial_settings)
         ls.start_watching()
+        if not workspace_trusted(ls) and state_wants_to_run(ls):
+            asyncio.ensure_future(ask_for_trust(ls))
         await ls.index_workspace()
 
     @server.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)
@@ -91,26 +117,7 @@ def register(server: "KernelLanguageServer") -> None:
         old = ls.state.settings
         if not _apply_settings(ls, raw, "configuration change", ls.state.initial_settings):
             return
-        new = ls.state.settings
-        if (old.exclude, old.max_file_bytes, old.watch_files) != (new.exclude, new.max_file_bytes, new.watch_files):
-            ls.start_watching()
-            for path in [p for p in ls.state.index.files if ls.open_document(p) is None]:
-                ls.state.index.remove(path)
-            await ls.index_workspace()
-            for doc in list(ls.workspace.text_documents.values()):
-                ls.analyze_document(doc.uri)
-        compile_keys = ("targets", "compile", "pins", "compile_workers", "compile_timeout_s", "cache_max_mb")
-        if any(getattr(old, k) != getattr(new, k) for k in compile_keys):
-            if ls.state.compiler is not None:
-                await ls.state.compiler.close()
-                ls.state.compiler = None
-            ls.state.compiled.clear()
-            for doc in list(ls.workspace.text_documents.values()):
-                path = to_fs_path(doc.uri)
-                if path:
-                    ls.schedule_compile(path)
-        # Problems are filtered at publication, so select/ignore/severity need no re-analysis.
-        ls.publish(path for path, e in ls.state.index.files.items() if e.is_interesting or path in ls.state.pushed)
+        await settings_changed(ls, old)
 
     @server.feature(types.WORKSPACE_DID_CHANGE_WORKSPACE_FOLDERS)
     async def did_change_folders(ls: "KernelLanguageServer", params: types.DidChangeWorkspaceFoldersParams) -> None:
@@ -127,3 +134,68 @@ def register(server: "KernelLanguageServer") -> None:
         ls.state.scheduler.shutdown()
         if ls.state.compiler is not None:
             await ls.state.compiler.close()  # no worker process outlives the server
+
+
+def state_wants_to_run(server: "KernelLanguageServer") -> bool:
+    """Whether the client's settings ask for something an untrusted workspace does not get."""
+    requested = server.state.requested
+    return any(getattr(requested, key) != "off" for key in UNTRUSTED)
+
+
+async def ask_for_trust(server: "KernelLanguageServer") -> None:
+    """Once per session: ask whether the workspace's code may run; "Trust" records its folders in the user's trust
+    file and turns compiling, checks and timing on as the settings say."""
+    state = server.state
+    if state.trust_asked or not state.roots:
+        return
+    state.trust_asked = True
+    folders = ", ".join(state.roots)
+    try:
+        answer = await server.window_show_message_request_async(types.ShowMessageRequestParams(
+            type=types.MessageType.Warning,
+            message=f"kernel-lsp: compiling, checking and timing kernels runs this folder's code (its kernels, specs "
+                    f"and launchers). Trust {folders}? Until then only the static rules run.",
+            actions=[types.MessageActionItem(title=TRUST), types.MessageActionItem(title=NOT_NOW)]))
+    except Exception as exc:  # noqa: BLE001 - a client that cannot ask: the static rules carry on
+        log.info("could not ask for trust: %s", exc)
+        return
+    if answer is not None and answer.title == TRUST:
+        await grant_trust(server)
+
+
+async def grant_trust(server: "KernelLanguageServer") -> list[str]:
+    """Trust every root folder and turn on what the settings ask for; returns the folders trusted."""
+    state = server.state
+    trusted = [trust.trust(root) for root in state.roots]
+    old = state.settings
+    state.settings = _effective(server, state.requested)
+    state.index.settings = state.settings
+    if state.settings != old:
+        await settings_changed(server, old)
+        server.message(f"trusted {', '.join(trusted)}: compiling, checks and timing follow the settings now",
+                       types.MessageType.Info)
+    return trusted
+
+
+async def settings_changed(ls: "KernelLanguageServer", old: Settings) -> None:
+    """Catch up with new settings: re-watch and re-index for file settings, restart compiles for compile ones."""
+    new = ls.state.settings
+    if (old.exclude, old.max_file_bytes, old.watch_files) != (new.exclude, new.max_file_bytes, new.watch_files):
+        ls.start_watching()
+        for path in [p for p in ls.state.index.files if ls.open_document(p) is None]:
+            ls.state.index.remove(path)
+        await ls.index_workspace()
+        for doc in list(ls.workspace.text_documents.values()):
+            ls.analyze_document(doc.uri)
+    compile_keys = ("targets", "compile", "pins", "compile_workers", "compile_timeout_s", "cache_max_mb")
+    if any(getattr(old, k) != getattr(new, k) for k in compile_keys):
+        if ls.state.compiler is not None:
+            await ls.state.compiler.close()
+            ls.state.compiler = None
+        ls.state.compiled.clear()
+        for doc in list(ls.workspace.text_documents.values()):
+            path = to_fs_path(doc.uri)
+            if path:
+                ls.schedule_compile(path)
+    # Problems are filtered at publication, so select/ignore/severity need no re-analysis.
+    ls.publish(path for path, e in ls.state.index.files.items() if e.is_interesting or path in ls.state.pushed)

@@ -59,7 +59,7 @@ def test_profile_a_file_end_to_end(fake_ncu, tmp_path):
     assert profile_call[:6] == ["--set", "full", "--import-source", "yes", "--profile-from-start", "off"]
     assert profile_call[profile_call.index("-k") + 1] == "regex:^softmax_kernel$"
     assert profile_call[profile_call.index("-c") + 1] == "1"
-    assert profile_call[-6:-2] == [prof.sys.executable, "-P", "-m", "kernel_lsp.engine.profile.driver"]
+    assert profile_call[-7:-2] == [prof.sys.executable, "-P", "-B", "-m", "kernel_lsp.engine.profile.driver"]
     imports = [c[c.index("--page") + 1] for c in fake_ncu.calls() if "-i" in c]
     assert imports == ["source", "details", "raw"]
     assert sorted(f.name.split(".", 1)[1] for f in keep.glob("softmax_kernel-4096x4096.*.csv")) == [

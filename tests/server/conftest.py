@@ -52,6 +52,14 @@ def _on_show_document(client: LanguageClient, params: types.ShowDocumentParams) 
     return types.ShowDocumentResult(success=True)
 
 
+def _on_show_message_request(client: LanguageClient,
+                             params: types.ShowMessageRequestParams) -> types.MessageActionItem | None:
+    """Records the question; answers with `client.answer_questions` (an action title) or dismisses it."""
+    client.questions.append(params)  # type: ignore[attr-defined]
+    title = client.answer_questions  # type: ignore[attr-defined]
+    return types.MessageActionItem(title=title) if title else None
+
+
 def make_client() -> LanguageClient:
     """pytest-lsp's test client, also recording the version of each pushed diagnostics set and applied edits."""
     client = LanguageClient(converter_factory=default_converter)
@@ -61,6 +69,8 @@ def make_client() -> LanguageClient:
     client.inlay_hint_refreshes = 0  # type: ignore[attr-defined]
     client.code_lens_refreshes = 0  # type: ignore[attr-defined]
     client.shown_documents = []  # type: ignore[attr-defined]
+    client.questions = []  # type: ignore[attr-defined]
+    client.answer_questions = None  # type: ignore[attr-defined]
     register_lsp_features(client, {
         **DEFAULT_CLIENT_FEATURES,
         types.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS: _on_publish,
@@ -68,6 +78,7 @@ def make_client() -> LanguageClient:
         types.WORKSPACE_INLAY_HINT_REFRESH: _on_inlay_hint_refresh,
         types.WORKSPACE_CODE_LENS_REFRESH: _on_code_lens_refresh,
         types.WINDOW_SHOW_DOCUMENT: _on_show_document,
+        types.WINDOW_SHOW_MESSAGE_REQUEST: _on_show_message_request,
     })
     return client
 

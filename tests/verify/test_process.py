@@ -108,8 +108,10 @@ def test_modules_in_the_workspace_do_not_shadow_the_checkers(tmp_path):
         (tmp_path / module).parent.mkdir(exist_ok=True)
         (tmp_path / module).write_text(f"open({str(marker)!r}, 'a').write({module!r})\n")
     example = Path(__file__).resolve().parents[2] / "examples" / "vector_add.py"
+    (tmp_path / "helper_module.py").write_text("VALUE = 1\n")
     path = tmp_path / "vector_add.py"
-    path.write_text(example.read_text())
+    path.write_text("import helper_module  # a sibling, imported on purpose\n" + example.read_text())
     report = run_checks(CheckRequest(str(path), path.read_text(), device="interpreter", root=str(tmp_path)))
     assert [v.status for v in report.verdicts] == ["correct"], report
     assert not marker.exists(), marker.read_text()
+    assert not (tmp_path / "__pycache__").exists()  # the check writes nothing into the workspace

@@ -101,7 +101,8 @@ export class KernelLspExtension implements vscode.Disposable {
     };
     const clientOptions: LanguageClientOptions & { stdioOptions: any } = {
       documentSelector: [{ scheme: 'file', language: 'python' }, { scheme: 'file', language: 'cuda-cpp' }],
-      initializationOptions: this.settings(),
+      // VS Code's workspace trust is the server's too: in a trusted workspace it needs no prompt of its own.
+      initializationOptions: { ...this.settings(), workspaceTrusted: this.trusted },
       outputChannel: this.output,
       traceOutputChannel: this.output,
       stdioOptions: {

@@ -44,7 +44,7 @@ def simulate(path: str, source: str, kernel: str, nki_kernel: str, root: str | N
              cancel: threading.Event | None = None) -> dict:
     request = json.dumps({"path": path, "source": source, "kernel": kernel, "nki_kernel": nki_kernel, "root": root})
     try:
-        done = run_group([sys.executable, "-P", "-m", __name__], timeout=timeout, cancel=cancel, input=request.encode(),
+        done = run_group([sys.executable, "-P", "-B", "-m", __name__], timeout=timeout, cancel=cancel, input=request.encode(),
                          cwd=REPO_ROOT)
     except Stopped:  # a cancel reads the same as a timeout here
         return {"ok": False, "message": f"the NKI simulation ran longer than {timeout:g} s"}

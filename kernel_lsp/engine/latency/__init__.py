@@ -122,7 +122,7 @@ def run_worker(request: dict, *, interpret: bool, timeout: float, cancel: thread
     else:
         env.pop("TRITON_INTERPRET", None)
     try:
-        done = run_group([sys.executable, "-P", "-m", "kernel_lsp.engine.latency.worker"], timeout=timeout, cancel=cancel,
+        done = run_group([sys.executable, "-P", "-B", "-m", "kernel_lsp.engine.latency.worker"], timeout=timeout, cancel=cancel,
                          input=json.dumps(request).encode(), env=env, cwd=request.get("root") or None)
     except Stopped as exc:
         raise WorkerError("cancelled" if exc.reason == "cancelled"

@@ -130,7 +130,7 @@ def run_process(cmd: list[str], timeout: float, cancel: threading.Event | None, 
 
 
 def _driver_cmd(request_path: str, status_path: str) -> list[str]:
-    return [sys.executable, "-P", "-m", "kernel_lsp.engine.profile.driver", request_path, status_path]
+    return [sys.executable, "-P", "-B", "-m", "kernel_lsp.engine.profile.driver", request_path, status_path]
 
 
 def _read_status(path: str) -> dict | None:
@@ -164,7 +164,7 @@ def _plan(path: str, text: str, root: str | None, workdir: str, cancel) -> list[
     status_path = os.path.join(workdir, "plan-status.json")
     with open(request, "w", encoding="utf-8") as f:
         json.dump({"mode": "plan", "path": path, "source": text, "root": root}, f)
-    code, output = run_process([sys.executable, "-P", "-m", "kernel_lsp.engine.profile.plan", request, status_path],
+    code, output = run_process([sys.executable, "-P", "-B", "-m", "kernel_lsp.engine.profile.plan", request, status_path],
                                PLAN_TIMEOUT_S, cancel, cwd=root)
     status = _read_status(status_path)
     if status is None:

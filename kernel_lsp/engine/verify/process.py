@@ -117,7 +117,7 @@ class _Run:
         if cwd and not os.path.isdir(cwd):
             cwd = None
         self.proc = subprocess.Popen(
-            [sys.executable, "-P", "-m", RUNNER], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=self.stderr,
+            [sys.executable, "-P", "-B", "-m", RUNNER], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=self.stderr,
             env=env, pass_fds=(write_fd,), start_new_session=True, cwd=cwd)
         os.close(write_fd)
         self.fd = read_fd

@@ -9,6 +9,13 @@ return {
     description = "What the server is doing: indexed files, queued work, compile and check counters, memory.",
   },
   {
+    name = "kernel-lsp.trust",
+    user = "KernelTrust",
+    argument = "none",
+    title = "Trust this workspace",
+    description = "Let kernel-lsp run this workspace's code (compile, check and time its kernels as the settings say), remembered for its folders in your user configuration; `kernel-lsp untrust PATH` takes it back.",
+  },
+  {
     name = "kernel-lsp.reindex",
     user = "KernelReindex",
     argument = "none",

@@ -1,0 +1,113 @@
+"""A workspace is untrusted until the user trusts it: before that nothing of its code runs, whatever it holds."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from lsprotocol import types
+
+from kernel_lsp.engine.trust import TRUST_FILE_ENV
+
+from .conftest import until, wait_for
+
+# A hostile file: code in a constexpr default, an annotation, a helper the launch computes a constexpr with, the
+# module level and the spec. Each leaves a marker when it runs.
+HOSTILE = '''
+import os
+import torch
+import triton
+import triton.language as tl
+from kernel_lsp.spec import spec
+
+MARKS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "marks")
+
+
+def mark(what):
+    with open(MARKS, "a") as f:
+        f.write(what + "\\n")
+    return 16
+
+
+mark("module level")
+
+
+@triton.jit
+def add_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr = mark("constexpr default")):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=m) + tl.load(y_ptr + offs, mask=m), mask=m)
+
+
+def add(x, y):
+    out = torch.empty_like(x)
+    add_kernel[(triton.cdiv(x.numel(), 256),)](x, y, out, x.numel(), BLOCK=mark("launch") * 16)
+    return out
+
+
+@spec(kernel=add_kernel, launcher=add, reference=lambda x, y: x + y, shapes=[(100,)], seeds=1)
+def add_inputs(shape, dtype, device):
+    mark("spec inputs")
+    return (torch.randn(shape, dtype=dtype, device=device), torch.randn(shape, dtype=dtype, device=device))
+'''
+
+
+@pytest.fixture(autouse=True)
+def untrusted(tmp_path_factory, monkeypatch) -> Path:
+    """A trust file of this test's own, trusting nothing: the server started after this inherits it."""
+    path = tmp_path_factory.mktemp("user-config") / "trusted.json"
+    monkeypatch.setenv(TRUST_FILE_ENV, str(path))
+    return path
+
+
+def _save(s, uri: str) -> None:
+    s.client.text_document_did_save(types.DidSaveTextDocumentParams(
+        text_document=types.TextDocumentIdentifier(uri=uri)))
+
+
+@pytest.mark.parametrize("answer", [None, "Not now"])
+async def test_an_untrusted_workspace_runs_none_of_its_code(client, start, answer, tmp_path):
+    client.answer_questions = answer
+    s = await start({"hostile.py": HOSTILE}, options={"compile": "open", "checks": "save", "latency": "save"})
+    uri = s.open("hostile.py")
+    await s.diagnostics(uri)
+    _save(s, uri)
+    status = await s.command("kernel-lsp.status")
+    assert status["trusted"] is False
+    assert (status["compile"]["mode"], status["checks"]["when"]) == ("off", "off")
+    checked = await s.command("kernel-lsp.runChecks", {"uri": uri, "line": 22, "character": 0})
+    assert "error" in checked, checked
+    await wait_for(lambda: bool(client.questions), timeout=10)
+    (question,) = client.questions
+    assert "Trust" in question.message and [a.title for a in question.actions] == ["Trust", "Not now"]
+    assert (await s.command("kernel-lsp.status"))["trusted"] is False
+    assert not (tmp_path / "marks").exists()
+
+
+async def test_trusting_turns_on_what_the_settings_ask_for_and_is_remembered(client, start, tmp_path, untrusted):
+    client.answer_questions = "Trust"
+    s = await start({"hostile.py": HOSTILE}, options={"compile": "off", "checks": "save", "latency": "off"})
+    status = await until(lambda: s.command("kernel-lsp.status"), lambda st: st["trusted"], timeout=30)
+    assert status["checks"]["when"] == "save"
+    assert json.loads(untrusted.read_text())["trusted"] == [str(tmp_path.resolve())]
+    assert not (tmp_path / "marks").exists()  # trusting runs nothing by itself
+
+
+async def test_the_trust_command(start, tmp_path, untrusted):
+    s = await start({"k.py": "x = 1\n"}, options={"checks": "save"})
+    assert (await s.command("kernel-lsp.status"))["trusted"] is False
+    assert (await s.command("kernel-lsp.trust"))["trusted"] == [str(tmp_path.resolve())]
+    status = await s.command("kernel-lsp.status")
+    assert status["trusted"] is True and status["checks"]["when"] == "save"
+
+
+async def test_the_editor_vouching_for_the_workspace_is_enough(start):
+    s = await start({"k.py": "x = 1\n"}, options={"checks": "save", "workspaceTrusted": True})
+    status = await s.command("kernel-lsp.status")
+    assert status["trusted"] is True and status["checks"]["when"] == "save"
+
+
+async def test_a_workspace_setting_cannot_grant_trust(start):
+    s = await start({"k.py": "x = 1\n"}, options={"checks": "save"}, configuration={"workspaceTrusted": True})
+    assert (await s.command("kernel-lsp.status"))["trusted"] is False
