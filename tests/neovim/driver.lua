@@ -141,6 +141,22 @@ function scenarios.status()
   end, "the :KernelReindex message")
 end
 
+function scenarios.trust()
+  wait(5000, function()
+    return execute(kl.commands.status).ready
+  end, "the workspace index")
+  wait(5000, function()
+    return #_G.kernel_lsp_test.questions > 0
+  end, "the trust question")
+  result.questions = _G.kernel_lsp_test.questions
+  result.before = execute(kl.commands.status)
+  vim.cmd("KernelTrust")
+  wait(10000, function()
+    result.after = execute(kl.commands.status)
+    return result.after.trusted
+  end, "the workspace to be trusted")
+end
+
 function scenarios.crossfile()
   wait(5000, function()
     return has_code("TR010")

@@ -10,7 +10,13 @@ vim.opt.shadafile = "NONE"
 local here = vim.fs.dirname(vim.fs.abspath(debug.getinfo(1, "S").source:sub(2)))
 vim.opt.runtimepath:prepend(vim.fs.joinpath(here, "..", "..", "editors", "neovim"))
 
-_G.kernel_lsp_test = { messages = {}, notes = {} }
+_G.kernel_lsp_test = { messages = {}, notes = {}, questions = {} }
+-- A question (window/showMessageRequest, the server's trust prompt) would wait for a keypress: record it and
+-- dismiss it, as a user pressing <Esc> would.
+vim.lsp.handlers["window/showMessageRequest"] = function(_, params)
+  table.insert(_G.kernel_lsp_test.questions, params.message)
+  return vim.NIL
+end
 local show_message = vim.lsp.handlers["window/showMessage"]
 vim.lsp.handlers["window/showMessage"] = function(err, params, ctx)
   table.insert(_G.kernel_lsp_test.messages, params.message)

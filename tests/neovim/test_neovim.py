@@ -192,6 +192,18 @@ def test_quick_fix_after_non_ascii_text(nvim, tmp_path):
     assert "TR007" not in {d["code"] for d in r["diagnostics"]}
 
 
+def test_an_untrusted_workspace_asks_and_kernel_trust_trusts_it(nvim, tmp_path):
+    root = workspace(tmp_path, {"vector_add.py": EXAMPLES / "vector_add.py"})
+    trust_file = tmp_path / "user-config" / "trusted.json"
+    r = run_scenario(nvim, "trust", root / "vector_add.py", setup={"settings": {"checks": "save"}},
+                     env={"KERNEL_LSP_TRUST_FILE": str(trust_file)})
+    assert "error" not in r, r.get("error")
+    assert len(r["questions"]) == 1 and f"Trust {root}?" in r["questions"][0]
+    assert r["before"]["trusted"] is False and r["before"]["checks"]["when"] == "off"
+    assert r["after"]["trusted"] is True and r["after"]["checks"]["when"] == "save"
+    assert json.loads(trust_file.read_text())["trusted"] == [str(root.resolve())]
+
+
 def test_status_and_reindex_commands(nvim, tmp_path):
     root = workspace(tmp_path, {
         "buggy_kernels.py": EXAMPLES / "buggy_kernels.py",
