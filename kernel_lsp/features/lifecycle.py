@@ -124,7 +124,16 @@ def register(server: "KernelLanguageServer") -> None:
         removed = {to_fs_path(f.uri) for f in params.event.removed}
         ls.state.roots = [r for r in ls.state.roots if r not in removed]
         ls.state.roots += [p for p in (to_fs_path(f.uri) for f in params.event.added) if p]
+        # A folder added to a trusted workspace is not trusted by that (every root must be): decided before
+        # anything of the new folder is read.
+        old = ls.state.settings
+        ls.state.settings = ls.state.index.settings = _effective(ls, ls.state.requested)
+        if not workspace_trusted(ls) and state_wants_to_run(ls):
+            ls.state.trust_asked = False  # a new folder: a new question
+            asyncio.ensure_future(ask_for_trust(ls))
         ls.forget([p for p in ls.state.index.files if not ls.in_workspace(p)])
+        if ls.state.settings != old:
+            await settings_changed(ls, old)
         ls.start_watching()
         await ls.index_workspace()
 

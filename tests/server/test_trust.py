@@ -111,3 +111,16 @@ async def test_the_editor_vouching_for_the_workspace_is_enough(start):
 async def test_a_workspace_setting_cannot_grant_trust(start):
     s = await start({"k.py": "x = 1\n"}, options={"checks": "save"}, configuration={"workspaceTrusted": True})
     assert (await s.command("kernel-lsp.status"))["trusted"] is False
+
+
+async def test_a_folder_added_later_needs_trust_of_its_own(client, start, tmp_path, untrusted, tmp_path_factory):
+    client.answer_questions = None
+    s = await start({"k.py": "x = 1\n"}, options={"checks": "save"})
+    assert (await s.command("kernel-lsp.trust"))["trusted"] == [str(tmp_path.resolve())]
+    other = tmp_path_factory.mktemp("other")
+    client.workspace_did_change_workspace_folders(types.DidChangeWorkspaceFoldersParams(
+        event=types.WorkspaceFoldersChangeEvent(
+            added=[types.WorkspaceFolder(uri=other.as_uri(), name="other")], removed=[])))
+    status = await until(lambda: s.command("kernel-lsp.status"), lambda st: len(st["roots"]) == 2, timeout=10)
+    assert status["trusted"] is False and status["checks"]["when"] == "off"
+    await wait_for(lambda: bool(client.questions), timeout=10)
