@@ -159,3 +159,9 @@ def test_int32_offset_overflow_on_gpu():
     (verdict,) = report.verdicts
     assert verdict.status != "correct", verdict.message
     assert verdict.device != "CPU interpreter"
+
+
+def test_a_failing_device_assert_is_named_for_the_gpu_guard(reports):
+    # process._guarded lets the interpreter's verdict stand for it: GPU kernels compile the assertion out.
+    verdict = next(v for v in reports["buggy.py"].verdicts if v.spec == "device_assert")
+    assert verdict.status == "error" and verdict.failed_check == "device-assert"

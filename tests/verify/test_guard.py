@@ -86,7 +86,7 @@ def test_a_race_or_bounds_failed_check_is_decided_by_the_guard(monkeypatch):
 def test_a_failing_device_assert_is_decided_by_the_guard(monkeypatch):
     # GPU kernels compile tl.device_assert out unless triton's debug mode is on: only the interpreter sees it fail.
     fake = _fake(monkeypatch,
-                 interpreter=[_verdict("asserts", 4, "error", "CPU interpreter",
+                 interpreter=[_verdict("asserts", 4, "error", "CPU interpreter", failed_check="device-assert",
                                        message="device assertion failed at line 12: AssertionError: n > 0"),
                               _verdict("inputs", 9, "error", "CPU interpreter",
                                        message="the inputs function raised for shape (3,): ValueError")],

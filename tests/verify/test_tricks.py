@@ -81,3 +81,14 @@ def test_a_file_that_reaches_into_the_checker_is_not_run(report, tmp_path):
                           timeout=600, check=False)
     (verdict,) = json.loads(done.stdout)["checks"]
     assert verdict["status"] == "not-checked" and not marker.exists()
+
+
+@pytest.mark.parametrize("name", ["patched_randn.py", "stolen_frame.py"])
+def test_a_refused_file_answers_only_for_the_kernels_asked_about(name):
+    from kernel_lsp.engine.verify import CheckRequest, run_checks
+
+    path = FIXTURES / "tampering" / name
+    asked = run_checks(CheckRequest(str(path), path.read_text(), kernels=("sub_kernel",), device="interpreter"))
+    assert [v.status for v in asked.verdicts] == ["not-checked"]
+    other = run_checks(CheckRequest(str(path), path.read_text(), kernels=("other_kernel",), device="interpreter"))
+    assert other.verdicts == ()

@@ -139,13 +139,13 @@ def _measure(module, request: dict) -> list[dict]:
 def _untrusted(source: str, snapshot, when: str) -> dict | None:
     """The answer when the file reaches into this process or replaced what timing relies on (torch.cuda's
     events, triton.testing, time): its figures would be whatever it wanted (verify/integrity.py)."""
-    from kernel_lsp.engine.verify.integrity import patch_line
+    from kernel_lsp.engine.verify.integrity import describe_replaced, patch_line
 
     changed = snapshot.changed()
     if not changed:
         return None
     line = patch_line(source, changed[0])
-    return {"ok": False, "error": f"not timed: {', '.join(changed[:3])} replaced {when}", "line": line,
+    return {"ok": False, "error": f"not timed: {describe_replaced(changed)} replaced {when}", "line": line,
             "results": []}
 
 
@@ -155,12 +155,12 @@ def handle(request: dict) -> dict:
     if source is None:
         with open(request["path"], encoding="utf-8") as f:
             source = f.read()
-    from kernel_lsp.engine.verify.integrity import Snapshot, scan
+    from kernel_lsp.engine.verify.integrity import Snapshot, describe_findings, scan
 
     findings = scan(source)
     if findings:
-        return {"ok": False, "error": f"not timed: line {findings[0].line + 1} {findings[0].what}; a file that "
-                "reaches into the checker is not run", "line": findings[0].line, "results": []}
+        return {"ok": False, "error": f"not timed: {describe_findings(findings)}; a file that reaches into the "
+                "checker is not run", "line": findings[0].line, "results": []}
     import torch  # noqa: F401 - imported before the snapshot, as the user's module would import it
     import triton  # noqa: F401
 

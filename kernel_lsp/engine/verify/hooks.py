@@ -240,13 +240,14 @@ class KernelHooks:
                 f"but {name} has {size} elements (missing or wrong mask?)")
 
 
-def _whole(t: Any) -> Any:
-    """The tensor's whole storage as elements of its dtype (views and offsets included)."""
+def storage_view(t: Any, dtype: Any = None) -> Any:
+    """The tensor's whole storage as a flat tensor of `dtype` (its own by default): views and offsets included."""
     import torch
 
+    dtype = dtype or t.dtype
     storage = t.untyped_storage()
-    whole = torch.empty(0, dtype=t.dtype, device=t.device)
-    whole.set_(storage, 0, (storage.nbytes() // t.element_size(),))
+    whole = torch.empty(0, dtype=dtype, device=t.device)
+    whole.set_(storage, 0, (storage.nbytes() // whole.element_size(),))
     return whole
 
 
@@ -258,7 +259,7 @@ def _distinct_storages(tensors: dict[str, Any]) -> list[Any]:
             if key in seen or t.dtype.is_complex or t.untyped_storage().nbytes() < t.element_size():
                 continue
             seen.add(key)
-            out.append(_whole(t))
+            out.append(storage_view(t))
         except Exception:  # noqa: BLE001, S112 - a tensor without plain storage (meta, sparse) is not followed
             continue
     return out
@@ -435,4 +436,4 @@ class _Guard:
         return guarded
 
 
-__all__ = ["KernelHooks", "Launch", "LaunchProbe", "OutOfBounds", "Race", "stored_line"]
+__all__ = ["KernelHooks", "Launch", "LaunchProbe", "OutOfBounds", "Race", "storage_view", "stored_line"]

@@ -233,4 +233,16 @@ def patch_line(source: str, dotted: str) -> int | None:
     return None
 
 
-__all__ = ["Finding", "Snapshot", "patch_line", "scan"]
+def describe_findings(findings: list[Finding]) -> str:
+    """"line 12 uses sys._getframe (...) (and 2 more such places)": the first way in, and how many others."""
+    first, more = findings[0], len(findings) - 1
+    return f"line {first.line + 1} {first.what}" + (f" (and {more} more such place{'s' if more > 1 else ''})"
+                                                     if more else "")
+
+
+def describe_replaced(changed: list[str]) -> str:
+    """"torch.randn, torch.allclose and 2 more": what a file replaced."""
+    return ", ".join(changed[:3]) + (f" and {len(changed) - 3} more" if len(changed) > 3 else "")
+
+
+__all__ = ["Finding", "Snapshot", "describe_findings", "describe_replaced", "patch_line", "scan"]

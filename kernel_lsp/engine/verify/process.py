@@ -117,8 +117,8 @@ class _Run:
         if cwd and not os.path.isdir(cwd):
             cwd = None
         self.proc = subprocess.Popen(
-            [sys.executable, "-P", "-B", "-m", RUNNER], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=self.stderr,
-            env=env, pass_fds=(write_fd,), start_new_session=True, cwd=cwd)
+            [sys.executable, "-P", "-B", "-m", RUNNER], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+            stderr=self.stderr, env=env, pass_fds=(write_fd,), start_new_session=True, cwd=cwd)
         os.close(write_fd)
         self.fd = read_fd
         self.buffer = b""
@@ -197,8 +197,7 @@ def check(request: CheckRequest, cancel: threading.Event | None = None) -> Check
 def _guard_decided(v: Verdict) -> bool:
     """What only the interpreter sees: an access outside every tensor, a write race between programs, a
     `tl.device_assert` that fails (compiled out of GPU kernels unless triton's debug mode is on)."""
-    return (v.status == "out-of-bounds" or v.failed_check in ("race", "bounds")
-            or (v.status == "error" and v.message.startswith("device assertion failed")))
+    return v.status == "out-of-bounds" or v.failed_check in ("race", "bounds", "device-assert")
 
 
 def _status_and_message(v: Verdict) -> str:

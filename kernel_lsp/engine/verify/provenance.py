@@ -28,6 +28,7 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from .compare import never_written
+from .hooks import storage_view
 
 # Results that do not depend on their tensor arguments' values (shapes and dtypes only).
 _FACTORIES = {"empty_like", "zeros_like", "ones_like", "full_like", "rand_like", "randn_like", "randint_like",
@@ -88,13 +89,6 @@ def _destination(t: Any, key: Any) -> Any:
     return t
 
 
-def _bytes(t: Any) -> Any:
-    storage = t.untyped_storage()
-    data = torch.empty(0, dtype=torch.uint8, device=t.device)
-    data.set_(storage, 0, (storage.nbytes(),))
-    return data
-
-
 def _per_element(byte_mask: Any, t: Any) -> Any:
     """A per-byte mask of t's storage as one bool per element of `t` (all of the element's bytes)."""
     size = t.element_size()
@@ -123,7 +117,7 @@ class Provenance(TorchFunctionMode):
         ptr = t.untyped_storage().data_ptr()
         region = self.regions.get(ptr)
         if region is None:
-            data = _bytes(t)
+            data = storage_view(t, torch.uint8)
             region = Region(data, torch.zeros_like(data, dtype=torch.bool), torch.zeros_like(data, dtype=torch.bool),
                             data.clone())
             self.regions[ptr] = region

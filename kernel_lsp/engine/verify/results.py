@@ -10,7 +10,8 @@ from typing import Any
 STATUSES = ("correct", "mismatch", "rejected", "out-of-bounds", "crashed", "timeout", "out-of-memory", "error",
             "not-checked")
 
-# Which honesty check refused a verdict ("rejected", "not-checked", "out-of-bounds"): a stable name for JSON,
+# Which check decided a verdict ("rejected", "not-checked", "out-of-bounds", a failing device assertion): a
+# stable name for JSON,
 # the assistant's feedback and tests, next to the message written for people.
 FAILED_CHECKS = (
     "no-launch",  # the launcher returned without launching the kernel
@@ -22,6 +23,7 @@ FAILED_CHECKS = (
     "nondeterministic",  # two runs on the same inputs differ
     "race",  # two programs stored different values to one address
     "bounds",  # an access outside every tensor argument
+    "device-assert",  # a tl.device_assert failed (status "error": only the interpreter runs them)
     "self-reference",  # the reference launches the kernel: it certifies itself
     "patched",  # the file replaced functions the checker relies on (torch, triton, numpy, the checker)
     "introspection",  # the file reaches into the checker (frames, gc, the checker's modules, its pipe)

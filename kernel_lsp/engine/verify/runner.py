@@ -27,7 +27,7 @@ from kernel_lsp.spec import _def_line as _spec_def_line
 from ..gpu import gpu_present
 from .compare import DEFAULT_TOLERANCES, bitwise_equal, compare, not_following, prefill
 from .hooks import KernelHooks, LaunchProbe, stored_line
-from .integrity import Snapshot, patch_line, scan
+from .integrity import Snapshot, describe_findings, describe_replaced, patch_line, scan
 from .loading import UserModuleError, load_user_module, user_line
 from .results import CaseResult, Verdict, verdict_to_dict
 
@@ -255,7 +255,8 @@ class SpecCheck:
                 raise Failure("unlaunchable", f"the {what} raised{where}: {_describe(exc)}", line) from None
             assertion = _chain_has(exc, AssertionError) and self.hooks.launches
             kind = "device assertion failed" if assertion else f"the {what} raised"
-            raise Failure("error", f"{kind}{where}: {_describe(exc)}", line) from None
+            raise Failure("error", f"{kind}{where}: {_describe(exc)}", line,
+                          "device-assert" if assertion else None) from None
         finally:
             self.hooks.provenance = None
         if self.hooks.violation is not None:  # raised inside the kernel and swallowed by the launcher
@@ -425,15 +426,13 @@ class SpecCheck:
                                       "launcher (a constant fill or a copy of an input that the kernel did not "
                                       "overwrite), not from the kernel")
                 continue
-            line = self._return_line(pristine)
-            where = f"line {line + 1} returns" if line is not None else "the launcher returns"
             by = f"PyTorch computed or wrote ({u.by})" if u.by else "computed or written outside the kernel"
             why = (f"; the launcher read other tensors' values into Python ({u.laundered}), after which nothing it "
                    "computes counts as the kernel's") if u.laundered else ""
-            raise Failure("rejected", f"{which} is not computed by the kernel: {u.count} of {u.total} elements "
-                          f"(first at {u.index}) do not hold what {self.kernel} produced in this call; {where} "
-                          f"values {by} (a fallback gated on the kernel's output, or part of the output filled "
-                          f"outside the kernel?){why} ({label})", line, "provenance")
+            raise self._not_computed(
+                which, f"{u.count} of {u.total} elements (first at {u.index}) do not hold what {self.kernel} "
+                f"produced in this call", f"{by} (a fallback gated on the kernel's output, or part of the output "
+                f"filled outside the kernel?){why}", pristine, label)
 
     def _twin(self, pristine: tuple, label: str) -> Any:
         """The launcher's answer when every launch's writes are replaced by other values (hooks.py)."""
@@ -462,12 +461,17 @@ class SpecCheck:
             if not stuck:
                 continue
             which = f"output {i}" if len(refs) > 1 else "the answer"
-            line = self._return_line(pristine)
-            where = f"line {line + 1} returns" if line is not None else "the launcher returns"
-            raise Failure("rejected", f"{which} is not computed by the kernel: {stuck} of {judged} elements (first "
-                          f"at {index}) stay the same when {self.kernel}'s launches write other values; {where} "
-                          f"values computed another way (a PyTorch fallback gated on the kernel's output, or part "
-                          f"of the output filled outside the kernel?) ({label})", line, "provenance")
+            raise self._not_computed(
+                which, f"{stuck} of {judged} elements (first at {index}) stay the same when {self.kernel}'s launches "
+                "write other values", "computed another way (a PyTorch fallback gated on the kernel's output, or "
+                "part of the output filled outside the kernel?)", pristine, label)
+
+    def _not_computed(self, which: str, evidence: str, how: str, pristine: tuple, label: str) -> Failure:
+        """The rejection of an answer that is not the kernel's, at the line the launcher returned it from."""
+        line = self._return_line(pristine)
+        where = f"line {line + 1} returns" if line is not None else "the launcher returns"
+        return Failure("rejected", f"{which} is not computed by the kernel: {evidence}; {where} values {how} "
+                       f"({label})", line, "provenance")
 
     def _return_line(self, pristine: tuple) -> int | None:
         """The line of the user's file where the launcher returned, from one more call under a profile hook
@@ -638,9 +642,9 @@ def mismatch_message(case: CaseResult, failed: int, total: int) -> str:
 
 
 def patched_message(changed: list[str], when: str) -> str:
-    names = ", ".join(changed[:3]) + (f" and {len(changed) - 3} more" if len(changed) > 3 else "")
-    return (f"not checked: {names} replaced {when}; the inputs, the reference or the comparison would no longer "
-            "be what the spec says (and the replacement would apply to every program that imports this file)")
+    return (f"not checked: {describe_replaced(changed)} replaced {when}; the inputs, the reference or the "
+            "comparison would no longer be what the spec says (and the replacement would apply to every program "
+            "that imports this file)")
 
 
 def _in_file(fn: Any, path: str) -> bool:
@@ -720,14 +724,17 @@ def cap_address_space(memory_mb: int) -> int | None:
 
 
 def _static_verdicts(source: str, label: str, status: str, message: str, line: int | None,
-                     failed_check: str) -> list[Verdict]:
-    """One verdict per spec the text declares, found without importing it (the file is not run)."""
+                     failed_check: str, wanted: list[str] | None) -> list[Verdict]:
+    """One verdict per spec the text declares (of the `wanted` kernels, when given), found without importing it
+    (the file is not run)."""
     from analyzers.specs import find_specs
 
     lines = source.splitlines()
     out = []
     for site in find_specs(source):
         kernel = (site.kernel or "?").rsplit(".", 1)[-1]
+        if wanted is not None and kernel not in wanted:
+            continue
         kernel_line = next((i for i, text in enumerate(lines) if text.lstrip().startswith(f"def {kernel}(")),
                            site.def_line)
         out.append(Verdict(kernel, site.inputs, site.def_line, kernel_line, status, label, message, line,
@@ -761,16 +768,14 @@ def main() -> int:
     emit("device", device=label)
     findings = scan(source)
     if findings:  # the file is not run at all
-        first = findings[0]
-        more = f" (and {len(findings) - 1} more such place{'s' if len(findings) > 2 else ''})" \
-            if len(findings) > 1 else ""
-        message = (f"not checked: line {first.line + 1} {first.what}{more}; a file that reaches into the checker "
-                   "is not run, so its verdict could not be trusted")
-        verdicts = _static_verdicts(source, label, "not-checked", message, first.line, "introspection")
+        message = (f"not checked: {describe_findings(findings)}; a file that reaches into the checker is not run, "
+                   "so its verdict could not be trusted")
+        verdicts = _static_verdicts(source, label, "not-checked", message, findings[0].line, "introspection",
+                                    request.get("kernels"))
         for v in verdicts:
             emit("verdict", verdict=verdict_to_dict(v))
         if not verdicts:
-            emit("errors", errors=[[first.line, message]])
+            emit("errors", errors=[[findings[0].line, message]])
         emit("done")
         return 0
     if interpreter:
@@ -796,6 +801,14 @@ def main() -> int:
     specs = specs_in(module)
     changed = snapshot.changed()
     snapshot.add_module(os.path.splitext(os.path.basename(path))[0], module)
+    wanted = request.get("kernels")
+    errors = []
+    if wanted is not None:
+        named = {kernel_name_of(s.kernel) for s in specs}
+        errors += [[None, f"{name} has no correctness spec in this file"] for name in wanted if name not in named]
+        specs = [s for s in specs if kernel_name_of(s.kernel) in wanted]
+    if errors:
+        emit("errors", errors=errors)
     if changed:
         message = patched_message(changed, "when the file was imported")
         line = patch_line(source, changed[0])
@@ -807,14 +820,6 @@ def main() -> int:
             emit("errors", errors=[[line, message]])
         emit("done")
         return 0
-    wanted = request.get("kernels")
-    errors = []
-    if wanted is not None:
-        named = {kernel_name_of(s.kernel) for s in specs}
-        errors += [[None, f"{name} has no correctness spec in this file"] for name in wanted if name not in named]
-        specs = [s for s in specs if kernel_name_of(s.kernel) in wanted]
-    if errors:
-        emit("errors", errors=errors)
     skip = set(request.get("skip", ()))
     for s in specs:
         if s.name in skip:
