@@ -35,6 +35,14 @@ def _effective(server: "KernelLanguageServer", settings: Settings) -> Settings:
     return settings if workspace_trusted(server) else dataclasses.replace(settings, **UNTRUSTED)
 
 
+def _regate(server: "KernelLanguageServer") -> Settings:
+    """Put the settings in effect in line with the workspace's trust now; returns those in effect before."""
+    state = server.state
+    old = state.settings
+    state.settings = state.index.settings = _effective(server, state.requested)
+    return old
+
+
 def _apply_settings(server: "KernelLanguageServer", raw: Any, source: str, base: Settings | None = None) -> bool:
     """Validate and install settings over `base` (defaults when None); returns whether anything changed. Only the
     initializationOptions are user-level: the other sources cannot set a user-only setting (settings.py)."""
@@ -126,8 +134,7 @@ def register(server: "KernelLanguageServer") -> None:
         ls.state.roots += [p for p in (to_fs_path(f.uri) for f in params.event.added) if p]
         # A folder added to a trusted workspace is not trusted by that (every root must be): decided before
         # anything of the new folder is read.
-        old = ls.state.settings
-        ls.state.settings = ls.state.index.settings = _effective(ls, ls.state.requested)
+        old = _regate(ls)
         if not workspace_trusted(ls) and state_wants_to_run(ls):
             ls.state.trust_asked = False  # a new folder: a new question
             asyncio.ensure_future(ask_for_trust(ls))
@@ -176,9 +183,7 @@ async def grant_trust(server: "KernelLanguageServer") -> list[str]:
     """Trust every root folder and turn on what the settings ask for; returns the folders trusted."""
     state = server.state
     trusted = [trust.trust(root) for root in state.roots]
-    old = state.settings
-    state.settings = _effective(server, state.requested)
-    state.index.settings = state.settings
+    old = _regate(server)
     if state.settings != old:
         await settings_changed(server, old)
         server.message(f"trusted {', '.join(trusted)}: compiling, checks and timing follow the settings now",
