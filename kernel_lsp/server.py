@@ -442,6 +442,9 @@ class KernelLanguageServer(LanguageServer):
         self.state.latency[path] = (text, report)
         if report.errors:
             log.info("latency of %s: %s", path, "; ".join(report.errors))
+        for error in report.errors:  # the worker failed (killed, timed out): no hint will say so, a message does
+            if error.startswith(("work counting failed:", "timing failed:")):
+                self.message(f"latency of {os.path.basename(path)}: {error}")
         self.refresh_hints()
         self.refresh_lenses()
         return report

@@ -360,7 +360,9 @@ class WorkerPool:
                     Status.CRASHED,
                     seconds=seconds,
                     exitcode=exitcode,
-                    message=f"{self._death(exitcode)} while running {job.fn_path}; it was replaced",
+                    message=f"{self._death(exitcode)} while running {job.fn_path}; it was replaced"
+                    + ("; this is not a problem in the kernel: it runs again when the file changes"
+                       if exitcode == -signal.SIGKILL else ""),
                 )
             elif reply[1] == "ok":
                 try:
@@ -421,7 +423,9 @@ class WorkerPool:
                 name = f"signal {-exitcode}"
             text = f"the worker was killed by {name}"
             if -exitcode == signal.SIGKILL:
-                return text + " (from outside the pool: perhaps the system ran out of memory)"
+                # The pool's own kills (timeouts, supersession, close) never reach the caller as CRASHED: this one
+                # came from outside, so it says nothing about the job's input. Say so, and what brings it back.
+                return text + " from outside kernel-lsp (perhaps the system ran out of memory)"
             if self.memory_limit_mb and -exitcode in (signal.SIGABRT, signal.SIGSEGV, signal.SIGBUS):
                 return text + f" (perhaps at its memory limit of {self.memory_limit_mb} MB)"
             return text

@@ -41,15 +41,40 @@ def run_group(cmd: list[str], *, timeout: float, cancel: threading.Event | None 
     reader = threading.Thread(target=talk, daemon=True)
     reader.start()
     deadline = time.monotonic() + timeout
+    ended_at: float | None = None
     while reader.is_alive():
         reader.join(0.05)
         reason = "cancelled" if cancel is not None and cancel.is_set() else (
             "timeout" if time.monotonic() > deadline else None)
         if reason:
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
+            _kill_group(proc.pid)
             reader.join(5)
             raise Stopped(reason)
+        # The child ended (killed from outside, say) but what it started still holds its pipes: without this the
+        # answer would wait for those orphans, up to the timeout. They belong to the child's group: end them.
+        if ended_at is None and proc.poll() is not None:
+            ended_at = time.monotonic()
+        elif ended_at is not None and time.monotonic() - ended_at > ORPHAN_GRACE_S:
+            _kill_group(proc.pid)
+            ended_at = float("inf")
     return Finished(proc.returncode, out.get("stdout") or b"", out.get("stderr") or b"")
+
+
+ORPHAN_GRACE_S = 1.0
+
+
+def _kill_group(pgid: int) -> None:
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def killed_from_outside(returncode: int | None, what: str, again: str) -> str | None:
+    """What to tell the user about a child that SIGKILL ended, or None. run_group's own kills raise Stopped, so a
+    SIGKILL seen in a return code came from elsewhere (the out-of-memory killer, a user's kill -9) and says
+    nothing about the kernel: `what` names the process, `again` how to get the result."""
+    if returncode != -signal.SIGKILL:
+        return None
+    return (f"{what} was killed by SIGKILL from outside kernel-lsp (perhaps the system ran out of memory); this is "
+            f"not a problem in the kernel: {again}")

@@ -16,7 +16,7 @@ import sys
 import threading
 from pathlib import Path
 
-from ..proc import Stopped, run_group
+from ..proc import Stopped, killed_from_outside, run_group
 
 REPO_ROOT = str(Path(__file__).resolve().parents[3])
 
@@ -48,6 +48,9 @@ def simulate(path: str, source: str, kernel: str, nki_kernel: str, root: str | N
                          cwd=REPO_ROOT)
     except Stopped:  # a cancel reads the same as a timeout here
         return {"ok": False, "message": f"the NKI simulation ran longer than {timeout:g} s"}
+    outside = killed_from_outside(done.returncode, "the NKI simulation", "ask again")
+    if outside:
+        return {"ok": False, "message": outside}
     out, err = done.stdout.decode(errors="replace"), done.stderr.decode(errors="replace")
     try:
         return json.loads(out.strip().splitlines()[-1])

@@ -33,7 +33,7 @@ from analyzers.roofline import ArgTraffic, Resources, Work, estimate, format_us,
 from analyzers.roofline import label as estimate_label
 from analyzers.tiling import format_config
 
-from ..proc import Stopped, run_group
+from ..proc import Stopped, killed_from_outside, run_group
 from .history import history_dir, history_name, load_history, record_history
 from .timing import Timing, suspicious
 
@@ -128,6 +128,9 @@ def run_worker(request: dict, *, interpret: bool, timeout: float, cancel: thread
         raise WorkerError("cancelled" if exc.reason == "cancelled"
                           else f"no answer within {timeout:g} s; the worker was stopped") from None
     text = done.stdout.decode(errors="replace")
+    outside = killed_from_outside(done.returncode, "the latency worker", "run the check again to time it")
+    if outside:
+        raise WorkerError(outside)
     if done.returncode != 0 or not text.strip():
         tail = done.stderr.decode(errors="replace").strip().splitlines()[-5:]
         raise WorkerError(f"the latency worker ended with code {done.returncode}: {' | '.join(tail) or 'no output'}")

@@ -26,7 +26,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from ..proc import Stopped, run_group
+from ..proc import Stopped, killed_from_outside, run_group
 from . import ncu_csv
 from .ncu_csv import Advice, LineStat
 
@@ -167,6 +167,9 @@ def _plan(path: str, text: str, root: str | None, workdir: str, cancel) -> list[
     code, output = run_process([sys.executable, "-P", "-B", "-m", "kernel_lsp.engine.profile.plan", request, status_path],
                                PLAN_TIMEOUT_S, cancel, cwd=root)
     status = _read_status(status_path)
+    outside = killed_from_outside(code, "the process reading the file's specs", "profile again")
+    if outside:
+        raise ProfileError(outside)
     if status is None:
         tail = " | ".join(output.strip().splitlines()[-3:])
         raise ProfileError(f"cannot read the file's specs (exit code {code}): {tail or 'no output'}")
@@ -209,6 +212,9 @@ def profile_point(ncu: str, path: str, text: str, root: str | None, point: dict,
                            "the kernel ~40 times); a smaller bench shape profiles faster") from None
     with open(os.path.join(workdir, f"{tag}.ncu.log"), "w", encoding="utf-8") as f:
         f.write(output)
+    outside = killed_from_outside(code, "Nsight Compute", "profile again")
+    if outside:
+        raise ProfileError(outside)
     status = _read_status(status_path) or {}
     if status.get("kind") == "no-gpu":
         raise ProfileError(NO_GPU)
@@ -322,7 +328,9 @@ def profile_file(path: str, text: str, kernels: list[str] | tuple[str, ...] | No
                 if str(exc) == "cancelled":
                     report.errors.append("cancelled")
                     break
-                fatal = str(exc) == NO_GPU or "ERR_NVGPUCTRPERM" in str(exc) or "LibraryNotLoaded" in str(exc)
+                # A kill from outside (the out-of-memory killer?) would likely meet the next point too: stop.
+                fatal = str(exc) == NO_GPU or "ERR_NVGPUCTRPERM" in str(exc) or "LibraryNotLoaded" in str(exc) \
+                    or "from outside kernel-lsp" in str(exc)
                 report.errors.append(str(exc) if fatal else f"{point['kernel']} {tuple(point.get('shape') or ())}: "
                                      f"{exc}")
                 if fatal:

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from ..gpu import runs_on_gpu
+from ..proc import killed_from_outside
 from .results import CheckReport, CheckRequest, Verdict, verdict_from_dict
 
 RUNNER = "kernel_lsp.engine.verify.runner"
@@ -296,7 +297,10 @@ def _check_once(request: CheckRequest, cancel: threading.Event | None = None,
                     break
                 if not alive:
                     code = run.proc.wait()
-                    if code < 0:
+                    outside = killed_from_outside(code, "the checking process", "run the check again")
+                    if outside:  # every kill of ours picks its failure first: this one is no verdict on the kernel
+                        failure = ("killed", outside, "outside")
+                    elif code < 0:
                         failure = ("crashed", f"crashed: the checking process died with {_signal_name(code)}"
                                    + (" (an out-of-bounds access or a native error)" if code in (-11, -6, -7)
                                       else ""), "crash")
@@ -316,6 +320,10 @@ def _check_once(request: CheckRequest, cancel: threading.Event | None = None,
             if current is None:
                 errors.append((line, message))
                 break
+            if why == "outside":  # its spec goes unchecked, said at the spec; the specs after it carry on
+                errors.append((current["spec_line"], f"{current['spec']} was not checked: {message}"))
+                done.append(current["spec"])
+                continue
             verdicts.append(Verdict(
                 kernel=current["kernel"], spec=current["spec"], spec_line=current["spec_line"],
                 kernel_line=current["kernel_line"], status=status, device=device, message=message, line=line,
