@@ -228,11 +228,14 @@ def _serve(args: argparse.Namespace) -> int:
     # Analyses run in a worker thread; the default 5 ms GIL hand-off would add up to that to every edit's
     # diagnostics while the event loop waits for the result.
     sys.setswitchinterval(0.001)
+    from .transport import start_io, start_tcp
+
+    # The transport's reader survives bad frames that pygls' own would lose the stream on (transport.py).
     if args.tcp:
         host, port = args.tcp
-        server.start_tcp(host, port)
+        start_tcp(server, host, port)
     else:
-        server.start_io()
+        start_io(server)
     return EXIT_OK
 
 

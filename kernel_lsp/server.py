@@ -32,6 +32,7 @@ from .engine.index import WorkspaceIndex
 from .engine.scheduler import Scheduler
 from .engine.watcher import DELETED, DELETED_DIR, WorkspaceWatcher
 from .settings import Settings
+from .transport import KernelProtocol
 
 if TYPE_CHECKING:
     from .engine.compile.service import CompileService
@@ -149,7 +150,8 @@ class CompileProgress:
 
 class KernelLanguageServer(LanguageServer):
     def __init__(self) -> None:
-        super().__init__("kernel-lsp", __version__, text_document_sync_kind=types.TextDocumentSyncKind.Incremental)
+        super().__init__("kernel-lsp", __version__, text_document_sync_kind=types.TextDocumentSyncKind.Incremental,
+                         protocol_cls=KernelProtocol)
         self.state = ServerState()
         self.progress = CompileProgress(self)
         # More code actions for textDocument/codeAction, each `(ls, params) -> list[CodeAction]` (the assistant's);
