@@ -15,6 +15,7 @@ import os
 import threading
 from dataclasses import dataclass, field
 from functools import partial
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable
 
 from lsprotocol import types
@@ -27,7 +28,7 @@ from analyzers.source import ParseCache
 
 from . import __version__
 from .convert import Positions
-from .engine.files import oversize, path_is_excluded, read_source, walk_sources
+from .engine.files import PRIVATE_DIR, oversize, path_is_excluded, read_source, untrusted_private_dir, walk_sources
 from .engine.index import WorkspaceIndex
 from .engine.scheduler import Scheduler
 from .engine.watcher import DELETED, DELETED_DIR, WorkspaceWatcher
@@ -597,8 +598,15 @@ class KernelLanguageServer(LanguageServer):
                 return None
             from .engine.compile.service import CompileService
 
-            self.state.compiler = CompileService(self.state.roots[0], settings)
+            self.state.compiler = CompileService(self.state.roots[0], settings, private_dir=self.private_dir())
         return self.state.compiler
+
+    def private_dir(self) -> Path:
+        """Where this workspace's caches and IR go: `<root>/.kernel-lsp` once trusted, the user's cache before."""
+        from .features.lifecycle import workspace_trusted
+
+        root = self.state.roots[0]
+        return Path(root) / PRIVATE_DIR if workspace_trusted(self) else untrusted_private_dir(root)
 
     def schedule_compile(self, path: str, *, priority: int = 0, delay: float = 0.0) -> None:
         """Compile a file's kernels for the configured targets in the background (superseding an older request)."""

@@ -207,6 +207,25 @@ def test_check_with_target_compile_error_exits_1_with_kc001(tmp_path):
     assert kc001["related"][0]["line"] == 13
 
 
+def test_check_with_target_runs_none_of_the_files_code(tmp_path, monkeypatch):
+    """`--target` compiles offline: every hostile kernel is reported not compiled (KC008), none leaves its marker."""
+    pytest.importorskip("triton")
+    from tests.compile.test_offline import CASES, _source
+
+    marks = tmp_path / "marks"
+    monkeypatch.setenv("KERNEL_LSP_TEST_MARKS", str(marks))
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    for name in CASES:
+        (ws / f"{name}.py").write_text("import os\n" + "print('module level') or " + _source(name).replace(
+            "import triton\n", "open(os.environ['KERNEL_LSP_TEST_MARKS'], 'a').write('module ')\nimport triton\n", 1))
+    r = run("check", ".", "--target", "sm_90", "--format", "json", cwd=ws)
+    assert r.returncode in (0, 1) and r.stdout, r.stderr  # 1: static rules find `exec` and friends in kernels
+    codes = {(Path(p["path"]).stem, p["code"]) for p in json.loads(r.stdout)["problems"] if p["code"].startswith("KC")}
+    assert codes == {(name, "KC008") for name in CASES}, codes
+    assert not marks.exists(), marks.read_text()
+
+
 def test_check_without_target_compiles_nothing(tmp_path):
     ws = _compile_workspace(tmp_path, COMPILE_ERROR, EXAMPLES / "vector_add.py")
     r = run("check", ".", "--format", "json", cwd=ws)

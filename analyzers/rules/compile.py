@@ -70,3 +70,16 @@ register(Rule(
     "`tl.multiple_of(offs, 16)` and `tl.max_contiguous(offs, BLOCK)`. A runtime stride on the innermost "
     "dimension (`offs * stride`) prevents it; pass contiguous tensors and drop the stride, or accept a gather.",
 ))
+register(Rule(
+    code="KC008", name="not-compiled-offline", language="compile", severity=Severity.INFO,
+    summary="The kernel was not compiled: it needs code of the workspace's that the offline compile does not run.",
+    wrong="", right="",
+    explanation="Background and `--target` compiles evaluate nothing of the workspace's code: they compile a copy "
+    "of the kernel, its @jit helpers, the imports of triton and math it uses, and module-level constants that are "
+    "literals or built from literals with pure functions (`tl.constexpr(128)`, `2 ** 10`, `math.log2(64)`). A "
+    "kernel whose constexpr default, annotation or constant is computed by other code, that reads a name imported "
+    "from the user's modules, or that reaches a module other than triton.language and math at compile time, is "
+    "not compiled, and nothing is said about it beyond that. This says nothing wrong about the kernel; write the "
+    "value as a literal (or a `tl.constexpr(...)` of one) to get its compile facts, or run the checks in a trusted "
+    "workspace, which import the file.",
+))

@@ -77,7 +77,12 @@ class ResultCache:
 
     @classmethod
     def for_workspace(cls, workspace: Path, max_bytes: int = 512 * 2**20, **kwargs: Any) -> ResultCache:
-        cache = cls(Path(workspace) / WORKSPACE_DIR / "cache", max_bytes, **kwargs)
+        return cls.in_private_dir(Path(workspace) / WORKSPACE_DIR, max_bytes, **kwargs)
+
+    @classmethod
+    def in_private_dir(cls, private_dir: Path, max_bytes: int = 512 * 2**20, **kwargs: Any) -> ResultCache:
+        """The cache in `<private_dir>/cache`, the `*` .gitignore in `private_dir`."""
+        cache = cls(Path(private_dir) / "cache", max_bytes, **kwargs)
         cache._ignore_dir = cache.root.parent
         return cache
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import fnmatch
+import hashlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -108,6 +109,14 @@ def ensure_private_dir(root: str | os.PathLike) -> Path:
     """`<root>/.kernel-lsp`, where caches, IR, histories and assistant sessions live, with a `.gitignore` of `*` in
     it so that none of it is ever committed. Raises OSError when it cannot be created."""
     return ensure_ignored_dir(Path(root) / PRIVATE_DIR)
+
+
+def untrusted_private_dir(root: str | os.PathLike) -> Path:
+    """Where an untrusted workspace's caches go instead of `<root>/.kernel-lsp`: the user's cache, one folder per
+    workspace path, so that nothing is written into a folder the user has not trusted."""
+    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    digest = hashlib.sha256(str(Path(root).resolve()).encode()).hexdigest()[:16]
+    return base / "kernel-lsp" / "untrusted" / digest
 
 
 def ensure_ignored_dir(folder: Path) -> Path:

@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from lsprotocol import types
@@ -21,7 +20,7 @@ from pygls.uris import from_fs_path
 
 from ..commands import POSITION, SHOW_IR, command_arguments
 from ..engine.compile.irmap import STAGES, ir_lines_for
-from ..engine.files import PRIVATE_DIR, ensure_private_dir
+from ..engine.files import ensure_ignored_dir
 
 if TYPE_CHECKING:
     from ..server import KernelLanguageServer
@@ -120,10 +119,10 @@ async def show_ir(ls: "KernelLanguageServer", uri: Any, line: Any, character: An
     text = asm[stage]
     lines = ir_lines_for(stage, text, job, user_line)
 
-    folder = Path(ls.state.roots[0]) / PRIVATE_DIR / "ir"
+    folder = ls.private_dir() / "ir"
     out = folder / f"{_slug(kernel.name)}.{_slug(target)}.{_slug(job.config_label)}.{stage}"
     try:
-        ensure_private_dir(ls.state.roots[0])
+        ensure_ignored_dir(folder.parent)
         folder.mkdir(parents=True, exist_ok=True)
         out.write_text(text if text.endswith("\n") else text + "\n")
     except OSError as exc:

@@ -20,7 +20,8 @@ log = logging.getLogger(__name__)
 
 
 # What an untrusted workspace gets: every feature that would run its code is off (static analysis stays).
-UNTRUSTED = {"compile": "off", "checks": "off", "latency": "off"}
+# What runs the workspace's code: off until it is trusted. The offline compile runs none (engine/compile/offline.py).
+UNTRUSTED = {"checks": "off", "latency": "off"}
 TRUST, NOT_NOW = "Trust", "Not now"
 
 
@@ -169,8 +170,8 @@ async def ask_for_trust(server: "KernelLanguageServer") -> None:
     try:
         answer = await server.window_show_message_request_async(types.ShowMessageRequestParams(
             type=types.MessageType.Warning,
-            message=f"kernel-lsp: compiling, checking and timing kernels runs this folder's code (its kernels, specs "
-                    f"and launchers). Trust {folders}? Until then only the static rules run.",
+            message=f"kernel-lsp: checking and timing kernels runs this folder's code (its specs, launchers and "
+                    f"references). Trust {folders}? Until then only the static rules and the offline compile run.",
             actions=[types.MessageActionItem(title=TRUST), types.MessageActionItem(title=NOT_NOW)]))
     except Exception as exc:  # noqa: BLE001 - a client that cannot ask: the static rules carry on
         log.info("could not ask for trust: %s", exc)
@@ -184,11 +185,24 @@ async def grant_trust(server: "KernelLanguageServer") -> list[str]:
     state = server.state
     trusted = [trust.trust(root) for root in state.roots]
     old = _regate(server)
+    await restart_compiles(server)  # its caches move into the workspace's .kernel-lsp/
     if state.settings != old:
         await settings_changed(server, old)
-        server.message(f"trusted {', '.join(trusted)}: compiling, checks and timing follow the settings now",
+        server.message(f"trusted {', '.join(trusted)}: checks and timing follow the settings now",
                        types.MessageType.Info)
     return trusted
+
+
+async def restart_compiles(ls: "KernelLanguageServer") -> None:
+    """A new compile service (new settings, or another place for its caches); the open files compile again."""
+    if ls.state.compiler is not None:
+        await ls.state.compiler.close()
+        ls.state.compiler = None
+    ls.state.compiled.clear()
+    for doc in list(ls.workspace.text_documents.values()):
+        path = to_fs_path(doc.uri)
+        if path:
+            ls.schedule_compile(path)
 
 
 async def settings_changed(ls: "KernelLanguageServer", old: Settings) -> None:
@@ -203,13 +217,6 @@ async def settings_changed(ls: "KernelLanguageServer", old: Settings) -> None:
             ls.analyze_document(doc.uri)
     compile_keys = ("targets", "compile", "pins", "compile_workers", "compile_timeout_s", "cache_max_mb")
     if any(getattr(old, k) != getattr(new, k) for k in compile_keys):
-        if ls.state.compiler is not None:
-            await ls.state.compiler.close()
-            ls.state.compiler = None
-        ls.state.compiled.clear()
-        for doc in list(ls.workspace.text_documents.values()):
-            path = to_fs_path(doc.uri)
-            if path:
-                ls.schedule_compile(path)
+        await restart_compiles(ls)
     # Problems are filtered at publication, so select/ignore/severity need no re-analysis.
     ls.publish(path for path, e in ls.state.index.files.items() if e.is_interesting or path in ls.state.pushed)

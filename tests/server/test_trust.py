@@ -58,6 +58,7 @@ def untrusted(tmp_path_factory, monkeypatch) -> Path:
     """A trust file of this test's own, trusting nothing: the server started after this inherits it."""
     path = tmp_path_factory.mktemp("user-config") / "trusted.json"
     monkeypatch.setenv(TRUST_FILE_ENV, str(path))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path_factory.mktemp("user-cache")))
     return path
 
 
@@ -75,7 +76,7 @@ async def test_an_untrusted_workspace_runs_none_of_its_code(client, start, answe
     _save(s, uri)
     status = await s.command("kernel-lsp.status")
     assert status["trusted"] is False
-    assert (status["compile"]["mode"], status["checks"]["when"]) == ("off", "off")
+    assert (status["compile"]["mode"], status["checks"]["when"]) == ("open", "off")
     checked = await s.command("kernel-lsp.runChecks", {"uri": uri, "line": 22, "character": 0})
     assert "error" in checked, checked
     await wait_for(lambda: bool(client.questions), timeout=10)
@@ -83,6 +84,26 @@ async def test_an_untrusted_workspace_runs_none_of_its_code(client, start, answe
     assert "Trust" in question.message and [a.title for a in question.actions] == ["Trust", "Not now"]
     assert (await s.command("kernel-lsp.status"))["trusted"] is False
     assert not (tmp_path / "marks").exists()
+
+
+@pytest.mark.timeout(300)
+async def test_an_untrusted_workspace_is_compiled_offline_and_nothing_is_written_into_it(client, start, tmp_path):
+    """The offline compile runs in an untrusted folder: a kernel that needs the file's code to compile is said to
+    be not compiled (KC008, information), where it needs it; its caches live in the user's cache."""
+    pytest.importorskip("triton")
+    client.answer_questions = None
+    s = await start({"hostile.py": HOSTILE}, options={"compile": "open", "checks": "save"})
+    uri = s.open("hostile.py")
+    found = await until(lambda: s.diagnostics(uri, timeout=30), lambda ds: any(d.code == "KC008" for d in ds),
+                        timeout=240, interval=0.5)
+    (kc008,) = [d for d in found if d.code == "KC008"]
+    assert kc008.severity == types.DiagnosticSeverity.Information
+    assert kc008.range.start.line == HOSTILE.splitlines().index(
+        next(line for line in HOSTILE.splitlines() if "constexpr default" in line))
+    _save(s, uri)
+    await s.command("kernel-lsp.status")
+    assert not (tmp_path / "marks").exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["hostile.py"]
 
 
 async def test_trusting_turns_on_what_the_settings_ask_for_and_is_remembered(client, start, tmp_path, untrusted):

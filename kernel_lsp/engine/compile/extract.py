@@ -5,8 +5,9 @@ every @jit helper it calls (transitively, same file) and the kernel itself, each
 Lines are copied verbatim (columns stay the user's) and packed without the gaps between them, so the module text,
 and therefore the cache key, does not depend on where the kernel sits in the file; `line_map` maps back.
 
-Anything else a kernel reads (names imported from torch or from other modules, constants computed by user code)
-is left out and reported in `unresolved`: the worker must never import the user's module.
+Anything else a kernel reads (names imported from torch or from other modules, constants computed by code,
+@triton.constexpr_function helpers) is left out and reported in `unresolved`: the worker never imports the user's
+module and runs none of its code (offline.py says what may run, and the worker checks it again).
 """
 
 from __future__ import annotations
@@ -14,17 +15,18 @@ from __future__ import annotations
 import ast
 import functools
 import builtins
-import sys
 from dataclasses import dataclass, field
 
 from analyzers.discovery import KernelSyntax, discover_triton
 from analyzers.model import TritonKernel
 from analyzers.source import ImportMap, SourceText, literal_value, parse_recovering
 
-# Import roots the worker may re-create: triton, and the standard library (kernels use math in constexpr code).
-# Importing them runs no user code; anything else (torch, numpy, the user's packages) is never imported.
-_STDLIB = frozenset(getattr(sys, "stdlib_module_names", ())) | {"math", "operator", "functools", "typing"}
+from . import offline
+from .jobs import NOT_IN_KERNELS
+
 _BUILTINS = frozenset(dir(builtins))
+# Libraries of host code: a kernel that names them does not compile, whatever their value.
+HOST_LIBRARIES = frozenset({"torch", "numpy", "jax", "cupy"})
 _JIT_KEEP_KWARGS = {"noinline", "debug", "do_not_specialize", "do_not_specialize_on_alignment"}
 _CONSTEXPR_FUNCTION = {"triton.constexpr_function", "triton.language.constexpr_function",
                        "triton.runtime.jit.constexpr_function", "triton.language.core.constexpr_function"}
@@ -49,8 +51,9 @@ class ExtractedModule:
 
 
 def _allowed_import(dotted: str) -> bool:
-    root = dotted.split(".")[0]
-    return root == "triton" or (root in _STDLIB and not dotted.startswith("."))
+    """Imports the worker may re-create (offline.py): triton and a few pure standard modules. Anything else
+    (torch, numpy, the user's packages, the rest of the standard library) is never imported."""
+    return not dotted.startswith(".") and offline.allowed_import(dotted)
 
 
 def _bound_names(fn: ast.AST) -> set[str]:
@@ -122,10 +125,10 @@ def extract_module(text: str, kernel: str, path: str = "<memory>") -> ExtractedM
         raise ExtractionError(f"no @triton.jit function named {kernel!r} in {path}{where}")
 
     assignments = _module_assignments(parsed.body)
+    scope = offline.Scope(parsed.body)
     module_defs = {n.name: n for n in parsed.body if isinstance(n, ast.FunctionDef)}
 
     functions: dict[str, KernelSyntax] = {}
-    plain_helpers: dict[str, ast.FunctionDef] = {}
     constants: dict[str, ast.stmt] = {}
     import_names: set[str] = set()
     unresolved: dict[str, str] = {}
@@ -133,7 +136,7 @@ def extract_module(text: str, kernel: str, path: str = "<memory>") -> ExtractedM
 
     def need(name: str, record: bool = True) -> bool:
         """Make `name` available in the module; False when it cannot be (recorded in unresolved)."""
-        if name in functions or name in constants or name in import_names or name in plain_helpers:
+        if name in functions or name in constants or name in import_names:
             return True
         if name == target.kernel.name and "." not in target.kernel.qualname:
             return True  # recursion into the kernel itself
@@ -143,13 +146,10 @@ def extract_module(text: str, kernel: str, path: str = "<memory>") -> ExtractedM
             return True
         if name in module_defs:
             fn = module_defs[name]
-            if any(imports.resolve(d) in _CONSTEXPR_FUNCTION for d in fn.decorator_list):
-                plain_helpers[name] = fn
-                for d in fn.decorator_list:
-                    for n in _free_names(d):
-                        need(n.id)
-                visit_def(fn)
-                return True
+            if record and any(imports.resolve(d) in _CONSTEXPR_FUNCTION for d in fn.decorator_list):
+                unresolved[name] = (f"`{name}` is a @triton.constexpr_function (line {fn.lineno}): Python that the "
+                                    "offline compile does not run")
+                return False
             if record:
                 unresolved[name] = f"`{name}` is a plain Python function, not a @triton.jit function"
             return False
@@ -159,10 +159,12 @@ def extract_module(text: str, kernel: str, path: str = "<memory>") -> ExtractedM
             value = stmt.value  # type: ignore[attr-defined]
             # A constant's own dependencies are not reported, the constant is: the kernel reads it, not them.
             bad = [n.id for n in _free_names(value) if not need(n.id, record=False)]
-            if bad or any(isinstance(n, ast.Call) and not _safe_call(n) for n in ast.walk(value)):
+            why = offline.unsafe_expression(value, scope) or (
+                bad and f"it reads `{bad[0]}`, which the offline compile cannot provide")
+            if why:
                 del constants[name]
-                unresolved[name] = (f"`{name}` is computed by code kernel-lsp does not run (line {stmt.lineno}); "
-                                    "a literal or tl.constexpr(literal) can be compiled offline")
+                unresolved[name] = (f"`{name}` (line {stmt.lineno}) cannot be computed offline: {why}; a literal "
+                                    "or tl.constexpr(literal) can be compiled")
                 return False
             return True
         if name in imports.names:
@@ -171,16 +173,15 @@ def extract_module(text: str, kernel: str, path: str = "<memory>") -> ExtractedM
                 import_names.add(name)
                 return True
             if record:
-                unresolved[name] = (f"`{name}` is imported from `{dotted}`: the offline compile imports nothing but "
-                                    "triton and the standard library, so a kernel cannot use it")
+                if dotted.split(".")[0] in HOST_LIBRARIES:
+                    unresolved[name] = (f"{NOT_IN_KERNELS}`{name}` is imported from `{dotted}`, a host library: "
+                                        "triton compiles only triton.language and constexpr values")
+                else:
+                    unresolved[name] = (f"`{name}` is imported from `{dotted}`: the offline compile imports only "
+                                        "triton and math, so its value is not known")
             return False
         # Builtins are fine; a name defined nowhere fails the compile with triton's own NameError.
         return name in _BUILTINS
-
-    def _safe_call(call: ast.Call) -> bool:
-        # Constants may call triton (tl.constexpr(...)) and the standard library, never user code.
-        name = imports.resolve(call.func)
-        return name is not None and (name in _BUILTINS or name in plain_helpers or _allowed_import(name))
 
     def visit_def(fn: ast.FunctionDef) -> None:
         nonlocal uses_dot
@@ -214,7 +215,6 @@ def extract_module(text: str, kernel: str, path: str = "<memory>") -> ExtractedM
 
     pieces: list[tuple[int, str, ast.AST]] = [(s.lineno, "const", s) for s in constants.values()]
     pieces += [(k.node.lineno, "jit", k.node) for k in functions.values()]
-    pieces += [(f.lineno, "plain", f) for f in plain_helpers.values()]
     pieces.append((target.node.lineno, "jit", target.node))
     for _, kind, node in sorted(pieces, key=lambda p: p[0]):
         first, last = node.lineno, node.end_lineno or node.lineno  # type: ignore[attr-defined]
@@ -227,9 +227,6 @@ def extract_module(text: str, kernel: str, path: str = "<memory>") -> ExtractedM
             dec_line = next((d.lineno for d in node.decorator_list  # type: ignore[attr-defined]
                              if (imports.resolve(d) or "").endswith("jit")), first)
             emit(" " * indent + f"@{triton_alias}.jit" + (f"({args})" if args else ""), dec_line)
-        elif kind == "plain":
-            for d in node.decorator_list:  # type: ignore[attr-defined]
-                emit(" " * indent + "@" + src.segment(d), d.lineno)
         for i in range(first, last + 1):
             emit(src.line(i - 1), i)
 

@@ -43,12 +43,16 @@ class CompileJob:
     unresolved: tuple[tuple[str, str], ...] = ()
 
 
+# Starts the `unresolved` reason of a name no kernel can use (torch in a @jit body): a compile error, not a gap.
+NOT_IN_KERNELS = "a kernel cannot use this: "
+
+
 @dataclass(frozen=True)
 class CompileError:
     message: str
     line: int | None  # 0-based line in the user's file
     col: int | None  # 0-based column
-    kind: str  # "compilation", "ptxas", "timeout", "crash", "internal"
+    kind: str  # "compilation", "ptxas", "timeout", "crash", "internal", "offline" (needs code kernel-lsp does not run)
     related: tuple[tuple[int, int, str], ...] = ()  # (line, col, message) e.g. the call site of a failing helper
     # The same places as 1-based lines of module_source: a cached result is re-mapped with the line_map of the job
     # that asks (the key ignores where the kernel sits in the file), see worker.relocate.

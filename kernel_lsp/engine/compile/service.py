@@ -1,5 +1,5 @@
 """The compile service: plans a file's compile jobs, serves them from the result cache or the worker pool, and
-turns the results into problems (KC001–KC007, registered in analyzers/rules/compile.py).
+turns the results into problems (KC001–KC008, registered in analyzers/rules/compile.py).
 
 No triton import here: compiles run in `WorkerPool` processes (`compile_job` below is what they execute). The
 pool starts lazily, on the first cache miss, so a workspace that never compiles starts no process and writes
@@ -125,7 +125,7 @@ def _span_of(err: CompileError, fallback: Span) -> Span:
 
 
 def compile_problems(report: KernelCompileReport, target_spec: TargetSpec | None = None) -> list[Problem]:
-    """Problems (KC001–KC007) of one kernel on one target. Pure: no I/O. The same error in several
+    """Problems (KC001–KC008) of one kernel on one target. Pure: no I/O. The same error in several
     configurations is reported once, naming them all."""
     spec = target_spec or parse_target(report.target.name)
     kernel, here = report.kernel, report.span
@@ -139,7 +139,8 @@ def compile_problems(report: KernelCompileReport, target_spec: TargetSpec | None
         r = jr.result
         if r.error is not None:
             kind = r.error.kind
-            code = "KC006" if kind in ("timeout", "crash", "internal") else (None if kind == "cancelled" else "KC001")
+            code = ("KC006" if kind in ("timeout", "crash", "internal") else "KC008" if kind == "offline"
+                    else None if kind == "cancelled" else "KC001")
             if code:
                 grouped.setdefault((code, r.error.line, r.error.col, r.error.message, r.error.related), []).append(jr)
         for w in r.warnings:
@@ -156,6 +157,10 @@ def compile_problems(report: KernelCompileReport, target_spec: TargetSpec | None
                    + "; the compiler rejects it for every launch with this configuration.")
         elif code == "KC002":
             msg = f"compiler warning for {kernel} {where}: {message}."
+        elif code == "KC008":
+            msg = (f"{kernel} was not compiled {where}: {message}. The offline compile runs none of the "
+                   "workspace's code, so its registers, spills and compile errors are not known; this says nothing "
+                   "wrong about the kernel.")
         else:
             what = {"timeout": "timed out", "crash": "crashed", "internal": "failed inside kernel-lsp"}[err.kind]
             hint = ("raise the compileTimeoutS setting if the kernel is just large" if err.kind == "timeout"
@@ -217,13 +222,16 @@ def _is_helper(name: str, analysis: FileAnalysis, text: str) -> bool:
 
 class CompileService:
     def __init__(self, root: str | Path, settings: Settings | None = None, *, pool: WorkerPool | None = None,
-                 cache: ResultCache | None = None, fn_path: str = COMPILE_FN, timeout: float | None = None):
+                 cache: ResultCache | None = None, fn_path: str = COMPILE_FN, timeout: float | None = None,
+                 private_dir: Path | None = None):
         self.root = Path(root)
         self.settings = settings or Settings()
         self.fn_path = fn_path
         self.timeout = float(timeout if timeout is not None else self.settings.compile_timeout_s)
-        self.cache = cache or ResultCache.for_workspace(self.root, self.settings.cache_max_mb * 2**20)
-        self.triton_cache_dir = self.root / WORKSPACE_DIR / TRITON_CACHE
+        # `<root>/.kernel-lsp` unless the caller keeps this workspace's files elsewhere (an untrusted one).
+        self.private_dir = private_dir or self.root / WORKSPACE_DIR
+        self.cache = cache or ResultCache.in_private_dir(self.private_dir, self.settings.cache_max_mb * 2**20)
+        self.triton_cache_dir = self.private_dir / TRITON_CACHE
         self._pool = pool
         self._inflight: dict[str, asyncio.Future] = {}
         self.counts = dict.fromkeys(["cacheHits", "cacheMisses", "compiles", "timeouts", "crashes"], 0)

@@ -24,7 +24,7 @@ from analyzers.source import literal_value, statements
 from analyzers.targets import parse_target
 
 from .extract import ExtractedModule, extract_module
-from .jobs import CompileJob, Target
+from .jobs import NOT_IN_KERNELS, CompileJob, Target
 
 KEY_SCHEMA = "kernel-lsp-compile-1"  # bump when the worker's output for the same inputs changes
 DIVISIBILITY = "tt.divisibility=16"
@@ -430,7 +430,7 @@ def _notes(assumed: _Assumed, mod: ExtractedModule) -> tuple[str, ...]:
         notes.append(f"assumed contiguous, stride == 1: {', '.join(assumed.unit_stride)}")
     if mod.info.autotune_configs and not mod.info.autotune_configs_known:
         notes.append("@triton.autotune configs are built by code: compiled with launch-site values or defaults")
-    notes += [why for _, why in mod.unresolved]
+    notes += [why.removeprefix(NOT_IN_KERNELS) for _, why in mod.unresolved]
     return tuple(notes)
 
 

@@ -31,7 +31,8 @@ import warnings
 from dataclasses import replace
 from pathlib import Path
 
-from .jobs import CompileError, CompileJob, CompileResult, Resources
+from . import offline
+from .jobs import NOT_IN_KERNELS, CompileError, CompileJob, CompileResult, Resources
 
 CACHE_DIR_ENV = "KERNEL_LSP_TRITON_CACHE_DIR"
 _SIDECAR = "kernel-lsp-report.json"
@@ -149,6 +150,20 @@ def _import_module(path: Path, name: str):
     return module
 
 
+def _not_offline(job: CompileJob, unsafe: list[tuple[int, str]]) -> CompileError:
+    """The kernel needs code of the workspace's to compile: not compiled, which says nothing of the kernel."""
+    line, why = unsafe[0]
+    more = f" (and {len(unsafe) - 1} more place{'s' * (len(unsafe) > 2)})" if len(unsafe) > 1 else ""
+    return _error(job, f"{why}{more}", "offline", line)
+
+
+def _unresolved(why: str) -> tuple[str, str]:
+    """(message, kind) for a name the slice left out: a gap of the offline compile, unless no kernel can use it."""
+    if why.startswith(NOT_IN_KERNELS):
+        return why[len(NOT_IN_KERNELS):], "compilation"
+    return why, "offline"
+
+
 def _import_error(job: CompileJob, exc: BaseException, mod_path: Path) -> CompileError:
     if isinstance(exc, SyntaxError) and exc.filename == str(mod_path):
         return _error(job, f"SyntaxError: {exc.msg}", "compilation", exc.lineno, (exc.offset or 1) - 1)
@@ -160,7 +175,7 @@ def _import_error(job: CompileJob, exc: BaseException, mod_path: Path) -> Compil
         tb = tb.tb_next
     message = f"{type(exc).__name__}: {exc}"
     if isinstance(exc, NameError) and exc.name in dict(job.unresolved):  # type: ignore[attr-defined]
-        message = dict(job.unresolved)[exc.name]  # type: ignore[attr-defined]
+        return _error(job, *_unresolved(dict(job.unresolved)[exc.name]), line)  # type: ignore[attr-defined]
     return _error(job, message, "compilation", line)
 
 
@@ -451,8 +466,9 @@ def _compilation_error(job: CompileJob, exc, jit_fns: list, module_lines: list[s
         message = f"{type(inner.__cause__).__name__}: {inner.__cause__}"
     message = _clean_message(message) or type(inner).__name__
     m = re.match(r"NameError: (\w+) is not defined", message)
+    kind = "compilation"
     if m and m.group(1) in dict(job.unresolved):
-        message = dict(job.unresolved)[m.group(1)]
+        message, kind = _unresolved(dict(job.unresolved)[m.group(1)])
     if type(inner).__name__ == "CompileTimeAssertionFailure" and not message.lower().startswith("static"):
         message = f"static_assert failed: {message}"
     line, col, _ = position(inner)
@@ -462,7 +478,7 @@ def _compilation_error(job: CompileJob, exc, jit_fns: list, module_lines: list[s
         _, _, callee_name = position(callee)
         if ol is not None:
             related.append((ol, oc, f"in the call to `{callee_name or 'a @jit function'}` here"))
-    return _error(job, message, "compilation", line, col, related)
+    return _error(job, message, kind, line, col, related)
 
 
 def _ptxas_error(job: CompileJob, exc, captured_stdout: str, module_path: Path) -> CompileError:
@@ -556,11 +572,17 @@ def _compile(triton, job: CompileJob, mod_path: Path, mod_name: str, sass: bool)
     from triton.backends.compiler import GPUTarget
     from triton.compiler.errors import CompilationError
 
+    unsafe = offline.unsafe_statements(job.module_source)
+    if unsafe:
+        return CompileResult(job_key=job.key, ok=False, error=_not_offline(job, unsafe))
     mod_path.write_text(job.module_source)
     try:
         module = _import_module(mod_path, mod_name)
     except Exception as exc:  # noqa: BLE001 - whatever the sliced module raises is the user's error
         return CompileResult(job_key=job.key, ok=False, error=_import_error(job, exc, mod_path))
+    unsafe = offline.unsafe_reaches(job.module_source, vars(module))
+    if unsafe:
+        return CompileResult(job_key=job.key, ok=False, error=_not_offline(job, unsafe))
     fn = getattr(module, job.kernel.split(".")[-1], None)  # nested kernels are hoisted to module level
     jit_fns = [v for v in vars(module).values() if isinstance(v, triton.runtime.jit.JITFunction)]
     if fn not in jit_fns:
