@@ -37,7 +37,12 @@ def text_report(result: CheckResult, color: bool = False) -> str:
                          f"{paint('1', p.code)} {p.message}{fix}")
     for path in result.missing:
         lines.append(f"{path}: no such file or directory")
-    lines += [resource_line(report, jr) for report in result.compiled for jr in report.jobs if jr.result.ok]
+    for report in result.compiled:
+        for jr in report.jobs:
+            if jr.result.ok:
+                lines.append(resource_line(report, jr))
+                # The figures hold for launches that match what was assumed: say it where they are shown.
+                lines += [f"    assumed: {note}" for note in jr.job.notes]
     lines += [f"{_display(k.path)}:{k.line + 1} {k.name} {k.target} {k.registers} regs, {k.spill_bytes or 0} B spill, "
               f"{k.shared_bytes} B smem (nvcc)" for k in result.cuda]
     lines += [f"{_display(path)}:{v.kernel_line + 1} {v.kernel}: {v.message}" for path, v in result.verdicts]

@@ -204,7 +204,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("compileWorkers", "compile_workers", "integer", 0, "Worker processes that compile kernels. `0`: "
             "automatic, the number of CPU cores minus one (at least one).", _int_range(0, 256)),
     Setting("compileTimeoutS", "compile_timeout_s", "integer", 60, "Seconds one compile job (one kernel, target "
-            "and configuration) may take before its worker is killed and a KC006 warning says so.",
+            "and configuration) may take before its worker is killed and a KC006 note says so (remembered with this "
+            "timeout: a warm run does not wait again unless the setting is raised).",
             _int_range(1, 3600)),
     Setting("cacheMaxMB", "cache_max_mb", "integer", 512, "Size cap of the compile result cache in "
             "`<workspace>/.kernel-lsp/cache`, in megabytes; least recently used entries are pruned beyond it.",

@@ -1,4 +1,4 @@
-"""Rules for what the compiler says about a kernel (KC001–KC007): produced by the compile service
+"""Rules for what the compiler says about a kernel (KC001–KC010): produced by the compile service
 (`kernel_lsp.engine.compile.service.compile_problems`) from real compiles for the configured targets, not by a
 static check. Registered here so that codes, severities, suppression and documentation work as for every rule.
 """
@@ -51,12 +51,15 @@ register(Rule(
     "inputs and tiles of at least 16x16x16.",
 ))
 register(Rule(
-    code="KC006", name="compile-job-failed", language="compile", severity=Severity.WARNING,
-    summary="A compile job timed out, crashed or failed inside kernel-lsp; its results are missing.",
+    code="KC006", name="compile-job-failed", language="compile", severity=Severity.INFO,
+    summary="kernel-lsp could not compile the kernel (a timeout, a crash or a failure of its own); its results are "
+    "missing.",
     wrong="", right="",
     explanation="The worker compiling this kernel did not answer within `compileTimeoutS`, died (a signal, the "
-    "memory limit), or failed for a reason that is not the kernel's. Nothing is known about this configuration; "
-    "raise `compileTimeoutS` for very large kernels, or report the crash with the message shown.",
+    "memory limit), or failed for a reason that is not the kernel's. This says nothing wrong about the kernel: "
+    "nothing is known about this configuration. Raise `compileTimeoutS` for very large kernels (a timeout is "
+    "remembered with the timeout it had, and tried again once the setting is raised), or report the failure with "
+    "the message shown.",
 ))
 register(Rule(
     code="KC007", name="scalar-global-access", language="compile", severity=Severity.WARNING,
@@ -82,4 +85,26 @@ register(Rule(
     "not compiled, and nothing is said about it beyond that. This says nothing wrong about the kernel; write the "
     "value as a literal (or a `tl.constexpr(...)` of one) to get its compile facts, or run the checks in a trusted "
     "workspace, which import the file.",
+))
+register(Rule(
+    code="KC009", name="not-compiled-unknown-value", language="compile", severity=Severity.INFO,
+    summary="The kernel was not compiled, or not compiled usefully, because a value or type it needs is not known.",
+    wrong="", right="",
+    explanation="kernel-lsp compiles a kernel only with values it read: a launch site's literals (also through "
+    "names, tuple assignments, dict literals, `min`/`max` and `triton.next_power_of_2` of literals), an autotune "
+    "config, a parameter's default or the `pins` setting. When a constexpr's value is known only at run time, the "
+    "kernel is not compiled rather than compiled with a made-up value whose registers and spills would describe a "
+    "kernel nobody runs. Pointer element types that cannot be read are assumed (and shown with the results); when "
+    "the compile fails on a type error under such an assumption, it is reported here instead of as an error. Pin "
+    "the value or type with the `pins` setting, an annotation (`x_ptr: \"*bf16\"`) or a launch with literals.",
+))
+register(Rule(
+    code="KC010", name="not-in-installed-triton", language="compile", severity=Severity.WARNING,
+    summary="The kernel uses a construct the installed triton no longer has (removed or renamed).",
+    wrong="", right="",
+    explanation="The installed triton release does not have this construct: block pointers (`tl.make_block_ptr`, "
+    "`tl.advance`) were removed in favour of tensor descriptors, the experimental descriptor functions became "
+    "`tl.make_tensor_descriptor`, `tl.math.max`/`min` became `tl.maximum`/`tl.minimum`, libdevice moved under "
+    "`triton.language.extra`. The message names the construct and the version. The kernel may be fine on the "
+    "release it was written for; with the installed one it does not compile.",
 ))

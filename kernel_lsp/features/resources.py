@@ -23,6 +23,10 @@ def _matrix(res) -> str:
     return "/".join(res.matrix_instructions) if res.matrix_instructions else "-"
 
 
+# Error kinds that are kernel-lsp's gaps (a timeout, a crash, code it does not run), not the kernel's errors.
+_NOT_THE_KERNELS = ("timeout", "crash", "internal", "offline", "cancelled")
+
+
 def _best(report):
     """The job a compact hint shows: a failed one first (it matters most), else the one using most registers."""
     jobs = report.jobs
@@ -40,7 +44,9 @@ def hint_label(reports: list) -> str | None:
             continue
         target = report.target.name
         if not job.result.ok:
-            parts.append(f"{target}: compile failed")
+            err = job.result.error
+            mine = err is not None and err.kind in _NOT_THE_KERNELS
+            parts.append(f"{target}: {'not compiled' if mine else 'compile failed'}")
             continue
         res = job.result.resources
         text = f"{target}: {res.registers} regs"
@@ -53,6 +59,8 @@ def hint_label(reports: list) -> str | None:
             text += f" · {_matrix(res)}"
         if len(report.jobs) > 1:
             text += f" (max of {len(report.jobs)} configs)"
+        if job.job.notes:
+            text += " (assumed)"  # compiled with types or flags kernel-lsp assumed: the hover lists them
         parts.append(text)
     return " | ".join(parts) or None
 
@@ -65,8 +73,10 @@ def hover_table(kernel: str, reports: list) -> str:
         for job in report.jobs:
             config = job.job.config_label
             if not job.result.ok:
-                err = job.result.error.message.splitlines()[0] if job.result.error else "failed"
-                lines.append(f"| {report.target.name} | {config} | compile failed: {err} |||||||||")
+                error = job.result.error
+                err = error.message.splitlines()[0] if error else "failed"
+                what = "not compiled" if error is not None and error.kind in _NOT_THE_KERNELS else "compile failed"
+                lines.append(f"| {report.target.name} | {config} | {what}: {err} |||||||||")
                 continue
             r = job.result.resources
             ld = "/".join(map(str, sorted(set(r.load_widths)))) or "-"

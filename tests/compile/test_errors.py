@@ -4,7 +4,8 @@
     y = helper(x)    # compile-related: <substring of the related message> [col N]
     m = a and b      # compile-warning: <substring> [col N]   (in a fixture that compiles)
 
-Optional header lines: `# compile-target: gfx942` (default sm_90), `# compile-kernel: name` (default `kernel`).
+Optional header lines: `# compile-target: gfx942` (default sm_90), `# compile-kernel: name` (default `kernel`),
+`# compile-pins: BLOCK=1024` (constexpr values: kernel-lsp never makes one up, and these fixtures have no launch).
 Columns are 0-based code points. Every fixture is compiled once, in worker processes, in a fresh triton cache.
 """
 
@@ -49,8 +50,10 @@ def compiled(tmp_path_factory, request):
         text = path.read_text()
         target = re.search(r"#\s*compile-target:\s*(\S+)", text)
         kernel = re.search(r"#\s*compile-kernel:\s*(\S+)", text)
+        pins = re.search(r"#\s*compile-pins:\s*(.*)", text)
+        pinned = {k.strip(): int(v) for k, v in (p.split("=") for p in pins.group(1).split(","))} if pins else {}
         jobs[name] = plan_jobs(text, kernel.group(1) if kernel else "kernel", [target.group(1) if target else "sm_90"],
-                               path=str(path))[0]
+                               path=str(path), pins=pinned)[0]
     results, wall = compile_all(jobs, str(tmp_path_factory.mktemp("triton-cache")))
     report(request, "compile-error fixtures", results, wall)
     return jobs, results

@@ -206,3 +206,56 @@ def test_pins_override_everything() -> None:
     (job,) = _jobs("vector_add", "add_kernel", pins={"x_ptr": "*bf16", "BLOCK_SIZE": 256, "num_warps": 8})
     assert dict(job.signature)["x_ptr"] == "*bf16" and dict(job.constexprs)["BLOCK_SIZE"] == 256
     assert job.num_warps == 8
+
+
+# How launchers spell their block sizes: each must reach the compile as the value the launch passes.
+LAUNCHERS = {
+    "tuple assignment": ("BLOCK_M, BLOCK_N = 16, 128", "BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N", (16, 128)),
+    "dict literal": ('cfg = {"BLOCK_M": 32, "BLOCK_N": 64}', 'BLOCK_M=cfg["BLOCK_M"], BLOCK_N=cfg["BLOCK_N"]',
+                     (32, 64)),
+    "config object": ("cfg = Config(BLOCK_M=64, BLOCK_N=32)", "BLOCK_M=cfg.BLOCK_M, BLOCK_N=cfg.BLOCK_N", (64, 32)),
+    "next_power_of_2 and min": ("bm = triton.next_power_of_2(100)", "BLOCK_M=bm, BLOCK_N=min(64, bm * 4)",
+                                (128, 64)),
+    "max of constants": ("", "BLOCK_M=max(16, SMALL), BLOCK_N=SMALL * 2", (16, 16)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(LAUNCHERS))
+def test_launcher_patterns_give_the_launched_values(name) -> None:
+    setup, kwargs, expected = LAUNCHERS[name]
+    text = ("import triton\nimport triton.language as tl\nSMALL = 8\n\n@triton.jit\n"
+            "def k(x_ptr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):\n"
+            "    tl.store(x_ptr + tl.arange(0, BLOCK_M)[:, None] * BLOCK_N + tl.arange(0, BLOCK_N)[None, :], 1.0)\n\n"
+            f"def launch(x):\n    {setup or 'pass'}\n    k[(1,)](x, {kwargs})\n")
+    sites = [(s, text) for s in analyze_source(text).launch_sites]
+    (job,) = plan_jobs(text, "k", ["sm_90"], launch_sites=sites)
+    assert (dict(job.constexprs)["BLOCK_M"], dict(job.constexprs)["BLOCK_N"]) == expected
+    assert not any("BLOCK" in n for n in job.notes)  # read from the launch, not assumed
+
+
+def test_an_unknown_constexpr_is_never_made_up() -> None:
+    from kernel_lsp.engine.compile.jobs import NOT_COMPILED
+    from kernel_lsp.engine.compile.specialize import ValueNotKnown
+
+    text = ("import triton\nimport triton.language as tl\n\n@triton.jit\n"
+            "def k(x_ptr, n, BLOCK: tl.constexpr):\n    tl.store(x_ptr + tl.arange(0, BLOCK), 1.0)\n\n"
+            "def launch(x, n):\n    k[(1,)](x, n, BLOCK=triton.next_power_of_2(n))\n")
+    sites = [(s, text) for s in analyze_source(text).launch_sites]
+    for given in ((), sites):
+        with pytest.raises(ValueNotKnown) as err:
+            plan_jobs(text, "k", ["sm_90"], launch_sites=given)
+        assert str(err.value).startswith(NOT_COMPILED) and "`BLOCK`" in str(err.value) and "pins" in str(err.value)
+    (job,) = plan_jobs(text, "k", ["sm_90"], launch_sites=sites, pins={"BLOCK": 256})
+    assert dict(job.constexprs) == {"BLOCK": 256}
+
+
+def test_a_heuristic_is_computed_from_known_values_or_assumed_and_said() -> None:
+    text = ("import triton\nimport triton.language as tl\n\n"
+            '@triton.heuristics({"HALF": lambda a: a["BLOCK"] // 2, "EVEN": lambda a: a["n"] % a["BLOCK"] == 0})\n'
+            "@triton.jit\ndef k(x_ptr, n, BLOCK: tl.constexpr, HALF: tl.constexpr, EVEN: tl.constexpr):\n"
+            "    tl.store(x_ptr + tl.arange(0, HALF), 1.0)\n\n"
+            "def launch(x, n):\n    k[(1,)](x, n, BLOCK=64)\n")
+    sites = [(s, text) for s in analyze_source(text).launch_sites]
+    (job,) = plan_jobs(text, "k", ["sm_90"], launch_sites=sites)
+    assert dict(job.constexprs) == {"BLOCK": 64, "HALF": 32, "EVEN": True}
+    assert any(n.startswith("EVEN = True") for n in job.notes) and not any(n.startswith("HALF") for n in job.notes)

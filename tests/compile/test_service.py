@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from analyzers.analyze import analyze_source
+from analyzers.model import Severity
 from analyzers.targets import parse_target
 from kernel_lsp.engine.compile.service import CompileService, KernelCompileReport, JobReport, compile_problems
 from kernel_lsp.engine.compile.specialize import plan_jobs
@@ -25,7 +26,7 @@ FIXTURE = Path(__file__).parent / "fixtures" / "error_in_helper.py"
 GOOD = '''
 
 @triton.jit
-def good(x_ptr, n, BLOCK: tl.constexpr):
+def good(x_ptr, n, BLOCK: tl.constexpr = 1024):
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     tl.store(x_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) * 2.0, mask=offs < n)
 '''
@@ -93,21 +94,30 @@ def test_moved_and_edited_kernels(service, first) -> None:
     assert (kc001.span.start_line, kc001.span.start_col) == (8, 11)
 
 
-def test_timeout_is_kc006(tmp_path) -> None:
-    async def go():
-        svc = CompileService(tmp_path, Settings(), pool=WorkerPool(1), fn_path=f"{__name__}:slow_job", timeout=0.5)
-        try:
-            text = FIXTURE.read_text()
-            return await svc.compile_file(str(FIXTURE), text, analyze_source(text), ["sm_90"]), svc.counts
-        finally:
-            await svc.close()
+def test_timeout_is_kc006_information_and_cached_with_its_timeout(tmp_path) -> None:
+    def go(timeout: float):
+        async def run():
+            svc = CompileService(tmp_path, Settings(), pool=WorkerPool(1), fn_path=f"{__name__}:slow_job",
+                                 timeout=timeout)
+            try:
+                text = FIXTURE.read_text()
+                return await svc.compile_file(str(FIXTURE), text, analyze_source(text), ["sm_90"]), svc.counts
+            finally:
+                await svc.close()
+        return asyncio.run(run())
 
-    reports, counts = asyncio.run(go())
+    reports, counts = go(0.5)
     assert counts["timeouts"] == 1
     [kc006] = _problems(reports)
     assert kc006.code == "KC006" and "timed out" in kc006.message and "sm_90" in kc006.message
+    assert kc006.severity == Severity.INFO and kc006.message.startswith("kernel-lsp could not compile")
     assert "compileTimeoutS" in kc006.message
-    assert not (tmp_path / ".kernel-lsp" / "cache").exists()  # a timeout is not cached
+    # A warm run with the same timeout does not wait for it again; a larger timeout tries again.
+    reports, counts = go(0.5)
+    assert counts["compiles"] == 0 and counts["cacheHits"] == 1
+    assert [p.code for p in _problems(reports)] == ["KC006"]
+    _, counts = go(0.8)
+    assert counts["compiles"] == 1 and counts["timeouts"] == 1
 
 
 def test_matmul_128x256x64_over_lds_on_gfx942_is_kc004(service) -> None:
@@ -168,3 +178,55 @@ def test_a_strided_block_load_left_scalar_is_kc007_on_its_line(service, tmp_path
     problems = [p for p in _problems(_compile(service, path, STRIDED)) if p.code == "KC007"]
     assert [(p.span.start_line, p.kernel) for p in problems] == [(8, "gather")]  # the `offs * stride` load only
     assert "32-bit access per element" in problems[0].message and "8 elements" in problems[0].message
+
+
+UNKNOWN_BLOCK = """import triton
+import triton.language as tl
+
+
+@triton.jit
+def scale(x_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(x_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) * 2.0, mask=offs < n)
+
+
+def launch(x, n):
+    scale[(1,)](x, n, BLOCK=triton.next_power_of_2(n))
+"""
+
+
+def test_an_unknown_constexpr_is_an_information_note_and_nothing_compiles(service, tmp_path) -> None:
+    before = service.counts["compiles"]
+    reports = _compile(service, str(tmp_path / "unknown.py"), UNKNOWN_BLOCK)
+    assert service.counts["compiles"] == before and not reports[0].jobs
+    [note] = _problems(reports)
+    assert (note.code, note.severity) == ("KC009", Severity.INFO)
+    assert "not compiled for sm_90" in note.message and "`BLOCK` is not known" in note.message
+    assert "pins" in note.message and "Fix this line" not in note.message
+
+
+def _run_one(service, text: str, kernel: str, **pins):
+    job = plan_jobs(text, kernel, ["sm_90"], path="k.py", pins=pins)[0]
+    result, _ = asyncio.run(service.run_job(job))
+    span = analyze_source(text).kernel(kernel).name_span
+    return compile_problems(KernelCompileReport("k.py", kernel, job.target, span, [JobReport(job, result, False)]))
+
+
+def test_num_warps_3_is_the_users_error_not_kernel_lsps(service) -> None:
+    [problem] = _run_one(service, UNKNOWN_BLOCK, "scale", BLOCK=128, num_warps=3)
+    assert problem.code == "KC001" and problem.severity == Severity.ERROR
+    assert "num_warps must be a power of 2" in problem.message and "kernel-lsp" not in problem.message
+
+
+def test_a_construct_the_installed_triton_lacks_is_named_with_the_version(service) -> None:
+    import triton
+    import triton.language as tl
+
+    if hasattr(tl.math, "max"):
+        pytest.skip("this triton still has tl.math.max")
+    text = UNKNOWN_BLOCK.replace("* 2.0", "").replace("tl.load(x_ptr + offs, mask=offs < n)",
+                                                      "tl.math.max(tl.load(x_ptr + offs, mask=offs < n), 0.0)")
+    [problem] = _run_one(service, text, "scale", BLOCK=128)
+    assert problem.code == "KC010" and problem.span.start_line == 7
+    assert "`tl.math.max`" in problem.message and triton.__version__ in problem.message
+    assert "tl.maximum" in problem.message

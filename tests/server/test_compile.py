@@ -21,7 +21,9 @@ def shapes_kernel(x_ptr):
     tl.store(x_ptr + a, c)
 '''
 BROKEN_LINE = BROKEN.splitlines().index("    c = a + b")
-OPTIONS = {"compile": "open", "compileDebounceMs": 0, "targets": ["sm_90"], "compileWorkers": 1}
+# add_kernel has no launch here: its block size is pinned (kernel-lsp never compiles with a made-up one).
+OPTIONS = {"compile": "open", "compileDebounceMs": 0, "targets": ["sm_90"], "compileWorkers": 1,
+           "pins": {"add_kernel": {"BLOCK": 1024}}}
 
 
 @pytest.fixture(params=["vscode", "refresh"])

@@ -45,6 +45,9 @@ class CompileJob:
 
 # Starts the `unresolved` reason of a name no kernel can use (torch in a @jit body): a compile error, not a gap.
 NOT_IN_KERNELS = "a kernel cannot use this: "
+# Starts a planning error that is a gap in what kernel-lsp knows (a constexpr's value), not a fault of the kernel:
+# the kernel is not compiled and an information note says why (KC009).
+NOT_COMPILED = "value not known: "
 
 
 @dataclass(frozen=True)
@@ -88,3 +91,6 @@ class CompileResult:
     asm: dict[str, str] = field(default_factory=dict)  # "ttir", "ttgir", "llir", "ptx", "sass", "amdgcn"
     seconds: float = 0.0
     triton_version: str = ""
+    # A timed-out job's result is cached with the timeout it had: a warm run does not wait for it again, and a
+    # larger compileTimeoutS tries again.
+    timeout_s: float | None = None

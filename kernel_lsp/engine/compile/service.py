@@ -25,7 +25,7 @@ from analyzers.targets import TargetSpec, parse_target
 from ...settings import Settings
 from ..cache import WORKSPACE_DIR, ResultCache
 from ..pool import Outcome, Status, WorkerPool
-from .jobs import CompileError, CompileJob, CompileResult, Target
+from .jobs import NOT_COMPILED, CompileError, CompileJob, CompileResult, Target
 from .specialize import make_target, plan_jobs
 from .irmap import user_line
 from .worker import CACHE_DIR_ENV, relocate
@@ -35,7 +35,8 @@ log = logging.getLogger(__name__)
 COMPILE_FN = "kernel_lsp.engine.compile.service:compile_job"
 WARM_FN = "kernel_lsp.engine.compile.service:warm_worker"
 TRITON_CACHE = "triton-cache"
-_UNCACHED_KINDS = ("timeout", "crash", "internal", "cancelled")  # not the kernel's fault: try again next time
+# Not the kernel's fault: try again next time. A timeout is cached, with its timeout (see _cached).
+_UNCACHED_KINDS = ("crash", "internal", "cancelled")
 
 
 # --- what runs in the worker -------------------------------------------------------------------------------------
@@ -131,8 +132,13 @@ def compile_problems(report: KernelCompileReport, target_spec: TargetSpec | None
     kernel, here = report.kernel, report.span
     out: list[Problem] = []
     if report.plan_error:
-        out.append(_problem("KC006", here, f"{kernel} was not compiled for {spec.name}: {report.plan_error}. "
-                            "Fix the problem above, or report it if the kernel is valid.", kernel))
+        if report.plan_error.startswith(NOT_COMPILED):
+            out.append(_problem("KC009", here, f"{kernel} was not compiled for {spec.name}: "
+                                f"{report.plan_error[len(NOT_COMPILED):]}.", kernel))
+        else:
+            out.append(_problem("KC006", here, f"kernel-lsp could not compile {kernel} for {spec.name}: "
+                                f"{report.plan_error}. This says nothing wrong about the kernel; report it if the "
+                                "kernel is valid.", kernel))
         return out
     grouped: dict[tuple, list[JobReport]] = {}
     for jr in report.jobs:
@@ -140,7 +146,8 @@ def compile_problems(report: KernelCompileReport, target_spec: TargetSpec | None
         if r.error is not None:
             kind = r.error.kind
             code = ("KC006" if kind in ("timeout", "crash", "internal") else "KC008" if kind == "offline"
-                    else None if kind == "cancelled" else "KC001")
+                    else "KC010" if kind == "version" else None if kind == "cancelled"
+                    else "KC009" if _from_assumed_types(jr.job, r.error) else "KC001")
             if code:
                 grouped.setdefault((code, r.error.line, r.error.col, r.error.message, r.error.related), []).append(jr)
         for w in r.warnings:
@@ -157,17 +164,26 @@ def compile_problems(report: KernelCompileReport, target_spec: TargetSpec | None
                    + "; the compiler rejects it for every launch with this configuration.")
         elif code == "KC002":
             msg = f"compiler warning for {kernel} {where}: {message}."
+        elif code == "KC009":
+            types = "; ".join(n for n in jrs[0].job.notes if ": assumed *" in n)
+            msg = (f"kernel-lsp could not compile {kernel} {where} with the pointer types it assumed ({types}): "
+                   f"{message}. Pin the types (an annotation such as `x_ptr: \"*bf16\"`, or the `pins` setting) "
+                   "to get its compile facts; this need not be an error of the kernel.")
+        elif code == "KC010":
+            msg = f"{kernel} does not compile {where}: {message}."
         elif code == "KC008":
             msg = (f"{kernel} was not compiled {where}: {message}. The offline compile runs none of the "
                    "workspace's code, so its registers, spills and compile errors are not known; this says nothing "
                    "wrong about the kernel.")
         else:
-            what = {"timeout": "timed out", "crash": "crashed", "internal": "failed inside kernel-lsp"}[err.kind]
+            what = {"timeout": "it timed out", "crash": "the compiler crashed",
+                    "internal": "it failed inside kernel-lsp"}[err.kind]
             hint = ("raise the compileTimeoutS setting if the kernel is just large" if err.kind == "timeout"
                     else "report it with this message" if err.kind == "internal"
                     else "a smaller configuration may compile; report it with this message")
-            msg = f"compiling {kernel} {where} {what}: {message}. Nothing is known about this configuration; {hint}."
-        out.append(_problem(code, _span_of(err, here) if code != "KC006" else here, msg, kernel, rel))
+            msg = (f"kernel-lsp could not compile {kernel} {where}: {what} ({message}). Nothing is known about this "
+                   f"configuration, and nothing wrong is said of the kernel; {hint}.")
+        out.append(_problem(code, _span_of(err, here) if code not in ("KC006", "KC009") else here, msg, kernel, rel))
     for jr in report.jobs:
         r, res = jr.result, jr.result.resources
         if not r.ok:
@@ -205,9 +221,23 @@ def compile_problems(report: KernelCompileReport, target_spec: TargetSpec | None
     return out
 
 
+_TYPE_WORDS = re.compile(r"dtype|bitcast|bitwidth|\bu?int\d+|\bfp\d+|float\d+|bf(loat)?16|pointer type")
+
+
+def _from_assumed_types(job: CompileJob, err: CompileError) -> bool:
+    """A type error in a kernel whose pointer types kernel-lsp assumed: likely the assumption's, not the user's."""
+    return any(": assumed *" in n for n in job.notes) and bool(_TYPE_WORDS.search(err.message))
+
+
+_RETURNS_VALUE = re.compile(r"^\s+return\s+[^\s#]")
+
+
 def _is_helper(name: str, analysis: FileAnalysis, text: str) -> bool:
     call = re.compile(rf"(?<![\w.]){re.escape(name)}\s*\(")
     lines = text.splitlines()
+    own = next((k for k in analysis.kernels if k.name == name), None)
+    if own is not None and any(_RETURNS_VALUE.match(line) for line in lines[own.span.start_line:own.span.end_line + 1]):
+        return True  # a launched kernel cannot return a value: only a @jit helper does, called from another file
     for other in analysis.kernels:
         if other.name == name:
             continue
@@ -299,6 +329,9 @@ class CompileService:
     async def run_job(self, job: CompileJob, *, priority: int = 0) -> tuple[CompileResult, bool]:
         """(result re-mapped to the job's lines, served from the cache?)"""
         cached = self.cache.get(job.key) if job.key else None
+        if (isinstance(cached, CompileResult) and cached.error is not None and cached.error.kind == "timeout"
+                and (cached.timeout_s or 0) < self.timeout):
+            cached = None  # timed out under a smaller compileTimeoutS than today's: worth another try
         if isinstance(cached, CompileResult):
             self.counts["cacheHits"] += 1
             return relocate(cached, job), True
@@ -351,4 +384,4 @@ class CompileService:
             last = (outcome.traceback.strip().splitlines() or [outcome.message or "unknown error"])[-1]
             kind, message = "internal", f"the compile job failed: {last}"
         return CompileResult(job_key=job.key, ok=False, error=CompileError(message, None, None, kind),
-                             seconds=outcome.seconds)
+                             seconds=outcome.seconds, timeout_s=self.timeout if kind == "timeout" else None)

@@ -14,6 +14,7 @@ import ast
 import functools
 import hashlib
 import json
+import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -23,8 +24,9 @@ from analyzers.model import LaunchArg, LaunchSite, Param, TritonKernel
 from analyzers.source import literal_value, statements
 from analyzers.targets import parse_target
 
+from . import offline
 from .extract import ExtractedModule, extract_module
-from .jobs import NOT_IN_KERNELS, CompileJob, Target
+from .jobs import NOT_COMPILED, NOT_IN_KERNELS, CompileJob, Target
 
 KEY_SCHEMA = "kernel-lsp-compile-1"  # bump when the worker's output for the same inputs changes
 DIVISIBILITY = "tt.divisibility=16"
@@ -223,27 +225,139 @@ def _inner_strides(params: list[Param]) -> set[str]:
     return {names[-1] for names in groups.values() if len(names) >= 2}
 
 
-def _constexpr_default(p: Param, kernel: TritonKernel) -> tuple[object, str]:
-    """(value, why) for a constexpr nobody gives a value."""
-    if p.default is not None:
-        value = literal_value(ast.parse(p.default, mode="eval").body)
-        if value is not None or p.default.strip() == "None":
-            return value, "its default"
-    upper = p.name.upper()
-    blocks = [q for q in kernel.params if q.is_constexpr and ("BLOCK" in q.name.upper() or "TILE" in q.name.upper())]
-    if "BLOCK" in upper or "TILE" in upper:
-        if len(blocks) == 1:
-            return 1024, "default for the single block size of a 1-D kernel"
-        if upper.endswith("K"):
-            return 64, "default for a reduction-dimension block size"
-        return 128, "default block size"
-    if upper.startswith("GROUP"):
-        return 8, "default group size"
-    if upper.startswith("EVEN"):
-        return True, "assumes sizes divisible by the block sizes"
-    if upper.startswith(_BOOL_PREFIX_FALSE):
-        return False, "default for a feature flag"
-    return 16, "no value known: a small power of two"
+def _constexpr_default(p: Param, text: str) -> tuple[object, str] | None:
+    """(value, why) for a constexpr nobody gives a value: its default, when it is a literal or built from the
+    file's literal constants (`max(16, WIDTH)`, `tl.constexpr(128)`), else None (unknown). A value is never made
+    up: a kernel compiled with a guessed block size shows registers and spills of a kernel nobody runs."""
+    if p.default is None:
+        return None
+    node = ast.parse(p.default, mode="eval").body
+    if p.default.strip() == "None":
+        return None, "its default"
+    tree = _parsed(text)
+    value = evaluate(node, _Resolver(tree, 0).lookup if tree is not None else None)
+    return None if value is _UNKNOWN else (value, "its default")
+
+
+class ValueNotKnown(ValueError):
+    """A constexpr the kernel needs has no value the tool could read: the kernel is not compiled (KC009)."""
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# A small evaluator of literal expressions: launchers write `triton.next_power_of_2(1024)`, `min(64, BLOCK)`,
+# `cfg["BLOCK"]`. Pure AST interpretation: nothing of the user's code is imported or run.
+
+_UNKNOWN = object()
+_BINOPS = {ast.Add: lambda a, b: a + b, ast.Sub: lambda a, b: a - b, ast.Mult: lambda a, b: a * b,
+           ast.FloorDiv: lambda a, b: a // b, ast.Mod: lambda a, b: a % b, ast.Div: lambda a, b: a / b,
+           ast.LShift: lambda a, b: a << b, ast.RShift: lambda a, b: a >> b, ast.BitAnd: lambda a, b: a & b,
+           ast.BitOr: lambda a, b: a | b, ast.BitXor: lambda a, b: a ^ b,
+           ast.Pow: lambda a, b: a ** b if abs(b) <= 64 else _UNKNOWN}
+_CMPOPS = {ast.Eq: lambda a, b: a == b, ast.NotEq: lambda a, b: a != b, ast.Lt: lambda a, b: a < b,
+           ast.LtE: lambda a, b: a <= b, ast.Gt: lambda a, b: a > b, ast.GtE: lambda a, b: a >= b}
+
+
+def _next_power_of_2(n: int) -> int:
+    return 1 if n <= 1 else 1 << (n - 1).bit_length()
+
+
+_CALLS = {"min": min, "max": max, "int": int, "abs": abs, "bool": bool, "next_power_of_2": _next_power_of_2,
+          "cdiv": lambda a, b: -(-a // b)}
+
+
+_MATH = {n: getattr(math, n) for n in ("log2", "log", "ceil", "floor", "sqrt", "exp", "exp2", "gcd", "isqrt",
+                                       "pow", "prod") if hasattr(math, n)}
+
+
+def evaluate(node: ast.AST, lookup=None, depth: int = 0) -> object:
+    """The value of a literal expression, or _UNKNOWN. `lookup(node)` gives the value of a name, an attribute or a
+    subscript the expression reads (or _UNKNOWN)."""
+    if depth > 20:
+        return _UNKNOWN
+    value = literal_value(node)
+    if value is not None or (isinstance(node, ast.Constant) and node.value is None):
+        return value
+
+    def ev(n: ast.AST) -> object:
+        return evaluate(n, lookup, depth + 1)
+
+    try:
+        if isinstance(node, ast.BinOp) and type(node.op) in _BINOPS:
+            a, b = ev(node.left), ev(node.right)
+            return _UNKNOWN if _UNKNOWN in (a, b) else _BINOPS[type(node.op)](a, b)
+        if isinstance(node, ast.UnaryOp):
+            a = ev(node.operand)
+            if a is _UNKNOWN:
+                return _UNKNOWN
+            return {ast.USub: lambda: -a, ast.UAdd: lambda: +a, ast.Not: lambda: not a,
+                    ast.Invert: lambda: ~a}[type(node.op)]()
+        if isinstance(node, ast.Compare) and all(type(o) in _CMPOPS for o in node.ops):
+            left = ev(node.left)
+            for op, right_node in zip(node.ops, node.comparators):
+                right = ev(right_node)
+                if _UNKNOWN in (left, right):
+                    return _UNKNOWN
+                if not _CMPOPS[type(op)](left, right):
+                    return False
+                left = right
+            return True
+        if isinstance(node, ast.BoolOp):
+            values = [ev(v) for v in node.values]
+            if _UNKNOWN in values:
+                return _UNKNOWN
+            return all(values) if isinstance(node.op, ast.And) else any(values)
+        if isinstance(node, ast.IfExp):
+            test = ev(node.test)
+            return _UNKNOWN if test is _UNKNOWN else ev(node.body if test else node.orelse)
+        if isinstance(node, ast.Call) and not node.keywords:
+            func = ast.unparse(node.func)
+            name = func.split(".")[-1]
+            args = [ev(a) for a in node.args]
+            if _UNKNOWN in args or not args:
+                return _UNKNOWN
+            if func in ("min", "max", "int", "abs", "bool", "next_power_of_2", "cdiv",
+                        "triton.next_power_of_2", "triton.cdiv"):
+                return _CALLS[name](*args)
+            if name == "constexpr" and len(args) == 1:  # tl.constexpr(128)
+                return args[0]
+            if func.startswith("math.") and name in _MATH:
+                return _MATH[name](*args)
+        if isinstance(node, (ast.Name, ast.Attribute, ast.Subscript)) and lookup is not None:
+            return lookup(node)
+    except (ArithmeticError, TypeError, ValueError, KeyError, IndexError):
+        return _UNKNOWN
+    return _UNKNOWN
+
+
+def _heuristics(node: ast.FunctionDef) -> dict[str, ast.Lambda]:
+    """@triton.heuristics({"NAME": lambda args: ...}) entries of a kernel, as written."""
+    out: dict[str, ast.Lambda] = {}
+    for dec in node.decorator_list:
+        if (isinstance(dec, ast.Call) and ast.unparse(dec.func).endswith("heuristics") and dec.args
+                and isinstance(dec.args[0], ast.Dict)):
+            for k, v in zip(dec.args[0].keys, dec.args[0].values):
+                if isinstance(k, ast.Constant) and isinstance(k.value, str) and isinstance(v, ast.Lambda):
+                    out[k.value] = v
+    return out
+
+
+def _heuristic_value(fn: ast.Lambda, known: dict[str, object]) -> tuple[object, bool]:
+    """(value, assumed?) of a heuristic from the values known so far. A comparison on runtime sizes
+    (`args["n"] % args["BLOCK"] == 0`) is a flag the launch decides: compiled as True, and said so."""
+    arg = fn.args.args[0].arg if fn.args.args else None
+
+    def lookup(n: ast.AST) -> object:
+        if (isinstance(n, ast.Subscript) and isinstance(n.value, ast.Name) and n.value.id == arg
+                and isinstance(n.slice, ast.Constant)):
+            return known.get(n.slice.value, _UNKNOWN)
+        return _UNKNOWN
+
+    value = evaluate(fn.body, lookup)
+    if value is not _UNKNOWN:
+        return value, False
+    boolean = isinstance(fn.body, (ast.Compare, ast.BoolOp)) or (
+        isinstance(fn.body, ast.UnaryOp) and isinstance(fn.body.op, ast.Not))
+    return (True, True) if boolean else (_UNKNOWN, False)
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -258,39 +372,109 @@ def _parsed(text: str) -> ast.Module | None:
         return None
 
 
-def _resolve_name(text: str | None, site: LaunchSite, name: str) -> object | None:
-    """A launch argument that is a plain name bound to a literal: a parameter default of the enclosing function,
-    its only assignment there, or a module constant."""
-    tree = _parsed(text) if text else None
-    if tree is None:
-        return None
-    line = site.span.start_line + 1
+def _scope_at(tree: ast.Module, line: int) -> ast.AST:
+    """The innermost function around a (1-based) line, else the module."""
     scope: ast.AST = tree
     for node in statements(tree.body):  # functions are statements: no need to walk every expression
         encloses = isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and (
             node.lineno <= line <= (node.end_lineno or 0))
         if encloses and (scope is tree or node.lineno >= scope.lineno):  # type: ignore[attr-defined]
-            scope = node  # the innermost enclosing function
-    values = []
-    if isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef)):
-        a = scope.args
-        positional = a.posonlyargs + a.args
-        defaults = dict(zip([x.arg for x in positional[len(positional) - len(a.defaults):]], a.defaults))
-        defaults.update({x.arg: d for x, d in zip(a.kwonlyargs, a.kw_defaults) if d is not None})
-        for sub in statements(scope.body):
-            if isinstance(sub, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
-                targets = sub.targets if isinstance(sub, ast.Assign) else [sub.target]
-                if any(isinstance(t, ast.Name) and t.id == name for t in targets):
-                    values.append(literal_value(sub.value) if not isinstance(sub, ast.AugAssign) else None)
-        if name in defaults and not values:
-            values.append(literal_value(defaults[name]))
-        elif name in [x.arg for x in positional + a.kwonlyargs] and not values:
-            return None  # a parameter without a default: the caller decides
-    if not values:
-        for node in tree.body:
-            if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in node.targets):
-                values.append(literal_value(node.value))
-    return values[0] if len(values) == 1 else None
+            scope = node
+    return scope
+
+
+def _assigned(body: list[ast.stmt], name: str) -> list[ast.AST | None]:
+    """What `name` is bound to in a body: one expression per binding (None where it is not a plain value:
+    `+=`, a loop, an unpacked call). `A, B = 16, 128` binds A to 16."""
+    out: list[ast.AST | None] = []
+    for sub in statements(body):
+        if isinstance(sub, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+            targets = sub.targets if isinstance(sub, ast.Assign) else [sub.target]
+            for t in targets:
+                if isinstance(t, ast.Name) and t.id == name:
+                    out.append(None if isinstance(sub, ast.AugAssign) else sub.value)
+                elif isinstance(t, (ast.Tuple, ast.List)) and any(isinstance(e, ast.Name) and e.id == name
+                                                                   for e in t.elts):
+                    i = next(i for i, e in enumerate(t.elts) if isinstance(e, ast.Name) and e.id == name)
+                    value = sub.value
+                    same = isinstance(value, (ast.Tuple, ast.List)) and len(value.elts) == len(t.elts)
+                    out.append(value.elts[i] if same else None)  # type: ignore[union-attr]
+        elif isinstance(sub, (ast.For, ast.AsyncFor, ast.With, ast.AsyncWith)):
+            targets = [sub.target] if isinstance(sub, (ast.For, ast.AsyncFor)) else [
+                i.optional_vars for i in sub.items if i.optional_vars is not None]
+            if any(isinstance(n, ast.Name) and n.id == name for t in targets for n in ast.walk(t)):
+                out.append(None)
+    return out
+
+
+class _Resolver:
+    """Values of a launch's arguments read from the launcher's code: literals, names bound once to them (tuple
+    assignments, parameter defaults, module constants), `cfg["BLOCK"]` of a dict literal, `cfg.BLOCK` of a call
+    with literal keywords or of a class attribute, and arithmetic, min/max, triton.next_power_of_2 of those."""
+
+    def __init__(self, tree: ast.Module, line: int):
+        self.tree = tree
+        self.scope = _scope_at(tree, line)
+        self.classes = {n.name: n for n in tree.body if isinstance(n, ast.ClassDef)}
+        self.seen: set[str] = set()
+
+    def binding(self, name: str) -> ast.AST | None | object:
+        """The one expression `name` is bound to, None if unknown (several bindings, a parameter)."""
+        scope = self.scope
+        if isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            values = _assigned(scope.body, name)
+            a = scope.args
+            positional = a.posonlyargs + a.args
+            defaults = dict(zip([x.arg for x in positional[len(positional) - len(a.defaults):]], a.defaults))
+            defaults.update({x.arg: d for x, d in zip(a.kwonlyargs, a.kw_defaults) if d is not None})
+            if values:
+                return values[0] if len(values) == 1 else None
+            if name in defaults:
+                return defaults[name]
+            if name in [x.arg for x in positional + a.kwonlyargs]:
+                return None  # a parameter without a default: the caller decides
+        if name in self.classes:
+            return self.classes[name]
+        values = _assigned(self.tree.body, name)
+        return values[0] if len(values) == 1 else None
+
+    def value(self, node: ast.AST) -> object:
+        return evaluate(node, self.lookup)
+
+    def lookup(self, node: ast.AST) -> object:
+        if isinstance(node, ast.Name):
+            if node.id in self.seen:
+                return _UNKNOWN  # `n = n + 1` style cycles
+            bound = self.binding(node.id)
+            if bound is None or isinstance(bound, ast.ClassDef):
+                return _UNKNOWN
+            self.seen.add(node.id)
+            try:
+                return self.value(bound)
+            finally:
+                self.seen.discard(node.id)
+        if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name):
+            bound = self.binding(node.value.id)
+            key = self.value(node.slice)
+            if isinstance(bound, ast.Dict) and key is not _UNKNOWN:
+                for k, v in zip(bound.keys, bound.values):
+                    if k is not None and self.value(k) == key:
+                        return self.value(v)
+            if isinstance(bound, ast.Call):  # dict(BLOCK=64)
+                for kw in bound.keywords:
+                    if kw.arg == key:
+                        return self.value(kw.value)
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
+            bound = self.binding(node.value.id)
+            if isinstance(bound, ast.Call):  # Config(BLOCK=64).BLOCK, SimpleNamespace(...)
+                for kw in bound.keywords:
+                    if kw.arg == node.attr:
+                        return self.value(kw.value)
+            if isinstance(bound, ast.ClassDef):
+                values = _assigned(bound.body, node.attr)
+                if len(values) == 1 and values[0] is not None:
+                    return self.value(values[0])
+        return _UNKNOWN
 
 
 def _arg_value(arg: LaunchArg, site: LaunchSite, text: str | None) -> object | None:
@@ -299,9 +483,11 @@ def _arg_value(arg: LaunchArg, site: LaunchSite, text: str | None) -> object | N
     except SyntaxError:
         return None
     value = literal_value(node)
-    if value is None and isinstance(node, ast.Name):
-        value = _resolve_name(text, site, node.id)
-    return value
+    if value is not None:
+        return value
+    tree = _parsed(text) if text else None
+    value = evaluate(node, _Resolver(tree, site.span.start_line + 1).lookup if tree is not None else None)
+    return None if value is _UNKNOWN else value
 
 
 def _site_bindings(site: LaunchSite, text: str | None, params: list[Param]) -> tuple[dict[str, LaunchArg], dict]:
@@ -429,7 +615,7 @@ def _notes(assumed: _Assumed, mod: ExtractedModule) -> tuple[str, ...]:
     if assumed.unit_stride:
         notes.append(f"assumed contiguous, stride == 1: {', '.join(assumed.unit_stride)}")
     if mod.info.autotune_configs and not mod.info.autotune_configs_known:
-        notes.append("@triton.autotune configs are built by code: compiled with launch-site values or defaults")
+        notes.append("@triton.autotune configs are built by code: compiled with launch-site values")
     notes += [why.removeprefix(NOT_IN_KERNELS) for _, why in mod.unresolved]
     return tuple(notes)
 
@@ -467,13 +653,18 @@ def plan_jobs(
         if site.target == info.name:
             site_configs.append(_site_config(site, site_text, site_path, path, params))
 
+    heuristics = _heuristics(mod.node)
+    # A slice the worker will refuse (KC008, offline.py) is never compiled: a missing value does not matter there.
+    refused = bool(offline.unsafe_statements(mod.source))
     jobs: list[CompileJob] = []
     seen: set[tuple] = set()
+    missing: dict[str, str] = {}  # constexpr -> why its value is not known, for configurations left out
     for target in [make_target(t) for t in targets]:
         count = 0
         for cfg in _configs(info, site_configs):
             assumed = _Assumed()
-            signature, constexprs, attrs = [], [], []
+            signature, attrs = [], []
+            values: dict[str, object] = {}
             for p in params:
                 if not p.is_constexpr:
                     ty, p_attrs = _runtime_param(p, cfg, target, mod, pointer_params, inner, dns, dns_align,
@@ -481,17 +672,38 @@ def plan_jobs(
                     signature.append((p.name, ty))
                     attrs += [(p.name, a) for a in p_attrs]
                     continue
-                if p.name in pins:
-                    value = pins[p.name]
-                elif p.name in cfg.values and (cfg.values[p.name] is not None or cfg.kinds.get(p.name) == "literal"):
-                    value = cfg.values[p.name]
-                else:
-                    value, why = _constexpr_default(p, info)
-                    if p.name in info.heuristics:
-                        why = "computed by @triton.heuristics; " + why
-                    assumed.notes.append(f"{p.name} = {value!r} ({why})")
                 signature.append((p.name, "constexpr"))
-                constexprs.append((p.name, value))
+                if p.name in pins:
+                    values[p.name] = pins[p.name]
+                elif p.name in heuristics or p.name in info.heuristics:
+                    continue  # computed below, from the values known
+                elif p.name in cfg.values and (cfg.values[p.name] is not None or cfg.kinds.get(p.name) == "literal"):
+                    values[p.name] = cfg.values[p.name]
+                elif p.name in cfg.values:
+                    missing.setdefault(p.name, f"the {cfg.label} passes a value computed at run time")
+                elif (default := _constexpr_default(p, text)) is not None:
+                    values[p.name] = default[0]
+                else:
+                    missing.setdefault(p.name, "no launch site, autotune config or default gives it")
+            known = {**{k: v for k, v in cfg.values.items() if v is not None}, **values}
+            for name in [p.name for p in params if p.is_constexpr and p.name not in values]:
+                if name not in heuristics and name in info.heuristics:
+                    missing.setdefault(name, "@triton.heuristics computes it with code kernel-lsp does not read")
+                    continue
+                if name not in heuristics:
+                    continue
+                value, guessed = _heuristic_value(heuristics[name], known)
+                if value is _UNKNOWN:
+                    missing.setdefault(name, "@triton.heuristics computes it from values known only at launch")
+                    continue
+                values[name] = known[name] = value
+                if guessed:
+                    assumed.notes.append(f"{name} = {value!r} (@triton.heuristics decides it at launch)")
+            if any(p.is_constexpr and p.name not in values for p in params):
+                if not refused:
+                    continue  # never compiled with a made-up value
+                values.update({p.name: None for p in params if p.is_constexpr and p.name not in values})
+            constexprs = [(p.name, values[p.name]) for p in params if p.is_constexpr]
             # Defaults of CUDAOptions (4 warps, 3 stages) and HIPOptions (4 warps, 2 stages).
             options = {"num_warps": 4, "num_stages": 2 if target.backend == "hip" else 3, **cfg.options}
             num_warps = int(pins.get("num_warps", options["num_warps"]))  # type: ignore[call-overload]
@@ -511,6 +723,13 @@ def plan_jobs(
                 unresolved=mod.unresolved,
             )
             jobs.append(replace(job, key=job_key(job, triton_version)))
+    if not jobs and missing:
+        names = sorted(missing)
+        which = f"`{names[0]}`" if len(names) == 1 else ", ".join(f"`{n}`" for n in names)
+        raise ValueNotKnown(
+            f"{NOT_COMPILED}the value{'s' * (len(names) > 1)} of {which} {'are' if len(names) > 1 else 'is'} not "
+            f"known ({missing[names[0]]}); pin it with the `pins` "
+            "setting or launch the kernel with a literal value")
     return jobs
 
 

@@ -45,6 +45,18 @@ _MLIR_DIAG = re.compile(
     r"^(?P<file>[^\s:][^:\n]*):(?P<line>\d+):(?P<col>\d+): (?P<sev>error|warning|remark): (?P<msg>.*)$", re.MULTILINE)
 _CP_ASYNC = re.compile(r"cp\.async\.c[ag]\.shared\.global\S*\s+\[[^\]]*\],\s*\[[^\]]*\],\s*(0x[0-9a-fA-F]+|\d+)")
 _REPR_MESSAGE = re.compile(r"^(\w+)\((.*)\)$", re.DOTALL)
+_OPTION_WORDS = re.compile(r"\b(num_warps|num_stages|num_ctas|maxnreg|waves_per_eu|matrix_instr_nonkdim|kpack)\b")
+# What a triton release that no longer has a construct says about it, and what replaced it.
+_MISSING_ATTR = re.compile(r"module '(triton\.language[\w.]*)' has no attribute '(\w+)'")
+_REMOVED = re.compile(r"(have|has) been removed|no longer supported|is deprecated and removed", re.IGNORECASE)
+_REPLACEMENTS = {
+    "max": "tl.maximum", "min": "tl.minimum", "advance": "tensor descriptors (tl.make_tensor_descriptor)",
+    "make_block_ptr": "tensor descriptors (tl.make_tensor_descriptor)",
+    "_experimental_descriptor_load": "tl.make_tensor_descriptor(...).load",
+    "_experimental_descriptor_store": "tl.make_tensor_descriptor(...).store",
+    "_experimental_make_tensor_descriptor": "tl.make_tensor_descriptor",
+    "libdevice": "triton.language.extra.libdevice (or extra.cuda.libdevice)",
+}
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -174,6 +186,11 @@ def _import_error(job: CompileJob, exc: BaseException, mod_path: Path) -> Compil
             line = tb.tb_lineno
         tb = tb.tb_next
     message = f"{type(exc).__name__}: {exc}"
+    if isinstance(exc, ImportError) and (exc.name or "").startswith("triton") or (
+            isinstance(exc, (ImportError, AttributeError)) and "triton" in str(exc)):
+        text = job.module_source.splitlines()[line - 1].strip() if line else "an import"
+        return _error(job, f"`{text}` fails with the installed triton {_triton_version()} (removed or renamed "
+                      f"there): {message}", "version", line)
     if isinstance(exc, NameError) and exc.name in dict(job.unresolved):  # type: ignore[attr-defined]
         return _error(job, *_unresolved(dict(job.unresolved)[exc.name]), line)  # type: ignore[attr-defined]
     return _error(job, message, "compilation", line)
@@ -472,6 +489,8 @@ def _compilation_error(job: CompileJob, exc, jit_fns: list, module_lines: list[s
     if type(inner).__name__ == "CompileTimeAssertionFailure" and not message.lower().startswith("static"):
         message = f"static_assert failed: {message}"
     line, col, _ = position(inner)
+    if kind == "compilation" and (removed := _version_gap(message, module_lines, line, col)):
+        message, kind = removed, "version"
     related = []
     for outer, callee in itertools.pairwise(chain):
         ol, oc, _ = position(outer)
@@ -479,6 +498,34 @@ def _compilation_error(job: CompileJob, exc, jit_fns: list, module_lines: list[s
         if ol is not None:
             related.append((ol, oc, f"in the call to `{callee_name or 'a @jit function'}` here"))
     return _error(job, message, kind, line, col, related)
+
+
+def _triton_version() -> str:
+    try:
+        import triton
+
+        return triton.__version__
+    except ImportError:
+        return "?"
+
+
+def _version_gap(message: str, module_lines: list[str], line: int | None, col: int | None) -> str | None:
+    """A message saying the installed triton lacks a construct (removed or renamed in this release): the construct
+    and the version, and what replaced it; None for any other error."""
+    m = _MISSING_ATTR.search(message)
+    if m:
+        construct = m.group(1).replace("triton.language", "tl") + "." + m.group(2)
+        leaf = m.group(2)
+    elif _REMOVED.search(message) and line is not None and 1 <= line <= len(module_lines):
+        text = module_lines[line - 1]
+        call = re.match(r"[\w.]+", text[col or 0:]) or re.search(r"[\w.]+(?=\s*\()", text)
+        construct = call.group(0) if call else "this construct"
+        leaf = construct.split(".")[-1]
+    else:
+        return None
+    instead = _REPLACEMENTS.get(leaf)
+    return (f"`{construct}` is not in the installed triton {_triton_version()} (removed or renamed): {message}"
+            + (f"; use {instead}" if instead else ""))
 
 
 def _ptxas_error(job: CompileJob, exc, captured_stdout: str, module_path: Path) -> CompileError:
@@ -630,6 +677,9 @@ def _failure(job: CompileJob, exc: Exception, cap: _Capture, mod_path: Path) -> 
         first = mlir[0]
         return replace(first, kind="compilation")
     msg = f"{type(exc).__name__}: {exc}".strip()
+    if isinstance(exc, (AssertionError, ValueError)) and _OPTION_WORDS.search(str(exc)):
+        # triton checks the launch options (num_warps=3): the configuration's error, not kernel-lsp's
+        return _error(job, f"{exc} (num_warps={job.num_warps}, num_stages={job.num_stages})", "compilation")
     detail = cap.stderr.strip().splitlines()[-3:]
     return _error(job, msg + ("\n" + "\n".join(detail) if detail else ""), "internal")
 
