@@ -259,3 +259,38 @@ def test_a_heuristic_is_computed_from_known_values_or_assumed_and_said() -> None
     (job,) = plan_jobs(text, "k", ["sm_90"], launch_sites=sites)
     assert dict(job.constexprs) == {"BLOCK": 64, "HALF": 32, "EVEN": True}
     assert any(n.startswith("EVEN = True") for n in job.notes) and not any(n.startswith("HALF") for n in job.notes)
+
+
+def _package(tmp_path: Path) -> Path:
+    pkg = tmp_path / "mypkg"
+    (pkg / "common").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "utils.py").write_text(
+        "import torch\nimport triton\nimport triton.language as tl\n\nSCALE = tl.constexpr(2.0)\n\n"
+        "@triton.jit\ndef _twice(x):\n    return x * SCALE\n\n@triton.jit\ndef helper(x):\n    return _twice(x) + 1\n\n"
+        "DEVICE = torch.device('cuda')\n")
+    (pkg / "common" / "__init__.py").write_text(
+        "import triton.language as tl\nBLOCK = tl.constexpr(128)\nRUNTIME = compute()\n")
+    kernel = pkg / "kern.py"
+    kernel.write_text(
+        "import triton\nimport triton.language as tl\nfrom .utils import helper as h\n"
+        "from mypkg.common import BLOCK, RUNTIME\n\n"
+        "@triton.jit\ndef kernel(x_ptr):\n    offs = tl.arange(0, BLOCK)\n"
+        "    tl.store(x_ptr + offs, h(tl.load(x_ptr + offs)))\n\n"
+        "@triton.jit\ndef other(x_ptr):\n    tl.store(x_ptr, RUNTIME)\n")
+    return kernel
+
+
+def test_helpers_and_constants_imported_from_the_workspace_come_along(tmp_path) -> None:
+    kernel = _package(tmp_path)
+    m = extract_module(kernel.read_text(), "kernel", str(kernel))
+    assert not m.unresolved, m.unresolved
+    assert "def helper(x):" in m.source and "def _twice(x):" in m.source and "h = helper" in m.source
+    assert "BLOCK = tl.constexpr(128)" in m.source and "SCALE = tl.constexpr(2.0)" in m.source
+    assert "torch" not in m.source and "DEVICE" not in m.source  # the other module is sliced, never imported
+    from kernel_lsp.engine.compile import offline
+
+    assert offline.unsafe_statements(m.source) == []
+    # A name that is not a literal there stays out, and says why.
+    other = extract_module(kernel.read_text(), "other", str(kernel))
+    assert [n for n, _ in other.unresolved] == ["RUNTIME"] and "not a literal" in other.unresolved[0][1]

@@ -230,3 +230,13 @@ def test_a_construct_the_installed_triton_lacks_is_named_with_the_version(servic
     assert problem.code == "KC010" and problem.span.start_line == 7
     assert "`tl.math.max`" in problem.message and triton.__version__ in problem.message
     assert "tl.maximum" in problem.message
+
+
+def test_a_helper_imported_from_a_sibling_module_compiles_with_its_caller(service, tmp_path) -> None:
+    from .test_extract import _package
+
+    kernel = _package(tmp_path)
+    job = plan_jobs(kernel.read_text(), "kernel", ["sm_90"], path=str(kernel))[0]
+    assert dict(job.constexprs) == {}  # BLOCK is the imported module constant, read from its file
+    result, _ = asyncio.run(service.run_job(job))
+    assert result.ok, result.error

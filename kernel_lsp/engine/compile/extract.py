@@ -5,8 +5,10 @@ every @jit helper it calls (transitively, same file) and the kernel itself, each
 Lines are copied verbatim (columns stay the user's) and packed without the gaps between them, so the module text,
 and therefore the cache key, does not depend on where the kernel sits in the file; `line_map` maps back.
 
-Anything else a kernel reads (names imported from torch or from other modules, constants computed by code,
-@triton.constexpr_function helpers) is left out and reported in `unresolved`: the worker never imports the user's
+@jit helpers and literal constants imported from other modules of the workspace (`from .utils import helper`,
+`from pkg.common import BLOCK`) are sliced from their files by the same rules and come first, with no line of the
+user's file. Anything else a kernel reads (names imported from torch or from modules not found in the workspace,
+constants computed by code, @triton.constexpr_function helpers) is left out and reported in `unresolved`: the worker never imports the user's
 module and runs none of its code (offline.py says what may run, and the worker checks it again).
 """
 
@@ -16,6 +18,7 @@ import ast
 import functools
 import builtins
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from analyzers.discovery import KernelSyntax, discover_triton
 from analyzers.model import TritonKernel
@@ -30,6 +33,9 @@ HOST_LIBRARIES = frozenset({"torch", "numpy", "jax", "cupy"})
 _JIT_KEEP_KWARGS = {"noinline", "debug", "do_not_specialize", "do_not_specialize_on_alignment"}
 _CONSTEXPR_FUNCTION = {"triton.constexpr_function", "triton.language.constexpr_function",
                        "triton.runtime.jit.constexpr_function", "triton.language.core.constexpr_function"}
+
+
+_MAX_DEPTH = 3
 
 
 class ExtractionError(ValueError):
@@ -112,8 +118,44 @@ def _file_facts(text: str):
     return src, parsed, imports, discover_triton(src, imports, parsed.body)
 
 
-def extract_module(text: str, kernel: str, path: str = "<memory>") -> ExtractedModule:
-    """Build the self-contained module for `kernel` (a name or a qualname) in `text`."""
+def _import_line(local: str, dotted: str) -> str:
+    if "." not in dotted:
+        return f"import {dotted}" + (f" as {local}" if local != dotted else "")
+    parent, leaf = dotted.rsplit(".", 1)
+    return f"from {parent} import {leaf}" + (f" as {local}" if local != leaf else "")
+
+
+def _workspace_module(dotted: str, path: str) -> Path | None:
+    """The file of the workspace module a name is imported from (`.utils.helper` next to `path`,
+    `pkg.common.BLOCK` under a folder above it), or None. Only found, never imported."""
+    if path.startswith("<"):
+        return None
+    here = Path(path).resolve().parent
+    module = dotted.rsplit(".", 1)[0]
+    if not module.strip("."):
+        return None  # `from . import utils`: a module used as a value, not sliced
+    if module.startswith("."):
+        level = len(module) - len(module.lstrip("."))
+        base = here
+        for _ in range(level - 1):
+            base = base.parent
+        parts = [p for p in module.lstrip(".").split(".") if p]
+        roots = [base]
+    else:
+        parts = module.split(".")
+        roots = [here, *list(here.parents)[:6]]
+    for root in roots:
+        candidate = root.joinpath(*parts)
+        for file in (candidate.with_suffix(".py"), candidate / "__init__.py"):
+            if parts and file.is_file():
+                return file
+    return None
+
+
+def extract_module(text: str, kernel: str, path: str = "<memory>", _depth: int = 0) -> ExtractedModule:
+    """Build the self-contained module for `kernel` (a name or a qualname) in `text`. @jit helpers and literal
+    constants imported from other modules of the workspace come along, sliced from their files by the same rules
+    (at most `_MAX_DEPTH` modules deep)."""
     src, parsed, imports, found = _file_facts(text)
     by_qualname = {k.kernel.qualname: k for k in found.kernels}
     top_jit = {k.kernel.name: k for k in found.kernels if "." not in k.kernel.qualname}
@@ -125,6 +167,9 @@ def extract_module(text: str, kernel: str, path: str = "<memory>") -> ExtractedM
         raise ExtractionError(f"no @triton.jit function named {kernel!r} in {path}{where}")
 
     assignments = _module_assignments(parsed.body)
+    foreign_heads: list[str] = []  # import lines of helpers brought from other modules of the workspace
+    foreign_body: list[str] = []  # their text (no line of the user's file: line_map 0)
+    foreign_names: set[str] = set()
     scope = offline.Scope(parsed.body)
     module_defs = {n.name: n for n in parsed.body if isinstance(n, ast.FunctionDef)}
 
@@ -172,6 +217,16 @@ def extract_module(text: str, kernel: str, path: str = "<memory>") -> ExtractedM
             if _allowed_import(dotted):
                 import_names.add(name)
                 return True
+            why = None
+            if dotted.split(".")[0].lstrip(".") not in HOST_LIBRARIES and _depth < _MAX_DEPTH:
+                found_in = _workspace_module(dotted, path)
+                why = "not found in the workspace" if found_in is None else take_foreign(name, dotted, found_in)
+                if why is None:
+                    return True
+            if record and why and why != "not found in the workspace":
+                unresolved[name] = (f"`{name}` is imported from `{dotted}`, which kernel-lsp could not bring "
+                                    f"along: {why}")
+                return False
             if record:
                 if dotted.split(".")[0] in HOST_LIBRARIES:
                     unresolved[name] = (f"{NOT_IN_KERNELS}`{name}` is imported from `{dotted}`, a host library: "
@@ -182,6 +237,61 @@ def extract_module(text: str, kernel: str, path: str = "<memory>") -> ExtractedM
             return False
         # Builtins are fine; a name defined nowhere fails the compile with triton's own NameError.
         return name in _BUILTINS
+
+    def take_foreign(local: str, dotted: str, file: Path) -> str | None:
+        """Slice `local` (a @jit function or a literal constant) out of another module of the workspace, by the
+        same rules, never importing it; None when it came along, else why not."""
+        leaf = dotted.rsplit(".", 1)[-1]
+        try:
+            other = file.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            return f"it cannot be read ({type(exc).__name__})"
+        _, o_parsed, o_imports, o_found = _file_facts(other)
+        if any(k.kernel.name == leaf and "." not in k.kernel.qualname for k in o_found.kernels):
+            try:
+                sub = extract_module(other, leaf, str(file), _depth=_depth + 1)
+            except ExtractionError as exc:
+                return str(exc)
+            if sub.unresolved:
+                return sub.unresolved[0][1]
+            lines = sub.source.splitlines()
+            heads = [ln for ln, user in zip(lines, sub.line_map) if user == 0 and ln.startswith(("import ", "from "))]
+            body = [ln for ln, user in zip(lines, sub.line_map)
+                    if not (user == 0 and ln.startswith(("import ", "from ")))]
+            if local != leaf:
+                body.append(f"{local} = {leaf}")
+        else:
+            stmt = _module_assignments(o_parsed.body).get(leaf)
+            value = getattr(stmt, "value", None)
+            if value is None:
+                return f"`{leaf}` there is neither a @triton.jit function nor a constant"
+            names = {n.id for n in _free_names(value)} - _BUILTINS
+            if (any(not _allowed_import(o_imports.names.get(n, ".")) for n in names)
+                    or offline.unsafe_expression(value, offline.Scope(o_parsed.body))):
+                return f"`{leaf}` there is not a literal"
+            heads = [_import_line(n, o_imports.names[n]) for n in sorted(names)]  # `tl` of tl.constexpr(128)
+            body = [f"{local} = {ast.unparse(value)}"]
+        chunk = "\n".join(heads + body)
+        try:
+            chunk_scope = offline.Scope(ast.parse(chunk).body)
+        except SyntaxError:
+            return "its text does not parse on its own"
+        bound = set(chunk_scope.count)
+
+        def means_else(n: str) -> bool:  # an import of the same module under the same name is no clash
+            if n in chunk_scope.imports:
+                same = imports.names.get(n, chunk_scope.imports[n]) == chunk_scope.imports[n]
+                return not same or n in assignments or n in module_defs
+            return n != local and (n in assignments or n in module_defs or n in imports.names
+                                   or n in foreign_names)
+
+        clash = sorted(n for n in bound if means_else(n))
+        if clash:
+            return f"`{clash[0]}` means something else in this file"
+        foreign_heads.extend(h for h in heads if h not in foreign_heads)
+        foreign_body.extend(body)
+        foreign_names.update(bound)
+        return None
 
     def visit_def(fn: ast.FunctionDef) -> None:
         nonlocal uses_dot
@@ -204,14 +314,15 @@ def extract_module(text: str, kernel: str, path: str = "<memory>") -> ExtractedM
     triton_alias = "triton" if imports.names.get("triton", "triton") == "triton" else "_kernel_lsp_triton"
     emit(f"import triton as {triton_alias}" if triton_alias != "triton" else "import triton")
     for local in sorted(import_names):
-        dotted = imports.names[local]
-        if "." not in dotted:
-            stmt = f"import {dotted}" + (f" as {local}" if local != dotted else "")
-        else:
-            parent, leaf = dotted.rsplit(".", 1)
-            stmt = f"from {parent} import {leaf}" + (f" as {local}" if local != leaf else "")
+        stmt = _import_line(local, imports.names[local])
         if stmt != "import triton":
             emit(stmt)
+
+    for line in foreign_heads:
+        if line != "import triton" and line not in out_lines:
+            emit(line)
+    for line in foreign_body:  # before the file's own pieces: its constants may read them
+        emit(line)
 
     pieces: list[tuple[int, str, ast.AST]] = [(s.lineno, "const", s) for s in constants.values()]
     pieces += [(k.node.lineno, "jit", k.node) for k in functions.values()]
