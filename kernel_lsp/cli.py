@@ -8,6 +8,7 @@ import json
 import logging
 import os
 import sys
+import tempfile
 
 from . import __version__
 from .settings import Settings, parse_settings
@@ -214,6 +215,9 @@ def _serve(args: argparse.Namespace) -> int:
     logging.basicConfig(level=level, handlers=handlers, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if level != "DEBUG":
         logging.getLogger("pygls").setLevel(logging.WARNING)  # it logs every message at INFO
+    # Editors start the server in the workspace. Nothing relative may resolve there (a module, a file, a program):
+    # the server and the compile workers it starts live in a folder no workspace is; the checks choose their own.
+    os.chdir(tempfile.gettempdir())
     # The server's imports create a great many long-lived objects (the protocol's types, the rule tables) and
     # no garbage: the collector's passes over them while importing cost about 50 ms of the time to answer
     # `initialize`. Collection resumes once they are built, with them frozen out of its scans.

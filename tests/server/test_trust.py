@@ -89,17 +89,18 @@ async def test_an_untrusted_workspace_runs_none_of_its_code(client, start, answe
 @pytest.mark.timeout(300)
 async def test_an_untrusted_workspace_is_compiled_offline_and_nothing_is_written_into_it(client, start, tmp_path):
     """The offline compile runs in an untrusted folder: a kernel that needs the file's code to compile is said to
-    be not compiled (KC008, information), where it needs it; its caches live in the user's cache."""
+    be not compiled (information), nothing else; its caches live in the user's cache."""
     pytest.importorskip("triton")
     client.answer_questions = None
     s = await start({"hostile.py": HOSTILE}, options={"compile": "open", "checks": "save"})
     uri = s.open("hostile.py")
-    found = await until(lambda: s.diagnostics(uri, timeout=30), lambda ds: any(d.code == "KC008" for d in ds),
+    # The constexpr default is computed by a call: not known offline (KC009), or, were it read, not run (KC008).
+    not_compiled = {"KC008", "KC009"}
+    found = await until(lambda: s.diagnostics(uri, timeout=30), lambda ds: any(d.code in not_compiled for d in ds),
                         timeout=240, interval=0.5)
-    (kc008,) = [d for d in found if d.code == "KC008"]
-    assert kc008.severity == types.DiagnosticSeverity.Information
-    assert kc008.range.start.line == HOSTILE.splitlines().index(
-        next(line for line in HOSTILE.splitlines() if "constexpr default" in line))
+    notes = [d for d in found if d.code in not_compiled]
+    assert notes and all(d.severity == types.DiagnosticSeverity.Information for d in notes), notes
+    assert not [d for d in found if str(d.code).startswith("KC") and d.code not in not_compiled], found
     _save(s, uri)
     await s.command("kernel-lsp.status")
     assert not (tmp_path / "marks").exists()
