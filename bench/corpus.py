@@ -161,13 +161,19 @@ def summarise(label: str, data: dict, projects: dict[str, list[Path]]) -> dict:
     return summary
 
 
+# Every code that says a kernel was not compiled, or not in every configuration: user errors (KC001), tool failures
+# (KC006), code the offline compile does not run (KC008), values it does not know (KC009), a construct the installed
+# triton lacks (KC010).
+NOT_COMPILED = ("KC001", "KC006", "KC008", "KC009", "KC010")
+
+
 def _compile_figures(data: dict, kernels: list[dict], problems: list[dict]) -> dict:
     jobs: dict[tuple, list[dict]] = defaultdict(list)
     for j in data["compile"]:
         jobs[(j["path"], j["kernel"])].append(j)
     kc: dict[tuple, set] = defaultdict(set)
     for p in problems:
-        if p["code"] in ("KC001", "KC006", "KC008") and p.get("kernel"):
+        if p["code"] in NOT_COMPILED and p.get("kernel"):
             kc[(p["path"], p["kernel"])].add(p["code"])
     all_ok = some_ok = 0
     kinds = Counter()
@@ -194,9 +200,9 @@ def _compile_figures(data: dict, kernels: list[dict], problems: list[dict]) -> d
         secs.sort()
         print(f"compile job seconds (uncached): median {secs[len(secs) // 2]:.2f}, max {secs[-1]:.1f}, "
               f"total {sum(secs):.0f}")
-    print("kernels failing, by kind: " + ", ".join(f"{c} {kinds[c]}" for c in ("KC001", "KC006", "KC008")))
+    print("kernels failing, by kind: " + ", ".join(f"{c} {kinds[c]}" for c in NOT_COMPILED))
     top = {}
-    for code in ("KC001", "KC006", "KC008"):
+    for code in NOT_COMPILED:
         reasons = Counter(reason(p["message"]) for p in problems if p["code"] == code)
         top[code] = reasons.most_common(8)
         if reasons:
