@@ -120,23 +120,65 @@ def module_assignments(body: list[ast.stmt]) -> dict[str, ast.expr]:
     return out
 
 
+_SHAPE_FUNCS = {"arange": None, "zeros": 0, "full": 0}  # callee -> index of its shape argument (None: all)
+_STATIC_FUNCS = {"static_range", "reshape", "view", "broadcast_to", "make_block_ptr", "make_tensor_descriptor",
+                 "sum", "max", "min", "argmax", "argmin", "reduce", "cumsum", "cumprod", "expand_dims", "trans",
+                 "permute", "static_assert", "program_id", "num_programs"}
+
+
+def _constexpr_uses(imports: ImportMap, fn: ast.FunctionDef, constexpr: set[str]) -> tuple[frozenset, frozenset]:
+    """Constexpr parameters used as block dimensions, and those needed as compile-time constants at all."""
+    shapes: set[str] = set()
+    needed: set[str] = set()
+    if not constexpr:
+        return frozenset(), frozenset()
+    for node in ast.walk(fn):
+        if not isinstance(node, ast.Call):
+            continue
+        name = imports.resolve(node.func) or ""
+        if not name.startswith("triton.language."):
+            continue
+        short = name.rsplit(".", 1)[1]
+        if short in _SHAPE_FUNCS:
+            pos = _SHAPE_FUNCS[short]
+            args = node.args if pos is None else node.args[pos:pos + 1]
+            args = list(args) + [k.value for k in node.keywords if k.arg in ("shape", "start", "end")]
+            for a in args:
+                elts = a.elts if isinstance(a, (ast.Tuple, ast.List)) else [a]
+                hits = {e.id for e in elts if isinstance(e, ast.Name) and e.id in constexpr}
+                shapes |= hits
+                needed |= {n.id for e in elts for n in ast.walk(e) if isinstance(n, ast.Name) and n.id in constexpr}
+        elif short in _STATIC_FUNCS:
+            for a in [*node.args, *(k.value for k in node.keywords)]:
+                needed |= {n.id for n in ast.walk(a) if isinstance(n, ast.Name) and n.id in constexpr}
+    return frozenset(shapes), frozenset(needed | shapes)
+
+
 def _kernel_from_def(
-    src: SourceText, imports: ImportMap, fn: ast.FunctionDef, assignments: dict[str, ast.expr], qualname: str
+    src: SourceText, imports: ImportMap, fn: ast.FunctionDef, assignments: dict[str, ast.expr], qualname: str,
+    decorators: list[ast.expr] | None = None, name: str | None = None,
 ) -> TritonKernel | None:
-    kinds = [(_decorator_kind(imports, d), d) for d in fn.decorator_list]
+    """The kernel a def defines; `decorators` replaces its decorator list for `k = triton.jit(f)` spellings."""
+    decorator_list = fn.decorator_list if decorators is None else decorators
+    kinds = [(_decorator_kind(imports, d), d) for d in decorator_list]
     if not any(kind == "jit" for kind, _ in kinds):
         return None
     start = min([d.lineno for d in fn.decorator_list] + [fn.lineno]) - 1
     end_line = (fn.end_lineno or fn.lineno) - 1
     def_line = fn.lineno - 1
     name_col = src.line(def_line).find(fn.name, src.col(def_line, fn.col_offset))
+    params = _params(src, imports, fn)
+    shapes, needed = _constexpr_uses(imports, fn, {p.name for p in params if p.is_constexpr})
     kernel = TritonKernel(
-        name=fn.name,
+        name=name or fn.name,
         span=Span(start, 0, end_line, len(src.line(end_line))),
         name_span=Span(def_line, max(name_col, 0), def_line, max(name_col, 0) + len(fn.name)),
-        params=_params(src, imports, fn),
+        params=params,
         decorators=[kind for kind, _ in kinds if kind],
         qualname=qualname,
+        shape_params=shapes,
+        needed_constexprs=needed,
+        unknown_wrappers=any(kind is None for kind, _ in kinds),
     )
     for kind, dec in kinds:
         if not isinstance(dec, ast.Call):
@@ -152,9 +194,32 @@ def _kernel_from_def(
                 kernel.autotune_keys = [k for k in keys if isinstance(k, str)]
         elif kind == "heuristics":
             values = kw.get("values", dec.args[0] if dec.args else None)
-            if isinstance(values, ast.Dict):
+            if isinstance(values, ast.Name) and isinstance(assignments.get(values.id), ast.Dict):
+                values = assignments[values.id]
+            if isinstance(values, ast.Dict) and all(k is not None for k in values.keys):
                 kernel.heuristics.extend(k for k in map(literal_value, values.keys) if isinstance(k, str))
+            else:
+                kernel.heuristics_known = False  # built by code: it may set any parameter
     return kernel
+
+
+def _wrapped_def(imports: ImportMap, value: ast.expr) -> tuple[str, list[ast.expr]] | None:
+    """`triton.jit(f)`, `triton.autotune(...)(triton.jit(f))`, ...: the wrapped function's name and the
+    decorators in decorator order (outermost first); None when the value is not such a wrapping."""
+    decorators: list[ast.expr] = []
+    node = value
+    while isinstance(node, ast.Call) and len(node.args) == 1 and not node.keywords:
+        func = node.func
+        if isinstance(func, ast.Call) and _decorator_kind(imports, func) in ("autotune", "heuristics"):
+            decorators.append(func)
+        elif _decorator_kind(imports, func) == "jit":
+            decorators.append(func)
+        else:
+            return None
+        node = node.args[0]
+    if isinstance(node, ast.Name) and any(_decorator_kind(imports, d) == "jit" for d in decorators):
+        return node.id, decorators
+    return None
 
 
 def _arg_kind(node: ast.expr, imports: ImportMap, local_kinds: dict[str, str]) -> str:
@@ -211,9 +276,10 @@ def _local_kinds(fn: ast.AST | None, imports: ImportMap) -> dict[str, str]:
                             kinds[elt.id] = "shape"
                 elif isinstance(target, ast.Name):
                     reassigned.add(target.id)
-    # `n = x.shape[0]; n = triton.next_power_of_2(n)`: a name is a runtime size only if every binding is one.
+    # `n = x.shape[0]; n = triton.next_power_of_2(n)`: a name is a runtime size (or a tensor: `topk: Tensor`
+    # then `topk = 2`) only if every binding is one; otherwise what reaches the launch is not known.
     for name in reassigned:
-        if kinds.get(name) == "shape":
+        if kinds.get(name) in ("shape", "tensor"):
             del kinds[name]
     return kinds
 
@@ -306,6 +372,15 @@ def _module_level_targets(body: list[ast.stmt]) -> set[str]:
     return out
 
 
+def _assignment_count(body: list[ast.stmt], name: str) -> int:
+    count = 0
+    for node in ast.walk(ast.Module(body=[n for n in body if not isinstance(n, (ast.FunctionDef, ast.ClassDef))],
+                                    type_ignores=[])):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store) and node.id == name:
+            count += 1
+    return count
+
+
 def discover_triton(
     src: SourceText, imports: ImportMap, body: list[ast.stmt], memo: StatementMemo | None = None
 ) -> TritonDiscovery:
@@ -348,5 +423,23 @@ def discover_triton(
     rebound = _module_level_targets(body)
     for ks in found.kernels:
         ks.kernel.rebound = ks.kernel.qualname in rebound
+    # `k = triton.jit(k)` (and autotune/heuristics wrappings of it): the def is the kernel, under the assigned name.
+    defs = {n.name: n for n in body if isinstance(n, ast.FunctionDef)}
+    for node in body:
+        if not (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
+                and isinstance(node.value, ast.Call)):
+            continue
+        wrapped = _wrapped_def(imports, node.value)
+        if wrapped is None or wrapped[0] not in defs:
+            continue
+        target = node.targets[0].id
+        fn = defs[wrapped[0]]
+        kernel = _kernel_from_def(src, imports, fn, assignments, target, wrapped[1], target)
+        if kernel is None or any(ks.node is fn for ks in found.kernels):
+            continue
+        # Assigned once (this wrapping) and, when it keeps the def's name, not reassigned elsewhere.
+        kernel.rebound = _assignment_count(body, target) > 1
+        found.kernels.append(KernelSyntax(kernel, fn))
+        found.plain_functions.pop(fn.name, None)
     found.launch_sites = _launch_sites(src, imports, body, {k.kernel.name for k in found.kernels}, memo)
     return found

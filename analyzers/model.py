@@ -110,12 +110,31 @@ class TritonKernel:
     # The name is reassigned at module level (e.g. `k = triton.autotune(...)(k)`): a launch of that name may not
     # reach this definition as written, so launch checks leave it alone.
     rebound: bool = False
+    # False when @triton.heuristics' values are built by code: any parameter may be set by it.
+    heuristics_known: bool = True
+    # Decorated by something other than triton's jit/autotune/heuristics (a project's own autotuner or cache
+    # wrapper): what it passes to the kernel is not known, so a launch may leave parameters out.
+    unknown_wrappers: bool = False
+    # Constexpr parameters the body uses as a block dimension (tl.arange bounds, tl.zeros/tl.full shapes):
+    # a value passed for one at a launch must be a power of 2.
+    shape_params: frozenset[str] = frozenset()
+    # Constexpr parameters the body needs as compile-time constants for any reason (shapes, tl.static_range bounds,
+    # axes): advice must never suggest turning them into runtime values.
+    needed_constexprs: frozenset[str] = frozenset()
 
     def param(self, name: str) -> Param | None:
         for p in self.params:
             if p.name == name:
                 return p
         return None
+
+    @property
+    def launch_signature(self) -> tuple:
+        """Everything launch checks read from a kernel: when it is unchanged, launches of it need no re-check."""
+        return (tuple((p.name, p.is_constexpr, p.default is not None) for p in self.params),
+                tuple(sorted(self.provided_by_decorators)), self.autotune_configs_known, self.heuristics_known, self.unknown_wrappers,
+                tuple(sorted(self.shape_params)), tuple(sorted(self.needed_constexprs)), self.rebound,
+                tuple(self.decorators))
 
     @property
     def provided_by_decorators(self) -> set[str]:
@@ -256,4 +275,6 @@ def shift_kernel(kernel: TritonKernel, lines: int) -> TritonKernel:
                           for c in kernel.autotune_configs],
         autotune_keys=list(kernel.autotune_keys), heuristics=list(kernel.heuristics),
         autotune_configs_known=kernel.autotune_configs_known, qualname=kernel.qualname, rebound=kernel.rebound,
+        heuristics_known=kernel.heuristics_known, unknown_wrappers=kernel.unknown_wrappers, shape_params=kernel.shape_params,
+        needed_constexprs=kernel.needed_constexprs,
     )

@@ -15,6 +15,7 @@ import difflib
 import functools
 import logging
 import math
+import re
 from dataclasses import dataclass, field
 
 from ..discovery import is_constexpr_annotation
@@ -38,8 +39,9 @@ register(Rule(
     summary="A `tl.arange` extent or block shape that is not a power of 2.",
     explanation="Every Triton block dimension must be a power of 2: `tl.arange(0, 10)` or `tl.zeros((48,), ...)` "
     "fails to compile. Round the extent up to the next power of 2 and mask the extra lanes "
-    "(`offs < n`). The value is checked for literals, module constants, parameter defaults and each "
-    "autotune config; the quick fix rounds a literal up.",
+    "(`offs < n`). The value is checked for literals, module constants, parameter defaults, each "
+    "autotune config and literals passed at launch sites (`kernel[grid](..., BLOCK=100)`); the quick fix rounds "
+    "a literal up.",
     wrong=_HDR + "def copy(X, Y, n):\n    offs = tl.arange(0, 10)\n    x = tl.load(X + offs, mask=offs < n)\n"
     "    tl.store(Y + offs, x, mask=offs < n)\n",
     right=_HDR + "def copy(X, Y, n):\n    offs = tl.arange(0, 16)\n    x = tl.load(X + offs, mask=offs < n)\n"
@@ -50,12 +52,16 @@ register(Rule(
     summary="`tl.load`/`tl.store` of a block at offsets derived from `tl.program_id`, without `mask=`.",
     explanation="With `offs = pid * BLOCK + tl.arange(0, BLOCK)`, the last program reads or writes past the end "
     "unless the size is a multiple of BLOCK; out-of-bounds stores corrupt memory silently. Add "
-    "`mask=offs < n` (and `other=` on loads). Not reported: scalar per-program accesses such as "
-    "`tl.load(ptr + pid)` (a grid sized to the data is the norm), offsets wrapped with `%`, "
-    "`tl.where` or `tl.minimum`, block pointers and tensor descriptors, accesses inside an `if` or a loop "
-    "(an EVEN_N fast path, a full-block test or a loop bound is the author's own bounds logic), and "
-    "`row * stride + tl.arange(0, WIDTH)` rows unless the kernel masks those offsets elsewhere (WIDTH may "
-    "be the exact row length).",
+    "`mask=offs < n` (and `other=` on loads). Loops and `if`s are analysed too: blocks walked by a runtime "
+    "loop (`for start in range(0, n, BLOCK)`) overhang the same way. Not reported: an access that a bounds "
+    "guard on the same offsets dominates (an `if` on them or on a flag such as EVEN_K, an early `return`, an "
+    "`assert`/`tl.device_assert`/`tl.static_assert(N % BLOCK == 0)`), a kernel whose launches in the file "
+    "assert the size is a multiple of the block or launch `n // BLOCK` programs, blocks counted by floor "
+    "division (`M // TILE_M`), buffers allocated padded to whole blocks (`triton.cdiv(n, B) * B`), scalar "
+    "per-program accesses such as `tl.load(ptr + pid)`, offsets wrapped with `%`, `tl.where` or "
+    "`tl.minimum`, block pointers and tensor descriptors, and `row * stride + tl.arange(0, WIDTH)` rows (or "
+    "`pid * HEAD_DIM + tl.arange(0, HEAD_DIM)`) unless the kernel bounds-checks those offsets elsewhere "
+    "(WIDTH may be the exact row length).",
     wrong=_HDR + "def scale(X, Y, n, BLOCK: tl.constexpr):\n    pid = tl.program_id(0)\n"
     "    offs = pid * BLOCK + tl.arange(0, BLOCK)\n    x = tl.load(X + offs)\n    tl.store(Y + offs, x * 2)\n",
     right=_HDR + "def scale(X, Y, n, BLOCK: tl.constexpr):\n    pid = tl.program_id(0)\n"
@@ -136,7 +142,10 @@ register(Rule(
     explanation="An unknown attribute of triton.language fails when the kernel compiles. The list of known names "
     "is the union over the supported triton versions (analyzers/triton_names.py). `tl.make_block_ptr` and "
     "`tl.advance` exist in 3.6 but raise NotImplementedError in 3.9: use `tl.make_tensor_descriptor` "
-    "(warning).",
+    "(information: which triton runs the code is not known here). Names older triton releases had "
+    "(`tl._experimental_descriptor_load`, `tl.math.pow`, `tl.libdevice`, ...) are information too: the "
+    "code works on the triton it was written for; a compile for a target (`--target`) reports the failure "
+    "on the installed triton as KC001.",
     wrong=_HDR + "def k(X, BLOCK: tl.constexpr):\n    offs = tl.arrange(0, BLOCK)\n    tl.store(X + offs, 0.0)\n",
     right=_HDR + "def k(X, BLOCK: tl.constexpr):\n    offs = tl.arange(0, BLOCK)\n    tl.store(X + offs, 0.0)\n",
 ))
@@ -147,17 +156,20 @@ register(Rule(
     explanation="Masked-off lanes of a load hold undefined values unless `other=` is given, and a reduction reads "
     "every lane. Use the reduction's identity: float('-inf') for max/argmax, float('inf') for min/argmin, "
     "0 for sum. `other=0` feeding tl.max is also wrong for all-negative rows. The value is followed "
-    "through names, casts, negation and arithmetic; functions such as tl.exp or tl.where end the trace.",
+    "through names, casts, negation and arithmetic; functions such as tl.exp or tl.where end the trace. A load "
+    "that reaches a sum only through arithmetic with other values (`x * g`, x loaded with other=0) is "
+    "information: the masked lanes usually cancel there.",
     wrong=_HDR + "def rowmax(X, Y, n, BLOCK: tl.constexpr):\n    offs = tl.arange(0, BLOCK)\n"
     "    x = tl.load(X + offs, mask=offs < n)\n    tl.store(Y, tl.max(x, axis=0))\n",
     right=_HDR + "def rowmax(X, Y, n, BLOCK: tl.constexpr):\n    offs = tl.arange(0, BLOCK)\n"
     "    x = tl.load(X + offs, mask=offs < n, other=float(\"-inf\"))\n    tl.store(Y, tl.max(x, axis=0))\n",
 ))
 register(Rule(
-    code="TR009", name="int32-offset-overflow", language="triton", severity=Severity.WARNING, fixable=True,
+    code="TR009", name="int32-offset-overflow", language="triton", severity=Severity.INFO, fixable=True,
     summary="`tl.program_id` times a runtime stride in 32-bit arithmetic: offsets overflow past 2**31 elements.",
     explanation="Program ids and integer arguments are int32, so `row * stride` wraps around once the tensor "
-    "has more than 2**31 elements and the kernel reads the wrong memory. Cast the program id where it is "
+    "has more than 2**31 elements and the kernel reads the wrong memory. Whether that happens depends on sizes "
+    "the code does not show, so this is information: a risk to weigh for tensors that large. Cast the program id where it is "
     "bound, `tl.program_id(0).to(tl.int64)`, or an operand at the multiplication. `pid * BLOCK` with a "
     "constexpr BLOCK is not reported, nor are vector offsets (pid * BLOCK + tl.arange) times a stride.",
     wrong=_HDR + "def softmax(X, Y, stride, n, BLOCK: tl.constexpr):\n    row = tl.program_id(0)\n"
@@ -407,10 +419,12 @@ class _Kernel:
             elif t is ast.Compare:
                 if len(node.ops) > 1 or any(type(o) in (ast.In, ast.NotIn) for o in node.ops):
                     ops.append((node, ifs))
-                for side in (node.left, *node.comparators):  # bounds checks such as `cols < n_cols`
-                    base = side.value if isinstance(side, ast.Subscript) else side
-                    if isinstance(base, ast.Name):
-                        self.compared.setdefault(base.id, node)
+                # Bounds checks such as `cols < n_cols` (an equality such as `idx == key` is not one).
+                if any(type(o) in (ast.Lt, ast.LtE, ast.Gt, ast.GtE) for o in node.ops):
+                    for side in (node.left, *node.comparators):
+                        base = side.value if isinstance(side, ast.Subscript) else side
+                        if isinstance(base, ast.Name):
+                            self.compared.setdefault(base.id, node)
             elif t is ast.Assign:
                 for target in node.targets:
                     self._bind(target, node.value, PLAIN, ifs)
@@ -544,7 +558,11 @@ class _Kernel:
             it = value.iter
             if isinstance(it, ast.Call):
                 args = self._or(it.args)
-                return args & ~RT if self.callee(it.func) == f"{TL}.static_range" else RT | args
+                if self.callee(it.func) == f"{TL}.static_range":
+                    return args & ~RT
+                # A loop over a runtime range walks offsets like a program id does (TR002's PIDOFF), not bounded by
+                # a constant; over constant bounds it does not.
+                return RT | args | (PIDOFF if args & RT else 0)
             return self.expr_facts(it)
         if kind in (CONSTEXPR, COMP):
             return self.expr_facts(value)
@@ -1103,6 +1121,8 @@ def _more_configs(count: int) -> str:
 
 def _tr002_unmasked(k: _Kernel) -> None:
     tl = k.f.tl
+    guards: dict[int, list[ast.AST]] | None = None
+    launcher = None
     for c in k.calls:
         if c.name is None or not c.name.startswith(TL + "."):
             continue
@@ -1122,37 +1142,242 @@ def _tr002_unmasked(k: _Kernel) -> None:
         bits = k.expr_facts(ptr)
         if not (bits & PIDOFF and bits & AR) or bits & BP:
             continue
-        # An access under an `if` (an EVEN_K fast path, `if pid < n_full_blocks:`) follows the author's own
-        # bounds logic; judging it would need value ranges, and a false alarm on a fast path is worse than silence.
-        if c.ifs:
-            continue
         terms = _terms(k, ptr, set())
         # Offsets by the name the user gave them (`offs` in `X + offs`), then names inside the expanded sums.
         shallow = _terms(k, ptr, {n.id for n in _iter_expr(ptr) if isinstance(n, ast.Name)})
         names = [n.id for t in shallow + terms if k.expr_facts(t) & AR
                  for n in _iter_expr(t) if isinstance(n, ast.Name) and k.name_facts(n.id) & AR]
         names = list(dict.fromkeys(names))
-        check = next((k.compared[n] for n in names if n in k.compared), None)
+        extents = _arange_extents(k, terms)
+        check = next((k.compared[n] for n in names if n in k.compared and not _vacuous(k.compared[n], extents)), None)
         # A tile (`pid * BLOCK + tl.arange(0, BLOCK)`) overhangs the end unless the size is a multiple of BLOCK.
         # A row (`row * stride + tl.arange(0, WIDTH)`) is fine when WIDTH is the exact row length, so it is
         # only reported when the kernel bounds-checks those offsets elsewhere and forgets it here.
-        extents = _arange_extents(k, terms)
         tile = any(_is_tile_term(k, t, extents) for t in terms)
         if not tile and check is None:
+            continue
+        # What makes the access safe although it has no mask: a bounds test around it, an early return or an
+        # assert before it, a launcher that checks divisibility, a buffer padded to whole blocks.
+        if tile and _whole_blocks_only(k, extents):
+            continue
+        if guards is None:
+            guards = _access_guards(k)
+            launcher = _launcher_guards(k)
+        if guards.get(id(node)):
+            related = _related_names(k, ptr, extents)
+            if any(_relevant(k, t, related) for t in guards[id(node)]):
+                continue
+        if launcher[0] or any(isinstance(t, ast.Name) and t.id in launcher[1] for t in terms):
             continue
         what = "reads" if short == "load" else "writes"
         other = ", other=0.0" if short == "load" else ""
         # Name offsets, not pointers: a pointer is a sum with a bare parameter (the base address) in it.
         offs = next((n for n in names if not any(isinstance(t, ast.Name) and t.id in k.args
-                                                 for t in _terms(k, ast.Name(n, ast.Load()), set()))), "offsets")
-        hint = f"mask={_short(k.ctx.src.segment(check), 40)}" if check is not None else f"mask={offs} < n_elements"
+                                                 for t in _terms(k, ast.Name(n, ast.Load()), set()))), None)
+        if check is not None:
+            hint = f"add mask={_short(k.ctx.src.segment(check), 40)}{other}"
+        else:
+            size = _size_param(k)
+            subject = offs or "the offsets"
+            hint = f"add mask={subject} < {size}{other}" if size and offs else \
+                f"add a mask comparing {subject} with the size{other and ' (and other=0.0)'}"
+        source = f"{tl}program_id" if bits & PID else "a runtime loop bound"
         if tile:
-            msg = (f"{tl}{short} {what} a block at offsets derived from {tl}program_id with no mask: the last program "
-                   f"{what} out of bounds unless the size is a multiple of the block; add {hint}{other}")
+            msg = (f"{tl}{short} {what} a block at offsets derived from {source} with no mask: the last block "
+                   f"{what} out of bounds unless the size is a multiple of the block; {hint}")
         else:
             msg = (f"{tl}{short} {what} a row without a mask although this kernel bounds-checks the same offsets "
-                   f"elsewhere ({_short(k.ctx.src.segment(check), 40)}): add {hint}{other}")
+                   f"elsewhere ({_short(k.ctx.src.segment(check), 40)}): {hint}")
         k.ctx.report("TR002", node, msg, kernel=k.name)
+
+
+# Compile-time flags that name a bounds property (`EVEN_K`, `DIVISIBLE_N`, `NO_MASK`): an `if` on one is the
+# author's fast path for full blocks.
+_BOUNDS_FLAG = re.compile(r"(?i)even|divisib|divides|aligned|full|mask|bound|pad|multiple|exact|tail|ragged")
+# Extent names that read as a block (tiles of a larger size) rather than a whole dimension (`HEAD_DIM`, `D`).
+_BLOCK_NAME = re.compile(r"(?i)block|tile|chunk|^bs|_bs|bs_|^blk|_blk|^b_|_b$|split|^tb|group")
+
+
+def _guard_test(k: _Kernel, test: ast.AST) -> bool:
+    """Whether a condition is bounds logic: a runtime test on program ids, loop offsets or arange offsets, a
+    divisibility test, or a compile-time flag named for a bounds property."""
+    has_mod = any(isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mod) for n in _iter_expr(test))
+    bits = k.expr_facts(test)
+    if bits & RT:
+        return bool(bits & (PID | PIDOFF | AR)) or has_mod
+    return has_mod or any(isinstance(n, ast.Name) and _BOUNDS_FLAG.search(n.id) for n in _iter_expr(test))
+
+
+def _access_guards(k: _Kernel) -> dict[int, list[ast.AST]]:
+    """For each call of the kernel body, the bounds conditions that dominate it: the tests of the `if`s around it,
+    and those of an early `if ...: return`, an `assert`, `tl.device_assert` or `tl.static_assert` before it in
+    the same block (or an enclosing one)."""
+    out: dict[int, list[ast.AST]] = {}
+
+    def mark(node: ast.AST, tests: list[ast.AST]) -> None:
+        for n in ast.walk(node):
+            if isinstance(n, ast.Call):
+                out[id(n)] = tests
+
+    def guard_of(st: ast.stmt) -> ast.AST | None:
+        test = None
+        if isinstance(st, ast.If) and not st.orelse and st.body and isinstance(st.body[-1], ast.Return):
+            test = st.test
+        elif isinstance(st, ast.Assert):
+            test = st.test
+        elif isinstance(st, ast.Expr) and isinstance(st.value, ast.Call) and st.value.args and k.callee(
+                st.value.func) in (f"{TL}.device_assert", f"{TL}.static_assert", f"{TL}.assume"):
+            test = st.value.args[0]
+        return test if test is not None and _guard_test(k, test) else None
+
+    def block(stmts: list[ast.stmt], tests: list[ast.AST]) -> None:
+        for st in stmts:
+            visit(st, tests)
+            g = guard_of(st)
+            if g is not None:
+                tests = tests + [g]
+
+    def visit(st: ast.stmt, tests: list[ast.AST]) -> None:
+        if isinstance(st, ast.If):
+            mark(st.test, tests)
+            inner = tests + [st.test] if _guard_test(k, st.test) else tests
+            block(st.body, inner)
+            block(st.orelse, inner)
+        elif isinstance(st, (ast.For, ast.While)):
+            mark(st.iter if isinstance(st, ast.For) else st.test, tests)
+            block(st.body, tests)
+            block(st.orelse, tests)
+        elif tests:
+            mark(st, tests)
+
+    block(k.fn.body, [])
+    return out
+
+
+def _related_names(k: _Kernel, ptr: ast.AST, extents: set) -> set[str]:
+    """The names an access's address depends on, through assignments, with its arange extents."""
+    out = {x for x in extents if isinstance(x, str)}
+    stack = [ptr]
+    while stack and len(out) < 200:
+        for n in _iter_expr(stack.pop()):
+            if isinstance(n, ast.Name) and n.id not in out:
+                out.add(n.id)
+                for kind, v, _ in k.assigns.get(n.id, ()):
+                    if kind in (PLAIN, CONSTEXPR) and isinstance(v, ast.AST):
+                        stack.append(v)
+                    elif kind == FOR:
+                        stack.append(v.iter)
+    return out
+
+
+def _relevant(k: _Kernel, test: ast.AST, related: set[str]) -> bool:
+    """A bounds condition protects an access when it reads what the address is built from (`if pid < n_full`,
+    `tl.static_assert(K % BLOCK_K == 0)` for a BLOCK_K tile), or is a compile-time bounds flag (`if EVEN_N`)."""
+    names = {n.id for n in _iter_expr(test) if isinstance(n, ast.Name)}
+    if names & related:
+        return True
+    return not k.expr_facts(test) & RT and any(_BOUNDS_FLAG.search(n) for n in names)
+
+
+def _launcher_guards(k: _Kernel) -> tuple[bool, set[str]]:
+    """From same-file launchers of this kernel: whether every one checks divisibility (`assert n % BLOCK == 0`,
+    `if n % BLOCK: raise ...`), and the pointer parameters that always receive buffers padded to whole blocks
+    (allocated with triton.cdiv / next_power_of_2 / a `pad` in the size)."""
+    ctx = k.ctx
+    scopes = []
+    for fn in ast.walk(ast.Module(body=ctx.body, type_ignores=[])):
+        if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) and fn is not k.fn:
+            sites = [n for n in ast.walk(fn) if isinstance(n, ast.Call) and isinstance(n.func, ast.Subscript)
+                     and isinstance(n.func.value, (ast.Name, ast.Attribute))
+                     and (getattr(n.func.value, "id", None) or getattr(n.func.value, "attr", None)) == k.name]
+            if sites:
+                scopes.append((fn, sites))
+    if not scopes:
+        return False, set()
+
+    order = list(k.args)
+
+    def block_values(sites: list[ast.Call]) -> set[str]:
+        """How the launches spell the kernel's constexpr values (`BLOCK`, `1024`), and the parameter names."""
+        out = set(k.constexpr)
+        for site in sites:
+            out.update(ctx.src.segment(a) for i, a in enumerate(site.args) if i < len(order) and order[i] in k.constexpr)
+            out.update(ctx.src.segment(kw.value) for kw in site.keywords if kw.arg in k.constexpr)
+        return out
+
+    def checks_divisibility(fn: ast.AST, sites: list[ast.Call]) -> bool:
+        """`assert n % BLOCK == 0` or `if n % BLOCK: raise` on a block value this launch passes."""
+        blocks = block_values(sites)
+        for n in ast.walk(fn):
+            test = n.test if isinstance(n, ast.Assert) else \
+                n.test if isinstance(n, ast.If) and any(isinstance(b, ast.Raise) for b in n.body) else None
+            if test is not None and any(isinstance(x, ast.BinOp) and isinstance(x.op, ast.Mod)
+                                        and ctx.src.segment(x.right) in blocks for x in ast.walk(test)):
+                return True
+        return False
+
+    def whole_grid(site: ast.Call) -> bool:  # `kernel[(n // BLOCK,)]`: only whole blocks are launched
+        grid = site.func.slice
+        text = ctx.src.segment(grid)
+        return "cdiv" not in text and any(isinstance(x, ast.BinOp) and isinstance(x.op, ast.FloorDiv)
+                                          for x in ast.walk(grid))
+
+    all_checked = all(checks_divisibility(fn, sites) or all(whole_grid(s) for s in sites) for fn, sites in scopes)
+    padded: set[str] | None = None
+    for fn, sites in scopes:
+        allocs = {}
+        for n in ast.walk(fn):
+            if isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name) \
+                    and isinstance(n.value, ast.Call):
+                allocs[n.targets[0].id] = ctx.src.segment(n.value)
+        for site in sites:
+            here = set()
+            for i, a in enumerate(site.args):
+                if i < len(order) and isinstance(a, ast.Name) and _PADDED.search(allocs.get(a.id, "")):
+                    here.add(order[i])
+            for kw in site.keywords:
+                if kw.arg and isinstance(kw.value, ast.Name) and _PADDED.search(allocs.get(kw.value.id, "")):
+                    here.add(kw.arg)
+            padded = here if padded is None else padded & here
+    return all_checked, padded or set()
+
+
+_PADDED = re.compile(r"cdiv|next_power_of_2|\bpad|padded|round_up|align")
+
+
+def _whole_blocks_only(k: _Kernel, extents: set) -> bool:
+    """The kernel counts its blocks with floor division by the block size (`Ms = M // TILE_M`): only whole blocks
+    exist, so the last one cannot overhang."""
+    for n in ast.walk(k.fn):
+        # `(n + BLOCK - 1) // BLOCK` is a ceiling division: partial blocks do exist.
+        if isinstance(n, ast.BinOp) and isinstance(n.op, ast.FloorDiv) and any(
+                isinstance(x, ast.Name) and x.id in extents for x in _iter_expr(n.right)) and not any(
+                isinstance(x, ast.Name) and x.id in extents for x in _iter_expr(n.left)):
+            return True
+    return False
+
+
+def _vacuous(check: ast.Compare, extents: set) -> bool:
+    """`cols < D` with cols = tl.arange(0, D): always true, not a real bounds check."""
+    return len(check.comparators) == 1 and isinstance(check.ops[0], ast.Lt) and (
+        isinstance(check.comparators[0], ast.Name) and check.comparators[0].id in extents)
+
+
+def _size_param(k: _Kernel) -> str | None:
+    """A runtime size parameter of this kernel to name in a mask hint (never one the kernel does not have)."""
+    pointers = set()
+    for c in k.calls:
+        if c.name in (f"{TL}.load", f"{TL}.store") and c.node.args:
+            pointers.update(t.id for t in _terms(k, c.node.args[0], set()) if isinstance(t, ast.Name))
+    sizes = [n for n in k.args if n not in k.constexpr and n not in pointers and "stride" not in n.lower()
+             and not n.lower().endswith("ptr") and _SIZE_NAME.search(n)]
+    compared = [n for n in sizes if any(isinstance(x, ast.Name) and x.id == n for cmp in k.compared.values()
+                                        for x in _iter_expr(cmp))]
+    return (compared or sizes or [None])[0]
+
+
+_SIZE_NAME = re.compile(r"(?i)^(n|m|k|l|size|numel|length|len|total)$|^n_|^num_|_size$|numel|elements|^len|_len$|"
+                        r"^(n|m|k)[a-z]?$|^seq|rows$|cols$")
 
 
 def _is_tile_term(k: _Kernel, t: ast.AST, extents: set) -> bool:
@@ -1167,13 +1392,21 @@ def _is_tile_term(k: _Kernel, t: ast.AST, extents: set) -> bool:
     for _ in range(4):  # follow `start = pid * BLOCK`
         if isinstance(t, ast.Name):
             binds = k.assigns.get(t.id, ())
+            if len(binds) == 1 and binds[0][0] == FOR and isinstance(binds[0][1].iter, ast.Call):
+                # `for start in range(0, n, BLOCK)`: a block origin when the step is the arange's extent.
+                it = binds[0][1].iter
+                step = it.args[2] if len(it.args) > 2 else None
+                return step is not None and any(
+                    isinstance(n, ast.Name) and n.id in extents or isinstance(n, ast.Constant) and n.value in extents
+                    for n in _iter_expr(step))
             if len(binds) != 1 or binds[0][0] != PLAIN:
                 return False
             t = binds[0][1]
         if isinstance(t, ast.BinOp) and isinstance(t.op, ast.Mult):
-            scale = t.right if k.expr_facts(t.left) & PID else t.left
-            return any(isinstance(n, ast.Name) and n.id in extents or isinstance(n, ast.Constant) and n.value in extents
-                       for n in _iter_expr(scale))
+            scale = t.right if k.expr_facts(t.left) & PIDOFF else t.left
+            # `pid * HEAD_DIM + tl.arange(0, HEAD_DIM)` walks rows of a whole dimension: not a tile.
+            return any(isinstance(n, ast.Name) and n.id in extents and _BLOCK_NAME.search(n.id)
+                       or isinstance(n, ast.Constant) and n.value in extents for n in _iter_expr(scale))
     return False
 
 
@@ -1197,11 +1430,13 @@ def _terms(k: _Kernel, e: ast.AST | None, seen: set[str]) -> list[ast.AST]:
     """The summands of a pointer expression, through names bound to sums (`ptrs = X + offs`)."""
     if isinstance(e, ast.BinOp) and type(e.op) in (ast.Add, ast.Sub):
         return _terms(k, e.left, seen) + _terms(k, e.right, seen)
+    if isinstance(e, ast.Name) and "\0" + e.id in seen:
+        return []  # `ptrs += step` refers back to the sum being expanded
     if isinstance(e, ast.Name) and e.id not in seen:
         binds = k.assigns.get(e.id, ())
         if binds and all(b[0] == PLAIN and isinstance(b[1], ast.BinOp) and type(b[1].op) in (ast.Add, ast.Sub)
                          for b in binds):
-            seen.add(e.id)
+            seen.update((e.id, "\0" + e.id))
             return [t for b in binds for t in _terms(k, b[1], seen)]
     return [e] if e is not None else []
 
@@ -1552,13 +1787,22 @@ def _check_name(ctx: FileContext, f: _File, node: ast.AST, module: str, attr: st
     where = f" ({module} has no such name)" if not isinstance(node, ast.Attribute) else ""
     if attr in known:
         if module == TL and attr in _REMOVED:
+            # Works on 3.6: whether 3.9 runs the code is not known here (information).
             ctx.report("TR007", node, f"{written} raises NotImplementedError in triton 3.9 (block pointers were "
-                       f"removed): use {_REMOVED[attr].replace('tl.', tl)}", kernel=kernel, severity=Severity.WARNING)
+                       f"removed): use {_REMOVED[attr].replace('tl.', tl)} to support 3.9", kernel=kernel,
+                       severity=Severity.INFO)
             return
         lacking = [v for v, mods in MISSING.items() if attr in mods.get(module, ())]
         if lacking:
             ctx.report("TR007", node, f"{written} does not exist in triton {', '.join(lacking)}: keep it only if "
                        f"those versions need not be supported", kernel=kernel, severity=Severity.INFO)
+        return
+    older = _older_triton(module, attr)
+    if older is not None:
+        # It worked on the triton the code was written for; which triton runs it is not known here, and a compile
+        # for a target (KC001) reports the failure on the installed one.
+        ctx.report("TR007", node, f"{written} is from an older triton ({older}): it fails on triton 3.6 and 3.9; keep it "
+                   "only if the project pins that older triton", kernel=kernel, severity=Severity.INFO)
         return
     guess = _suggest(attr, known)
     hint = _HINTS.get(attr) if module == TL else None
@@ -1574,6 +1818,35 @@ def _check_name(ctx: FileContext, f: _File, node: ast.AST, module: str, attr: st
     else:
         msg = f"{written} does not exist{where}: check the name in the {module} documentation"
     ctx.report("TR007", node, msg, fix=fix, kernel=kernel)
+
+
+# Names older triton releases had and 3.6/3.9 do not: module -> name -> where it lived and what replaced it.
+_OLDER = {
+    TL: {
+        "_experimental_descriptor_load": "triton 3.0-3.3; now desc.load with tl.make_tensor_descriptor",
+        "_experimental_descriptor_store": "triton 3.0-3.3; now desc.store with tl.make_tensor_descriptor",
+        "_experimental_make_tensor_descriptor": "triton 3.2-3.3; now tl.make_tensor_descriptor",
+        "libdevice": "triton 2.0; now `from triton.language.extra import libdevice`",
+    },
+    f"{TL}.extra.cuda": {
+        "experimental_device_tensormap_create1d": "triton 3.0-3.3; now tl.make_tensor_descriptor",
+        "experimental_device_tensormap_create2d": "triton 3.0-3.3; now tl.make_tensor_descriptor",
+        "experimental_tensormap_fenceproxy_acquire": "triton 3.0-3.3; tensor descriptors need no fence",
+    },
+    f"{TL}.math": {
+        "max": "triton 2.1-2.3 tl.math.max; now tl.maximum",
+        "min": "triton 2.1-2.3 tl.math.min; now tl.minimum",
+    },
+}
+
+
+def _older_triton(module: str, attr: str) -> str | None:
+    if attr in _OLDER.get(module, {}):
+        return _OLDER[module][attr]
+    # triton 2.1-2.3 exposed libdevice functions as tl.math.<name>; 3.0 moved them to libdevice.
+    if module == f"{TL}.math" and attr in NAMES.get(f"{TL}.extra.cuda.libdevice", ()):
+        return f"triton 2.x tl.math; now `from triton.language.extra import libdevice`, libdevice.{attr}"
+    return None
 
 
 def _tr007_imports(ctx: FileContext, f: _File) -> None:
@@ -1633,9 +1906,13 @@ def _tr008_neutral(k: _Kernel) -> None:
                              related=(Related(_span(k, node), "the reduction"),))
                 continue
             fix = _once(k, f"Add other={_NEUTRAL_TEXT[need]}", [_insert_kwarg(k, load, f"other={_NEUTRAL_TEXT[need]}")])
+            # Into a sum through arithmetic with other values (`x * z` with x loaded as 0 there), the masked lanes
+            # usually cancel: a risk to look at (information), not a likely bug.
+            soft = need == "sum" and not direct
             k.ctx.report("TR008", load, f"this masked {tl}load has no other= and feeds the {tl}{label} on line "
-                         f"{node.lineno}: masked-off lanes hold undefined values; add other={_NEUTRAL_TEXT[need]}",
-                         fix=fix, kernel=k.name, related=(Related(_span(k, node), "the reduction"),))
+                         f"{node.lineno}{' through arithmetic' if soft else ''}: masked-off lanes hold undefined "
+                         f"values; add other={_NEUTRAL_TEXT[need]}", fix=fix, kernel=k.name,
+                         related=(Related(_span(k, node), "the reduction"),), severity=Severity.INFO if soft else None)
 
 
 def _is_neutral(kind: str, v: float) -> bool:
@@ -1708,8 +1985,8 @@ def _tr009_overflow(k: _Kernel) -> None:
             edit = _pid_cast_edit(k, p)
             fix = _once(k, f"Cast to {tl}int64", [edit]) if edit is not None and k.f.can_fix else None
             where = "where it is bound" if edit is not None and edit.span != _span(k, p) else "at the multiplication"
-            k.ctx.report("TR009", node, f"{pid_text} * {o_text} is computed in int32 and overflows once the offset "
-                         f"passes 2**31: cast the program id to int64 {where}, e.g. "
+            k.ctx.report("TR009", node, f"{pid_text} * {o_text} is computed in int32 and would overflow if the "
+                         f"offset passed 2**31 elements: if tensors that large are possible, cast the program id to int64 {where}, e.g. "
                          f"{tl}program_id(0).to({tl}int64)", fix=fix, kernel=k.name)
             break
 

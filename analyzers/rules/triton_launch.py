@@ -88,7 +88,8 @@ register(Rule(
     explanation="Triton binds launch arguments like a Python call and raises TypeError (\"missing 1 required "
     "positional argument\") when the kernel is launched. Parameters set by `@triton.autotune` configs or "
     "`@triton.heuristics`, and parameters with defaults, need not be passed. Launches that use `*args`/`**kwargs` "
-    "are not checked.",
+    "are not checked, nor missing parameters of kernels whose autotune configs or heuristics are built by code, "
+    "or that a decorator of the project's own wraps (it may pass them).",
 ))
 register(Rule(
     code="TR011", name="launch-unknown-keyword", language="triton", severity=Severity.ERROR, fixable=True,
@@ -110,8 +111,9 @@ register(Rule(
                    _TUNED.format(b=2048, key='"n"')),
     right=_example(_GRID + "add_kernel[grid](x, y, out, n)", _TUNED.format(b=2048, key='"n"')),
     explanation="A constexpr is compiled into the kernel: a tensor cannot be one (compile error), and a runtime "
-    "size such as `x.shape[0]` compiles a new kernel for every distinct value (warning; bucket it with "
-    "`triton.next_power_of_2(n)` or make the parameter a runtime argument). A parameter set by the autotune "
+    "size such as `x.shape[0]` compiles a new kernel for every distinct value (information: the cost depends on "
+    "how many sizes occur, which the code does not show; a parameter the kernel needs as a constant, such as a "
+    "block shape, is never advised to become a runtime value). A parameter set by the autotune "
     "configs must not be passed at the launch: Triton raises `Conflicting meta-parameters` (or `got multiple "
     "values`); every `triton.Config` also sets `num_warps`, `num_stages` and `num_ctas`, so those cannot be passed "
     "either. A `@triton.heuristics` value passed by keyword is silently overwritten (warning), passed "
@@ -126,8 +128,8 @@ register(Rule(
     explanation="triton 3.9 raises ValueError at import for unknown `key`, `reset_to_zero` and `restore_value` "
     "names; 3.6 silently drops them, so the kernel tunes once and never re-tunes when the size changes. Config and "
     "heuristics names that are neither parameters nor compile options raise KeyError at compile time. A config "
-    "value for a parameter without `tl.constexpr` is reported as a warning: it reaches the kernel as a runtime "
-    "value, which is rarely intended. The quick fix renames to the closest parameter or adds the annotation.",
+    "value for a parameter without `tl.constexpr` is information: it reaches the kernel as a runtime value, which "
+    "works but is rarely intended (a use that needs a constant is TR004's error). The quick fix renames to the closest parameter or adds the annotation.",
 ))
 register(Rule(
     code="TR014", name="num-warps-not-power-of-2", language="triton", severity=Severity.ERROR, fixable=True,
@@ -228,8 +230,9 @@ def check_argument_count(site: LaunchSite, kernel: TritonKernel, ctx: LaunchCont
         yield make_problem(
             "TR010", span, f"`{kernel.name}` takes {len(params)} argument(s) but the launch passes {len(site.args)} "
             f"positionally ({len(extra)} extra)", kernel=kernel.name, related=related)
-    if "autotune" in kernel.decorators and not kernel.autotune_configs_known:
-        return  # configs built by code may set any parameter
+    if "autotune" in kernel.decorators and not kernel.autotune_configs_known or not kernel.heuristics_known \
+            or kernel.unknown_wrappers:
+        return  # configs or heuristics built by code, or a wrapper of the project's own, may set any parameter
     given = {p.name for p in params[: len(site.args)]} | {k.keyword for k in site.kwargs}
     provided = kernel.provided_by_decorators
     # A misspelt keyword is reported by TR011 with its fix; do not report the parameter it meant as missing too.
@@ -318,11 +321,38 @@ def check_constexpr_values(site: LaunchSite, kernel: TritonKernel, ctx: LaunchCo
                     "are compiled into the kernel; pass a Python scalar, or drop `tl.constexpr`",
                     kernel=kernel.name, related=related)
             elif arg.kind == "shape" and not _FEW_VALUES.search(arg.text):
+                # A recompile per distinct value is a cost that depends on sizes this code does not show: information.
+                if name in kernel.needed_constexprs:
+                    # Needed as a constant (a block shape, a static_range bound): never advise a runtime value, nor a
+                    # bucketing that changes what the kernel computes.
+                    advice = ("this is fine when few distinct values occur; otherwise pass a padded block size "
+                              f"(e.g. `triton.next_power_of_2({arg.text})`) and mask the extra lanes")
+                else:
+                    advice = "if many values occur, drop `tl.constexpr` from the parameter so that one compile serves all"
                 yield _with(make_problem(
                     "TR012", arg.span, f"the runtime size `{arg.text}` is passed for the constexpr parameter "
-                    f"`{name}`: every distinct value compiles a new kernel; bucket it with "
-                    "`triton.next_power_of_2(...)` or make the parameter a runtime argument",
-                    kernel=kernel.name, related=related), Severity.WARNING)
+                    f"`{name}`: every distinct value compiles a new kernel; {advice}",
+                    kernel=kernel.name, related=related), Severity.INFO)
+
+
+@launch_check
+def check_launch_block_sizes(site: LaunchSite, kernel: TritonKernel, ctx: LaunchContext) -> Iterator[Problem]:
+    """A literal passed at the launch for a parameter the body uses as a block dimension must be a power of 2."""
+    if kernel.rebound or not kernel.shape_params:
+        return
+    for arg, param in _bound(site, kernel):
+        if param is None or param.name not in kernel.shape_params or arg.kind != "literal":
+            continue
+        value = _literal_text(arg.text)
+        if not isinstance(value, int) or isinstance(value, bool) or value <= 0 or is_power_of_2(value):
+            continue
+        p2 = 1 << (value - 1).bit_length()
+        span = arg.value_span or arg.span
+        yield make_problem(
+            "TR001", span, f"`{param.name}` = {value} at this launch is a block dimension of `{kernel.name}` "
+            f"(a tl.arange extent or block shape), not a power of 2: it fails to compile; use {p2} and mask the "
+            "extra lanes", fix=Fix(f"Use {p2}", (TextEdit(span, str(p2)),)), kernel=kernel.name,
+            related=_related(kernel, ctx))
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -421,9 +451,10 @@ def check_decorator_names(ctx: FileContext) -> None:
                         unknown(key, "config kwarg", kernel, params, allow_options=True)
                     elif not param.is_constexpr and (kernel.name, param.name) not in runtime_tuned:
                         runtime_tuned.add((kernel.name, param.name))  # once per parameter, not per config
+                        # It works (a tuned runtime value); only a use that needs a constant fails, and TR004 reports that.
                         report(key, f"config kwarg `{key.value}` sets `{kernel.name}`'s parameter `{key.value}`, which "
                                "is not `tl.constexpr`: the tuned value reaches the kernel as a runtime value",
-                               _constexpr_fix(ctx, param), kernel, Severity.WARNING)
+                               _constexpr_fix(ctx, param), kernel, Severity.INFO)
         for call in _decorator_calls(ctx, ks, HEURISTICS_NAMES):
             values = _argument(call, "values", 0)
             for key in values.keys if isinstance(values, ast.Dict) else []:
