@@ -70,6 +70,15 @@ class Scheduler:
         except Exception:  # noqa: BLE001
             log.exception("delivering the result of %r failed", key)
 
+    def cancel(self, key: Hashable) -> bool:
+        """Cancel the pending job with this key (it delivers nothing); False if there was none."""
+        task = self._tasks.get(key)
+        if task is None or task.done():
+            return False
+        task.cancel()
+        self.superseded += 1
+        return True
+
     @property
     def queued(self) -> int:
         return sum(1 for t in self._tasks.values() if not t.done())

@@ -21,6 +21,8 @@ def register(server: "KernelLanguageServer") -> None:
         if ls.state.pull and path in ls.state.pushed:
             # Pushed while closed; from now on the client pulls it. Clearing avoids showing both.
             push_diagnostics(ls, path, clear=True)
+        if path is not None and not is_cuda(path):
+            ls.state.opening.add(path)  # its first analysis compiles it at once: opening is not typing
         ls.analyze_document(params.text_document.uri)
 
     @server.feature(types.TEXT_DOCUMENT_DID_CHANGE)

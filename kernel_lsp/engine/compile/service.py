@@ -12,7 +12,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import multiprocessing
 import re
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,6 +38,11 @@ log = logging.getLogger(__name__)
 COMPILE_FN = "kernel_lsp.engine.compile.service:compile_job"
 WARM_FN = "kernel_lsp.engine.compile.service:warm_worker"
 TRITON_CACHE = "triton-cache"
+# Files at least this large are planned in a separate process. Planning is pure Python and keeps the file's syntax
+# trees: a 1.7 MB file with 500 kernels takes seconds to parse and about 0.2 s per kernel, which in a thread holds
+# the GIL and grows the heap the server's collector rescans (pauses of up to a second); below this size a thread
+# takes milliseconds and spares the process start.
+PLAN_IN_PROCESS_BYTES = 256 * 1024
 # Not the kernel's fault: try again next time. A timeout is cached, with its timeout (see _cached).
 _UNCACHED_KINDS = ("crash", "internal", "cancelled")
 
@@ -55,6 +63,12 @@ def compile_job(job: CompileJob) -> CompileResult:
     from .worker import run_job
 
     return run_job(job, sass=False)
+
+
+def plan_in_process(text: str, kernel: str, targets: list[Target], path: str, sites: list,
+                    pins: dict | None) -> list[CompileJob]:
+    """plan_jobs, in the planning process (large files)."""
+    return plan_jobs(text, kernel, targets, path=path, launch_sites=sites, pins=pins)
 
 
 def compile_job_with_sass(job: CompileJob) -> CompileResult:
@@ -247,6 +261,16 @@ def _is_helper(name: str, analysis: FileAnalysis, text: str) -> bool:
     return False
 
 
+def _size_of(job: CompileJob) -> int:
+    """A rough measure of how long a job compiles: its tile (the product of its integer constexprs) times its
+    pipeline stages. Only orders a kernel's configurations."""
+    size = job.num_stages
+    for _, value in job.constexprs:
+        if isinstance(value, int) and not isinstance(value, bool) and value > 1:
+            size *= value
+    return size
+
+
 # --- the service -------------------------------------------------------------------------------------------------
 
 
@@ -263,6 +287,8 @@ class CompileService:
         self.cache = cache or ResultCache.in_private_dir(self.private_dir, self.settings.cache_max_mb * 2**20)
         self.triton_cache_dir = self.private_dir / TRITON_CACHE
         self._pool = pool
+        self._planner: ProcessPoolExecutor | None = None  # started for the first large file
+        self._looked_up: dict[int, tuple[CompileJob, CompileResult | None]] = {}  # id(job) -> (job, cached result)
         self._inflight: dict[str, asyncio.Future] = {}
         self.counts = dict.fromkeys(["cacheHits", "cacheMisses", "compiles", "timeouts", "crashes"], 0)
 
@@ -274,6 +300,12 @@ class CompileService:
             self._pool = WorkerPool(self.settings.compile_workers or None, initializer=WARM_FN, env=env)
         return self._pool
 
+    @property
+    def planner(self) -> ProcessPoolExecutor:
+        if self._planner is None:
+            self._planner = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"))
+        return self._planner
+
     def stats(self) -> dict[str, Any]:
         out: dict[str, Any] = dict(self.counts)
         if self._pool is not None:
@@ -281,6 +313,9 @@ class CompileService:
         return out
 
     async def close(self) -> None:
+        if self._planner is not None:
+            self._planner.shutdown(wait=False, cancel_futures=True)
+            self._planner = None
         if self._pool is not None:
             await self._pool.close()
 
@@ -288,57 +323,134 @@ class CompileService:
         self, path: str, text: str, analysis: FileAnalysis, targets: Sequence[str | Target],
         launch_sites: Sequence[LaunchSite | tuple] | None = None, *, priority: int = 0,
         progress: Callable[[int, int], None] | None = None, first: str | None = None,
+        on_result: Callable[[list[KernelCompileReport]], None] | None = None,
     ) -> list[KernelCompileReport]:
         """Every kernel of a file for every target, one report per (kernel, target). `launch_sites`: the
         workspace's launches of these kernels (default: the file's own, with its text). `progress(jobs, done)`
         is told how many jobs were planned, then of each one that finished. The jobs of kernel `first` (the one
-        the user is looking at) go ahead of the file's others."""
+        the user is looking at) go ahead of the file's others.
+
+        Planning (extraction, specialization, hashing) and the cache look-ups run in a thread one kernel at a time,
+        and each kernel's jobs start as soon as it is planned: the event loop stays free, and the first results do
+        not wait for the last kernel's plan. A kernel's cache misses are compiled smallest configuration first,
+        so that the first facts of an autotuned kernel come after its quickest compile. `on_result(reports)` is
+        called after each finished job with the reports so far (the kernels planned yet, each with its finished
+        jobs in plan order); the returned list is complete."""
         sites = list(launch_sites) if launch_sites is not None else [(s, text, path) for s in analysis.launch_sites]
         target_list = [make_target(t) for t in targets]
-        reports: list[KernelCompileReport] = []
-        pending: list[tuple[KernelCompileReport, CompileJob]] = []
         launched = {(s[0] if isinstance(s, tuple) else s).target for s in sites}
-        for kernel in analysis.kernels:
-            if kernel.name not in launched and _is_helper(kernel.name, analysis, text):
-                continue  # a @jit function called by a kernel of this file: compiled as part of its callers
-            by_target = {t.name: KernelCompileReport(path, kernel.name, t, kernel.name_span) for t in target_list}
-            reports += by_target.values()
-            try:
-                jobs = plan_jobs(text, kernel.name, target_list, path=path, launch_sites=sites,
-                                 pins=self.settings.pins.get(kernel.name))
-            except Exception as exc:  # noqa: BLE001 - one kernel's planning failure must not hide the others
-                log.info("cannot plan compile jobs for %s in %s", kernel.name, path, exc_info=True)
-                for r in by_target.values():
-                    r.plan_error = str(exc) or type(exc).__name__
-                continue
-            pending += [(by_target[job.target.name], job) for job in jobs]
-        if progress:
-            progress(len(pending), 0)
+        pins = self.settings.pins
+        planned: dict[int, list[KernelCompileReport]] = {}  # position of the kernel in the file -> its reports
+        slots: dict[int, list[JobReport | None]] = {}  # id(report) -> its jobs' reports in plan order, once done
 
-        async def run(job: CompileJob) -> tuple[CompileResult, bool]:
-            out = await self.run_job(job, priority=priority - 1 if job.kernel == first else priority)
+        remote = len(text) >= PLAN_IN_PROCESS_BYTES
+
+        def plan(kernel) -> list[tuple[CompileJob, CompileResult | None]] | None:  # in a thread
+            if kernel.name not in launched and _is_helper(kernel.name, analysis, text):
+                return None  # a @jit function called by a kernel of this file: compiled as part of its callers
+            if remote:
+                try:
+                    jobs = self.planner.submit(plan_in_process, text, kernel.name, target_list, path, sites,
+                                               pins.get(kernel.name)).result()
+                except BrokenProcessPool:  # the planning process died (memory?): a new one plans the next kernel
+                    self._planner = None
+                    raise
+            else:
+                jobs = plan_jobs(text, kernel.name, target_list, path=path, launch_sites=sites,
+                                 pins=pins.get(kernel.name))
+            return [(job, self._cached(job)) for job in jobs]
+
+        def so_far() -> list[KernelCompileReport]:
+            return [r for i in sorted(planned) for r in planned[i]]
+
+        def finished(report: KernelCompileReport, slot: int, job_report: JobReport) -> None:
+            done = slots[id(report)]
+            done[slot] = job_report
+            report.jobs = [j for j in done if j is not None]
             if progress:
                 progress(0, 1)
-            return out
 
-        results = await asyncio.gather(*(run(job) for _, job in pending))
-        for (report, job), (result, cached) in zip(pending, results):
-            report.jobs.append(JobReport(job, result, cached))
-        return reports
+        async def run(report: KernelCompileReport, slot: int, job: CompileJob) -> None:
+            result, cached = await self.run_job(job, priority=priority - 1 if job.kernel == first else priority)
+            finished(report, slot, JobReport(job, result, cached))
+            if on_result:
+                on_result(so_far())
+
+        order = sorted(range(len(analysis.kernels)), key=lambda i: analysis.kernels[i].name != first)
+        tasks: list[asyncio.Task] = []
+        mine: list[int] = []  # id() of this call's jobs in self._looked_up
+        if progress:  # one job more while planning: the count does not reach its end between two kernels' plans
+            progress(1, 0)
+        try:
+            for i in order:
+                kernel = analysis.kernels[i]
+                try:
+                    jobs = await asyncio.to_thread(plan, kernel)
+                except Exception as exc:  # noqa: BLE001 - one kernel's planning failure must not hide the others
+                    log.info("cannot plan compile jobs for %s in %s", kernel.name, path, exc_info=True)
+                    jobs = exc
+                if jobs is None:
+                    continue
+                by_target = {t.name: KernelCompileReport(path, kernel.name, t, kernel.name_span) for t in target_list}
+                planned[i] = list(by_target.values())
+                if isinstance(jobs, Exception):
+                    for r in by_target.values():
+                        r.plan_error = str(jobs) or type(jobs).__name__
+                    continue
+                counts = {name: 0 for name in by_target}
+                placed = []
+                for job, hit in jobs:
+                    placed.append((by_target[job.target.name], counts[job.target.name], job, hit))
+                    counts[job.target.name] += 1
+                for r in by_target.values():
+                    slots[id(r)] = [None] * counts[r.target.name]
+                if progress:
+                    progress(len(jobs), 0)
+                for _, _, job, hit in placed:
+                    self._looked_up[id(job)] = (job, hit)
+                    mine.append(id(job))
+                # Hits first, then the misses in the order the pool should get them.
+                placed.sort(key=lambda p: (p[3] is None, _size_of(p[2]) if p[3] is None else 0))
+                tasks += [asyncio.create_task(run(r, slot, job)) for r, slot, job, _ in placed]
+            if progress:
+                progress(-1, 0)
+            await asyncio.gather(*tasks)
+        except BaseException:
+            for task in tasks:
+                task.cancel()
+            raise
+        finally:
+            for ident in mine:  # jobs cancelled before they ran leave their look-ups behind
+                self._looked_up.pop(ident, None)
+        return so_far()
+
+    def _cached(self, job: CompileJob) -> CompileResult | None:
+        """The cached result of a job, re-mapped to its lines (reads and unpickles a file: run in a thread)."""
+        cached = self.cache.get(job.key) if job.key else None
+        if not isinstance(cached, CompileResult):
+            return None
+        if cached.error is not None and cached.error.kind == "timeout" and (cached.timeout_s or 0) < self.timeout:
+            return None  # timed out under a smaller compileTimeoutS than today's: worth another try
+        return relocate(cached, job)
 
     async def run_job(self, job: CompileJob, *, priority: int = 0) -> tuple[CompileResult, bool]:
         """(result re-mapped to the job's lines, served from the cache?)"""
-        cached = self.cache.get(job.key) if job.key else None
-        if (isinstance(cached, CompileResult) and cached.error is not None and cached.error.kind == "timeout"
-                and (cached.timeout_s or 0) < self.timeout):
-            cached = None  # timed out under a smaller compileTimeoutS than today's: worth another try
-        if isinstance(cached, CompileResult):
+        looked_up = self._looked_up.pop(id(job), None)
+        if looked_up is not None and looked_up[0] is job:
+            cached = looked_up[1]  # compile_file looked it up while planning
+        else:
+            cached = await asyncio.to_thread(self._cached, job)
+        if cached is not None:
             self.counts["cacheHits"] += 1
-            return relocate(cached, job), True
+            return cached, True
         self.counts["cacheMisses"] += 1
+        return await self._compile(job, priority=priority), False
+
+    async def _compile(self, job: CompileJob, *, priority: int) -> CompileResult:
+        """A job that missed the cache: compiled in a worker (or shared with the same compile in flight), cached."""
         shared = self._inflight.get(job.key)
         if shared is not None:  # the same content is being compiled for another kernel or file
-            return relocate(await asyncio.shield(shared), job), False
+            return relocate(await asyncio.shield(shared), job)
         future = asyncio.get_running_loop().create_future()
         if job.key:
             self._inflight[job.key] = future
@@ -356,7 +468,7 @@ class CompileService:
         finally:
             if self._inflight.get(job.key) is future:
                 del self._inflight[job.key]
-        return relocate(result, job), False
+        return relocate(result, job)
 
     async def asm_with_sass(self, job: CompileJob) -> dict[str, str]:
         """Every IR stage of a job, SASS included (NVIDIA targets), computed on demand and cached with the result."""
