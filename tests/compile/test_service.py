@@ -139,11 +139,13 @@ def test_the_kernel_the_user_looks_at_compiles_first(tmp_path):
     from analyzers import analyze_source
     from kernel_lsp.engine.compile.jobs import CompileResult
     from kernel_lsp.engine.compile.service import CompileService
+    from kernel_lsp.settings import Settings
 
     examples = ROOT / "examples"
     text = (examples / "vector_add.py").read_text() + "\n\n" + (examples / "fused_softmax.py").read_text()
     analysis = analyze_source(text, "two.py")
-    service = CompileService(tmp_path)
+    # The softmax launcher computes BLOCK_SIZE at run time: a pin gives the compile its value.
+    service = CompileService(tmp_path, Settings(pins={"softmax_kernel": {"BLOCK_SIZE": 1024}}))
     seen = []
 
     async def fake_run_job(job, *, priority=0):

@@ -16,7 +16,9 @@ pytest.importorskip("triton")
 
 SHOW_IR = "kernel-lsp.showIR"
 LOAD_LINE = GOOD.splitlines().index("    x = tl.load(x_ptr + offs, mask=mask)")
-OPTIONS = {"compile": "open", "compileDebounceMs": 0, "targets": ["sm_90", "gfx942"], "compileWorkers": 1}
+# GOOD launches nothing: BLOCK's value comes from a pin (the compile never makes one up).
+OPTIONS = {"compile": "open", "compileDebounceMs": 0, "targets": ["sm_90", "gfx942"], "compileWorkers": 1,
+           "pins": {"add_kernel": {"BLOCK": 256}}}
 
 
 @pytest.fixture(params=["vscode", "neovim"])
@@ -34,7 +36,7 @@ async def wait_compiled(s, timeout: float = 90.0) -> None:
 
 def _sources(s, stage: str, target: str, ir_text: str) -> dict[int, list[int]]:
     """Where each IR line comes from, mapped independently of the server with the job it compiled (the same plan)."""
-    [job] = plan_jobs(GOOD, "add_kernel", [target], path=str(s.root / "kernels.py"))
+    [job] = plan_jobs(GOOD, "add_kernel", [target], path=str(s.root / "kernels.py"), pins={"BLOCK": 256})
     return source_lines_of_ir(stage, ir_text, job)
 
 
