@@ -288,6 +288,8 @@ class KernelLanguageServer(LanguageServer):
             return path
         if not self._is_current(path, doc.version):
             self._store(path, doc.version, self._analyze_text(path, doc.source), doc.source)
+            if not self.state.pull:
+                self.publish([path])  # the background analysis of this version will find it current and not push
         return path
 
     def _deliver(self, path: str, uri: str, version: int, analysis: FileAnalysis | None) -> None:

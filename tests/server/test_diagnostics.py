@@ -123,3 +123,16 @@ async def test_unicode_before_the_problem_on_the_same_line(start):
     expected = {"utf-8": len(before.encode()), "utf-16": len(before.encode("utf-16-le")) // 2,
                 "utf-32": code_points}[s.encoding]
     assert d.range.start.character == expected
+
+
+async def test_a_request_right_after_an_edit_does_not_swallow_its_diagnostics(start):
+    """A request that brings the file up to date before the background analysis does still leaves the edit's
+    diagnostics shown: pushed for a pushing client, in the pull answer for a pulling one."""
+    s = await start({"kernels.py": TYPO})
+    uri = s.open("kernels.py")
+    assert codes(await s.diagnostics(uri)) == ["TR007"]
+    col = TYPO.splitlines()[TYPO_LINE].index("arrange")
+    s.replace(uri, (TYPO_LINE, col), (TYPO_LINE, col + len("arrange")), "arange")
+    await s.client.text_document_document_symbol_async(types.DocumentSymbolParams(
+        text_document=types.TextDocumentIdentifier(uri=uri)))
+    assert await s.diagnostics(uri, timeout=10) == []
