@@ -1142,7 +1142,7 @@ def _tr002_unmasked(k: _Kernel) -> None:
         bits = k.expr_facts(ptr)
         if not (bits & PIDOFF and bits & AR) or bits & BP:
             continue
-        terms = _terms(k, ptr, set())
+        terms = _terms(k, ptr, set(), node.lineno)
         # Offsets by the name the user gave them (`offs` in `X + offs`), then names inside the expanded sums.
         shallow = _terms(k, ptr, {n.id for n in _iter_expr(ptr) if isinstance(n, ast.Name)})
         names = [n.id for t in shallow + terms if k.expr_facts(t) & AR
@@ -1164,8 +1164,10 @@ def _tr002_unmasked(k: _Kernel) -> None:
             guards = _access_guards(k)
             launcher = _launcher_guards(k)
         if guards.get(id(node)):
-            related = _related_names(k, ptr, extents)
-            if any(_relevant(k, t, related) for t in guards[id(node)]):
+            # Every tile dimension needs its own guard: `if pid_m * BM >= M: return` says nothing of the N tiles.
+            parts = [t for t in terms if _is_tile_term(k, t, extents)] if tile else [ptr]
+            tests = [g for g in guards[id(node)] if not tile or _covers_tile(k, g, extents)]
+            if all(any(_relevant(k, g, _part_names(k, ptr, part)) for g in tests) for part in parts):
                 continue
         if launcher[0] or any(isinstance(t, ast.Name) and t.id in launcher[1] for t in terms):
             continue
@@ -1254,25 +1256,56 @@ def _access_guards(k: _Kernel) -> dict[int, list[ast.AST]]:
     return out
 
 
-def _related_names(k: _Kernel, ptr: ast.AST, extents: set) -> set[str]:
-    """The names an access's address depends on, through assignments, with its arange extents."""
-    out = {x for x in extents if isinstance(x, str)}
-    stack = [ptr]
-    while stack and len(out) < 200:
+def _closure(k: _Kernel, e: ast.AST) -> tuple[set[str], set[int]]:
+    """What an expression is built from, through assignments: the names, and the ids of every node visited."""
+    names: set[str] = set()
+    nodes: set[int] = set()
+    stack = [e]
+    while stack and len(names) < 300:
         for n in _iter_expr(stack.pop()):
-            if isinstance(n, ast.Name) and n.id not in out:
-                out.add(n.id)
+            nodes.add(id(n))
+            if isinstance(n, ast.Name) and n.id not in names:
+                names.add(n.id)
                 for kind, v, _ in k.assigns.get(n.id, ()):
                     if kind in (PLAIN, CONSTEXPR) and isinstance(v, ast.AST):
                         stack.append(v)
                     elif kind == FOR:
                         stack.append(v.iter)
-    return out
+    return names, nodes
+
+
+def _covers_tile(k: _Kernel, test: ast.AST, extents: set) -> bool:
+    """Whether a condition bounds a whole tile, not just where it starts: `offs < n` (element-wise), a full-block
+    test `start + BLOCK <= n`, divisibility, or a bound named for padding or whole blocks (`n_full_blocks`,
+    `num_tokens_post_padded`, `EVEN_K`). `if pid * BLOCK >= n: return` alone leaves the last tile overhanging."""
+    if k.expr_facts(test) & AR:
+        return True
+    for n in _iter_expr(test):
+        if isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mod):
+            return True
+        if isinstance(n, ast.Name) and _BOUNDS_FLAG.search(n.id):
+            return True
+        if isinstance(n, ast.BinOp) and isinstance(n.op, ast.Add) and any(
+                isinstance(x, ast.Name) and x.id in extents or isinstance(x, ast.Constant) and x.value in extents
+                for x in (n.left, n.right)):
+            return True
+    return False
+
+
+def _part_names(k: _Kernel, ptr: ast.AST, part: ast.AST) -> set[str]:
+    """The names one summand of an address is built from, and the names of the sums that hold it (`offs` for
+    the `pid * BLOCK` of `offs = pid * BLOCK + tl.arange(0, BLOCK)`)."""
+    names = _closure(k, part)[0]
+    for n in _closure(k, ptr)[0] - names:
+        if n in k.assigns and id(part) in _closure(k, ast.Name(n, ast.Load()))[1]:
+            names.add(n)
+    return names
 
 
 def _relevant(k: _Kernel, test: ast.AST, related: set[str]) -> bool:
-    """A bounds condition protects an access when it reads what the address is built from (`if pid < n_full`,
-    `tl.static_assert(K % BLOCK_K == 0)` for a BLOCK_K tile), or is a compile-time bounds flag (`if EVEN_N`)."""
+    """A bounds condition protects an access when it tests what the address is built from (`if pid < n_full`,
+    `tl.device_assert(offs < n)`, `tl.static_assert(K % BLOCK_K == 0)` for a BLOCK_K tile), or is a
+    compile-time bounds flag (`if EVEN_N`)."""
     names = {n.id for n in _iter_expr(test) if isinstance(n, ast.Name)}
     if names & related:
         return True
@@ -1426,18 +1459,26 @@ def _arange_extents(k: _Kernel, terms: list[ast.AST]) -> set:
     return out
 
 
-def _terms(k: _Kernel, e: ast.AST | None, seen: set[str]) -> list[ast.AST]:
-    """The summands of a pointer expression, through names bound to sums (`ptrs = X + offs`)."""
+def _terms(k: _Kernel, e: ast.AST | None, seen: set[str], at: int | None = None) -> list[ast.AST]:
+    """The summands of a pointer expression, through names bound to sums (`ptrs = X + offs`). With `at` (the
+    line of the use), a name assigned several times with `=` is followed to its last assignment before that line
+    (kernels reuse names such as `o_dA` for different offsets); `+=` updates always count (loops)."""
     if isinstance(e, ast.BinOp) and type(e.op) in (ast.Add, ast.Sub):
-        return _terms(k, e.left, seen) + _terms(k, e.right, seen)
+        return _terms(k, e.left, seen, at) + _terms(k, e.right, seen, at)
     if isinstance(e, ast.Name) and "\0" + e.id in seen:
         return []  # `ptrs += step` refers back to the sum being expanded
     if isinstance(e, ast.Name) and e.id not in seen:
         binds = k.assigns.get(e.id, ())
+        plain = [b for b in binds if b[2] is not None]
+        if at is not None and len(plain) > 1:
+            before = [b for b in plain if b[2].lineno < at]
+            if before:
+                last = max(before, key=lambda b: b[2].lineno)
+                binds = [b for b in binds if b[2] is None or b is last]
         if binds and all(b[0] == PLAIN and isinstance(b[1], ast.BinOp) and type(b[1].op) in (ast.Add, ast.Sub)
                          for b in binds):
             seen.update((e.id, "\0" + e.id))
-            return [t for b in binds for t in _terms(k, b[1], seen)]
+            return [t for b in binds for t in _terms(k, b[1], seen, at)]
     return [e] if e is not None else []
 
 
