@@ -54,8 +54,11 @@ register(Rule(
     "unless the size is a multiple of BLOCK; out-of-bounds stores corrupt memory silently. Add "
     "`mask=offs < n` (and `other=` on loads). Loops and `if`s are analysed too: blocks walked by a runtime "
     "loop (`for start in range(0, n, BLOCK)`) overhang the same way. Not reported: an access that a bounds "
-    "guard on the same offsets dominates (an `if` on them or on a flag such as EVEN_K, an early `return`, an "
-    "`assert`/`tl.device_assert`/`tl.static_assert(N % BLOCK == 0)`), a kernel whose launches in the file "
+    "guard on the same offsets dominates (an `if`, an early `return`, an `assert`, `tl.device_assert` or "
+    "`tl.static_assert` that bounds every tile dimension of the address as a whole: `offs < n`, "
+    "`start + BLOCK <= n`, `N % BLOCK == 0`, a flag such as EVEN_K, a padded bound; `if pid * BLOCK >= n: "
+    "return` alone only bounds where the last tile starts; `if row >= n_rows: return` covers a row), a kernel "
+    "whose launches in the file "
     "assert the size is a multiple of the block or launch `n // BLOCK` programs, blocks counted by floor "
     "division (`M // TILE_M`), buffers allocated padded to whole blocks (`triton.cdiv(n, B) * B`), scalar "
     "per-program accesses such as `tl.load(ptr + pid)`, offsets wrapped with `%`, `tl.where` or "
@@ -1111,7 +1114,9 @@ def _check_extent(k: _Kernel, call: ast.Call, end: ast.expr, start: ast.expr | N
         advice = f"use {tl}arange({start.value}, {new_end})"
     else:
         subject += f" ({k.describe(end, e, used)})"
-    tail = f"mask the lanes past {n} (offs < {n})" if literal else "mask the extra lanes"
+    # Name the offsets the way the code does (`cols = tl.arange(0, 100)`); never a name it does not have.
+    owner = next((name for name, binds in k.assigns.items() for _, v, _ in binds if v is call), None)
+    tail = (f"mask the lanes past {n}" + (f" ({owner} < {n})" if owner else "")) if literal else "mask the extra lanes"
     k.ctx.report("TR001", end, f"{subject}{more}, not a power of 2: {advice} and {tail}", fix=fix, kernel=k.name)
 
 
