@@ -120,37 +120,47 @@ def module_assignments(body: list[ast.stmt]) -> dict[str, ast.expr]:
     return out
 
 
-_SHAPE_FUNCS = {"arange": None, "zeros": 0, "full": 0}  # callee -> index of its shape argument (None: all)
-_STATIC_FUNCS = {"static_range", "reshape", "view", "broadcast_to", "make_block_ptr", "make_tensor_descriptor",
-                 "sum", "max", "min", "argmax", "argmin", "reduce", "cumsum", "cumprod", "expand_dims", "trans",
-                 "permute", "static_assert", "program_id", "num_programs"}
+_CALL_TEXT = re.compile(r"\b(" + "|".join(sorted({"arange", "zeros", "full", "static_range", "reshape", "view",
+                                                      "broadcast_to", "make_block_ptr", "make_tensor_descriptor", "sum",
+                                                      "max", "min", "argmax", "argmin", "reduce", "cumsum", "cumprod",
+                                                      "expand_dims", "trans", "permute", "static_assert"})) + r")\s*\(")
+_WORD = re.compile(r"[A-Za-z_]\w*")
+_SHAPE_CALLS = {"arange", "zeros", "full"}
 
 
-def _constexpr_uses(imports: ImportMap, fn: ast.FunctionDef, constexpr: set[str]) -> tuple[frozenset, frozenset]:
-    """Constexpr parameters used as block dimensions, and those needed as compile-time constants at all."""
+def _call_args_text(text: str, start: int) -> str:
+    """The text between the parenthesis at `start` and its match (or the rest of the text)."""
+    depth = 0
+    for i in range(start, len(text)):
+        c = text[i]
+        if c in "([{":
+            depth += 1
+        elif c in ")]}":
+            depth -= 1
+            if depth == 0:
+                return text[start + 1:i]
+    return text[start + 1:]
+
+
+def _constexpr_uses(src: SourceText, fn: ast.FunctionDef, constexpr: set[str]) -> tuple[frozenset, frozenset]:
+    """Constexpr parameters used as block dimensions (tl.arange bounds, tl.zeros/tl.full shapes), and those needed
+    as compile-time constants at all (also static_range bounds, reshape shapes, axes). Read from the body's text:
+    walking every kernel's tree for this cost more than the rest of discovery."""
+    if not constexpr or not fn.body:
+        return frozenset(), frozenset()
+    text = "\n".join(src.line(i) for i in range(fn.body[0].lineno - 1, fn.end_lineno or fn.lineno))
     shapes: set[str] = set()
     needed: set[str] = set()
-    if not constexpr:
-        return frozenset(), frozenset()
-    for node in ast.walk(fn):
-        if not isinstance(node, ast.Call):
-            continue
-        name = imports.resolve(node.func) or ""
-        if not name.startswith("triton.language."):
-            continue
-        short = name.rsplit(".", 1)[1]
-        if short in _SHAPE_FUNCS:
-            pos = _SHAPE_FUNCS[short]
-            args = node.args if pos is None else node.args[pos:pos + 1]
-            args = list(args) + [k.value for k in node.keywords if k.arg in ("shape", "start", "end")]
-            for a in args:
-                elts = a.elts if isinstance(a, (ast.Tuple, ast.List)) else [a]
-                hits = {e.id for e in elts if isinstance(e, ast.Name) and e.id in constexpr}
-                shapes |= hits
-                needed |= {n.id for e in elts for n in ast.walk(e) if isinstance(n, ast.Name) and n.id in constexpr}
-        elif short in _STATIC_FUNCS:
-            for a in [*node.args, *(k.value for k in node.keywords)]:
-                needed |= {n.id for n in ast.walk(a) if isinstance(n, ast.Name) and n.id in constexpr}
+    for m in _CALL_TEXT.finditer(text):
+        args = _call_args_text(text, m.end() - 1)
+        if m.group(1) in _SHAPE_CALLS:
+            if m.group(1) != "arange":  # the shape is the first argument
+                args = args.split("]")[0] if args.lstrip().startswith("[") else args.split(")")[0]
+            words = set(_WORD.findall(args)) & constexpr
+            shapes |= {w for w in words if re.search(r"(^|[(\[,\s])" + w + r"\s*([,)\]]|$)", args)}
+            needed |= words
+        else:
+            needed |= set(_WORD.findall(args)) & constexpr
     return frozenset(shapes), frozenset(needed | shapes)
 
 
@@ -168,7 +178,7 @@ def _kernel_from_def(
     def_line = fn.lineno - 1
     name_col = src.line(def_line).find(fn.name, src.col(def_line, fn.col_offset))
     params = _params(src, imports, fn)
-    shapes, needed = _constexpr_uses(imports, fn, {p.name for p in params if p.is_constexpr})
+    shapes, needed = _constexpr_uses(src, fn, {p.name for p in params if p.is_constexpr})
     kernel = TritonKernel(
         name=name or fn.name,
         span=Span(start, 0, end_line, len(src.line(end_line))),

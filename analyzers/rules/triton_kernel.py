@@ -285,6 +285,28 @@ class _File:
     module_names: set[str]  # names bound at module level (they shadow builtins)
     launched: set[str]
     called: set[str] = field(default_factory=set)  # names called from some @jit function
+    _launchers: dict | None = None
+
+    def launchers(self) -> dict[str, list[tuple[ast.AST, list[ast.Call]]]]:
+        """Kernel name -> the functions of this file that launch it, with their `name[grid](...)` calls."""
+        if self._launchers is None:
+            self._launchers = {}
+            lines = {s.span.start_line + 1 for s in self.ctx.triton.launch_sites}
+            for stmt in self.ctx.body if lines else ():
+                for fn in ast.walk(stmt) if isinstance(stmt, (ast.FunctionDef, ast.ClassDef)) else ():
+                    if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) or not any(
+                            fn.lineno <= ln <= (fn.end_lineno or fn.lineno) for ln in lines):
+                        continue
+                    by_name: dict[str, list[ast.Call]] = {}
+                    for n in ast.walk(fn):
+                        if isinstance(n, ast.Call) and isinstance(n.func, ast.Subscript) and n.lineno in lines:
+                            callee = n.func.value
+                            name = getattr(callee, "id", None) or getattr(callee, "attr", None)
+                            if name:
+                                by_name.setdefault(name, []).append(n)
+                    for name, calls in by_name.items():
+                        self._launchers.setdefault(name, []).append((fn, calls))
+        return self._launchers
 
     @classmethod
     def build(cls, ctx: FileContext) -> _File:
@@ -388,6 +410,7 @@ class _Kernel:
         self._scenarios: list[dict[str, tuple[object, str]]] | None = None
         self._shape_memo: dict[str, tuple | None] = {}
         self.fixed: set[tuple[Span, str]] = set()  # edits already offered (fix-all must not apply one twice)
+        self.noted: set[str] = set()  # names already given a triton-version note (TR007)
 
     # ---- the walk -----------------------------------------------------------------------------------------
 
@@ -1322,14 +1345,7 @@ def _launcher_guards(k: _Kernel) -> tuple[bool, set[str]]:
     `if n % BLOCK: raise ...`), and the pointer parameters that always receive buffers padded to whole blocks
     (allocated with triton.cdiv / next_power_of_2 / a `pad` in the size)."""
     ctx = k.ctx
-    scopes = []
-    for fn in ast.walk(ast.Module(body=ctx.body, type_ignores=[])):
-        if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) and fn is not k.fn:
-            sites = [n for n in ast.walk(fn) if isinstance(n, ast.Call) and isinstance(n.func, ast.Subscript)
-                     and isinstance(n.func.value, (ast.Name, ast.Attribute))
-                     and (getattr(n.func.value, "id", None) or getattr(n.func.value, "attr", None)) == k.name]
-            if sites:
-                scopes.append((fn, sites))
+    scopes = k.f.launchers().get(k.name, [])
     if not scopes:
         return False, set()
 
@@ -1844,6 +1860,10 @@ def _check_name(ctx: FileContext, f: _File, node: ast.AST, module: str, attr: st
                        f"those versions need not be supported", kernel=kernel, severity=Severity.INFO)
         return
     older = _older_triton(module, attr)
+    if (older is not None or attr in _REMOVED and attr in known) and k is not None:
+        if attr in k.noted:  # a version note once per kernel and name, not at every call site
+            return
+        k.noted.add(attr)
     if older is not None:
         # It worked on the triton the code was written for; which triton runs it is not known here, and a compile
         # for a target (KC001) reports the failure on the installed one.

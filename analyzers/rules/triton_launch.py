@@ -325,8 +325,9 @@ def check_constexpr_values(site: LaunchSite, kernel: TritonKernel, ctx: LaunchCo
                 if name in kernel.needed_constexprs:
                     # Needed as a constant (a block shape, a static_range bound): never advise a runtime value, nor a
                     # bucketing that changes what the kernel computes.
-                    advice = ("this is fine when few distinct values occur; otherwise pass a padded block size "
-                              f"(e.g. `triton.next_power_of_2({arg.text})`) and mask the extra lanes")
+                    advice = (f"`{name}` sets a block shape, so it must stay a compile-time constant; if many values "
+                              f"occur, add a padded block parameter (`triton.next_power_of_2({arg.text})`) for the "
+                              f"shape and keep `{name}`'s exact value as a runtime size for the mask")
                 else:
                     advice = "if many values occur, drop `tl.constexpr` from the parameter so that one compile serves all"
                 yield _with(make_problem(
