@@ -404,13 +404,14 @@ class _Kernel:
         self.fors: list[ast.AST] = []  # For loops and comprehensions (iterators to check)
         self.fstrings: list[ast.JoinedStr] = []
         self.compared: dict[str, ast.Compare] = {}  # names used in comparisons -> the first such comparison
+        self.comparisons: dict[str, list[ast.Compare]] = {}  # names -> every comparison of them
         self.returns_value = False
         self._walk()
         self.facts: dict[str, int] = {}
         self._scenarios: list[dict[str, tuple[object, str]]] | None = None
         self._shape_memo: dict[str, tuple | None] = {}
         self.fixed: set[tuple[Span, str]] = set()  # edits already offered (fix-all must not apply one twice)
-        self.noted: set[str] = set()  # names already given a triton-version note (TR007)
+        self.noted: set[tuple[str, str]] = set()  # names already given a triton-version note (TR007)
 
     # ---- the walk -----------------------------------------------------------------------------------------
 
@@ -451,6 +452,7 @@ class _Kernel:
                         base = side.value if isinstance(side, ast.Subscript) else side
                         if isinstance(base, ast.Name):
                             self.compared.setdefault(base.id, node)
+                            self.comparisons.setdefault(base.id, []).append(node)
             elif t is ast.Assign:
                 for target in node.targets:
                     self._bind(target, node.value, PLAIN, ifs)
@@ -1177,7 +1179,7 @@ def _tr002_unmasked(k: _Kernel) -> None:
                  for n in _iter_expr(t) if isinstance(n, ast.Name) and k.name_facts(n.id) & AR]
         names = list(dict.fromkeys(names))
         extents = _arange_extents(k, terms)
-        check = next((k.compared[n] for n in names if n in k.compared and not _vacuous(k.compared[n], extents)), None)
+        check = next((c for n in names for c in _checks_of(k, n, node.lineno) if not _vacuous(c, extents)), None)
         # A tile (`pid * BLOCK + tl.arange(0, BLOCK)`) overhangs the end unless the size is a multiple of BLOCK.
         # A row (`row * stride + tl.arange(0, WIDTH)`) is fine when WIDTH is the exact row length, so it is
         # only reported when the kernel bounds-checks those offsets elsewhere and forgets it here.
@@ -1399,6 +1401,14 @@ def _launcher_guards(k: _Kernel) -> tuple[bool, set[str]]:
 _PADDED = re.compile(r"cdiv|next_power_of_2|\bpad|padded|round_up|align")
 
 
+def _checks_of(k: _Kernel, name: str, at: int) -> list[ast.Compare]:
+    """Bounds checks of a name that test the value it has on line `at`: a name reassigned for other offsets
+    (`o_a = ...` twice) is checked only by comparisons after its last assignment before that line."""
+    plain = [b[2].lineno for b in k.assigns.get(name, ()) if b[2] is not None]
+    since = max((ln for ln in plain if ln < at), default=0) if len(plain) > 1 else 0
+    return [c for c in k.comparisons.get(name, ()) if c.lineno >= since]
+
+
 def _whole_blocks_only(k: _Kernel, extents: set) -> bool:
     """The kernel counts its blocks with floor division by the block size (`Ms = M // TILE_M`): only whole blocks
     exist, so the last one cannot overhang."""
@@ -1496,6 +1506,9 @@ def _terms(k: _Kernel, e: ast.AST | None, seen: set[str], at: int | None = None)
             if before:
                 last = max(before, key=lambda b: b[2].lineno)
                 binds = [b for b in binds if b[2] is None or b is last]
+                if len(binds) == 1 and last[0] == PLAIN and not (
+                        isinstance(last[1], ast.BinOp) and type(last[1].op) in (ast.Add, ast.Sub)):
+                    return [last[1]]  # the value itself: the name's facts mix in its other assignments
         if binds and all(b[0] == PLAIN and isinstance(b[1], ast.BinOp) and type(b[1].op) in (ast.Add, ast.Sub)
                          for b in binds):
             seen.update((e.id, "\0" + e.id))
@@ -1843,6 +1856,10 @@ def _check_name(ctx: FileContext, f: _File, node: ast.AST, module: str, attr: st
         return  # the common case, kept cheap
     tl = f.tl
     kernel = k.name if k else None
+    if k is not None and (attr in known or _older_triton(module, attr) is not None):
+        if (module, attr) in k.noted:  # a version note once per kernel and name, not at every call site
+            return
+        k.noted.add((module, attr))
     # Spell the name the way the user wrote it (`tl.arrange`, `libdevice.tanhh`); imports name the module.
     written = _short(ctx.src.segment(node), 60) if isinstance(node, ast.Attribute) else attr
     prefix = written[: len(written) - len(attr)]
@@ -1860,10 +1877,6 @@ def _check_name(ctx: FileContext, f: _File, node: ast.AST, module: str, attr: st
                        f"those versions need not be supported", kernel=kernel, severity=Severity.INFO)
         return
     older = _older_triton(module, attr)
-    if (older is not None or attr in _REMOVED and attr in known) and k is not None:
-        if attr in k.noted:  # a version note once per kernel and name, not at every call site
-            return
-        k.noted.add(attr)
     if older is not None:
         # It worked on the triton the code was written for; which triton runs it is not known here, and a compile
         # for a target (KC001) reports the failure on the installed one.
