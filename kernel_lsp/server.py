@@ -661,6 +661,7 @@ class KernelLanguageServer(LanguageServer):
 
         async def work() -> list:
             sites = self._launches_of(path)  # after the debounce: typing supersedes this work before it gets here
+            service.pool.prestart()  # a cold worker imports triton while the first kernel is planned
             planned = done = 0
 
             def progress(jobs: int, finished: int) -> None:

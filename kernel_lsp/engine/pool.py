@@ -204,6 +204,12 @@ class WorkerPool:
 
     # --- public API ---
 
+    def prestart(self) -> None:
+        """Start one worker now, if none runs, so that its start-up (the initializer's imports, about a second
+        for triton) overlaps with the caller's own work before the first job."""
+        if not self._closed and not self._workers:
+            self._spawn()
+
     async def run(
         self,
         fn_path: str,

@@ -2,8 +2,8 @@
 turns the results into problems (KC001–KC008, registered in analyzers/rules/compile.py).
 
 No triton import here: compiles run in `WorkerPool` processes (`compile_job` below is what they execute). The
-pool starts lazily, on the first cache miss, so a workspace that never compiles starts no process and writes
-nothing. Triton's own cache lives in `<workspace>/.kernel-lsp/triton-cache`, kernel-lsp's results in
+pool starts lazily (the server starts its first worker when it first compiles a file with kernels, so that
+triton's import overlaps with planning), so a workspace that never compiles starts no process and writes nothing. Triton's own cache lives in `<workspace>/.kernel-lsp/triton-cache`, kernel-lsp's results in
 `<workspace>/.kernel-lsp/cache` (content-addressed by the job key, which ignores where the kernel sits: a cached
 result is re-mapped with `relocate` to the lines of the job that asks).
 """
