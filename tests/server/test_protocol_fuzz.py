@@ -245,3 +245,81 @@ def test_many_rapid_changes_then_a_request(live: Live):
     reply = s.server.request("textDocument/documentSymbol", {"textDocument": {"uri": s.uri}})
     assert any(sym["name"] == "add_kernel" for sym in reply["result"]), reply
     live.settle(s)
+
+
+EXAMPLES = sorted((Path(__file__).resolve().parents[2] / "examples").glob("*.py"))
+
+
+@st.composite
+def edited_kernels(draw):
+    """A real kernel file with a few random cuts, copies and insertions: what half-typed code looks like."""
+    text = draw(st.sampled_from(EXAMPLES)).read_text()
+    for _ in range(draw(st.integers(1, 4))):
+        a = draw(st.integers(0, len(text)))
+        b = draw(st.integers(a, min(len(text), a + 200)))
+        how = draw(st.sampled_from(["cut", "copy", "insert"]))
+        if how == "cut":
+            text = text[:a] + text[b:]
+        elif how == "copy":
+            text = text[:b] + text[a:b] + text[b:]
+        else:
+            text = text[:a] + draw(st.text(st.sampled_from(list("()[]:,.=+*\n \t#'\"\\xytlBLOCK_0123")), max_size=30)) \
+                + text[a:]
+    return text
+
+
+@FUZZ
+@given(text=edited_kernels())
+def test_random_edits_of_real_kernels(live: Live, text):
+    s = live.session()
+    uri = s.server.root.as_uri() + "/edited.py"
+    if not getattr(s, "edited_open", False):
+        s.server.notify("textDocument/didOpen", {"textDocument": {"uri": uri, "languageId": "python", "version": 1,
+                                                                  "text": ""}})
+        s.edited_open, s.edited_version = True, 1
+    s.edited_version += 1
+    s.server.notify("textDocument/didChange", {"textDocument": {"uri": uri, "version": s.edited_version},
+                                               "contentChanges": [{"text": text}]})
+    reply = s.server.request("textDocument/documentSymbol", {"textDocument": {"uri": uri}})
+    assert "result" in reply or reply.get("error", {}).get("code") in KNOWN_CODES, reply
+    live.settle(s)
+
+
+@FUZZ
+@given(steps=st.lists(st.sampled_from(["write", "delete", "binary", "directory", "huge", "open", "close"]),
+                      min_size=1, max_size=6))
+def test_files_deleted_or_rewritten_during_analysis(live: Live, steps):
+    """A workspace file changes on disk under the server while it analyses it: written, deleted, replaced by binary
+    data, by a folder or by a large file, opened and closed in between, with the watcher's notices arriving late."""
+    import shutil
+
+    s = live.session()
+    path = s.server.root / "churn.py"
+    uri = path.as_uri()
+    for step in steps:
+        if path.is_dir():
+            shutil.rmtree(path)
+        if step == "write":
+            path.write_text(GOOD)
+        elif step == "delete":
+            path.unlink(missing_ok=True)
+        elif step == "binary":
+            path.write_bytes(b"\x00\xff\xfe" * 1000)
+        elif step == "directory":
+            path.unlink(missing_ok=True)
+            path.mkdir()
+        elif step == "huge":
+            path.write_text(GOOD * 4000)
+        elif step == "open":
+            s.server.notify("textDocument/didOpen", {"textDocument": {"uri": uri, "languageId": "python",
+                                                                      "version": 1, "text": TYPO}})
+        else:
+            s.server.notify("textDocument/didClose", {"textDocument": {"uri": uri}})
+        kind = 3 if not path.exists() else 2
+        s.server.notify("workspace/didChangeWatchedFiles", {"changes": [{"uri": uri, "type": kind}]})
+    s.server.notify("textDocument/didClose", {"textDocument": {"uri": uri}})
+    if path.is_dir():
+        shutil.rmtree(path)
+    path.unlink(missing_ok=True)
+    s.server.notify("workspace/didChangeWatchedFiles", {"changes": [{"uri": uri, "type": 3}]})
+    live.settle(s)
