@@ -220,9 +220,8 @@ def _wrapped_def(imports: ImportMap, value: ast.expr) -> tuple[str, list[ast.exp
     node = value
     while isinstance(node, ast.Call) and len(node.args) == 1 and not node.keywords:
         func = node.func
-        if isinstance(func, ast.Call) and _decorator_kind(imports, func) in ("autotune", "heuristics"):
-            decorators.append(func)
-        elif _decorator_kind(imports, func) == "jit":
+        kind = _decorator_kind(imports, func)
+        if kind == "jit" or isinstance(func, ast.Call) and kind in ("autotune", "heuristics"):
             decorators.append(func)
         else:
             return None

@@ -132,7 +132,8 @@ class TritonKernel:
     def launch_signature(self) -> tuple:
         """Everything launch checks read from a kernel: when it is unchanged, launches of it need no re-check."""
         return (tuple((p.name, p.is_constexpr, p.default is not None) for p in self.params),
-                tuple(sorted(self.provided_by_decorators)), self.autotune_configs_known, self.heuristics_known, self.unknown_wrappers,
+                tuple(sorted(self.provided_by_decorators)), self.autotune_configs_known, self.heuristics_known,
+                self.unknown_wrappers,
                 tuple(sorted(self.shape_params)), tuple(sorted(self.needed_constexprs)), self.rebound,
                 tuple(self.decorators))
 
@@ -275,6 +276,7 @@ def shift_kernel(kernel: TritonKernel, lines: int) -> TritonKernel:
                           for c in kernel.autotune_configs],
         autotune_keys=list(kernel.autotune_keys), heuristics=list(kernel.heuristics),
         autotune_configs_known=kernel.autotune_configs_known, qualname=kernel.qualname, rebound=kernel.rebound,
-        heuristics_known=kernel.heuristics_known, unknown_wrappers=kernel.unknown_wrappers, shape_params=kernel.shape_params,
+        heuristics_known=kernel.heuristics_known, unknown_wrappers=kernel.unknown_wrappers,
+        shape_params=kernel.shape_params,
         needed_constexprs=kernel.needed_constexprs,
     )

@@ -172,7 +172,8 @@ register(Rule(
     summary="`tl.program_id` times a runtime stride in 32-bit arithmetic: offsets overflow past 2**31 elements.",
     explanation="Program ids and integer arguments are int32, so `row * stride` wraps around once the tensor "
     "has more than 2**31 elements and the kernel reads the wrong memory. Whether that happens depends on sizes "
-    "the code does not show, so this is information: a risk to weigh for tensors that large. Cast the program id where it is "
+    "the code does not show, so this is information: a risk to weigh for tensors that large. Cast the program "
+    "id where it is "
     "bound, `tl.program_id(0).to(tl.int64)`, or an operand at the multiplication. `pid * BLOCK` with a "
     "constexpr BLOCK is not reported, nor are vector offsets (pid * BLOCK + tl.arange) times a stride.",
     wrong=_HDR + "def softmax(X, Y, stride, n, BLOCK: tl.constexpr):\n    row = tl.program_id(0)\n"
@@ -1253,9 +1254,8 @@ def _access_guards(k: _Kernel) -> dict[int, list[ast.AST]]:
 
     def guard_of(st: ast.stmt) -> ast.AST | None:
         test = None
-        if isinstance(st, ast.If) and not st.orelse and st.body and isinstance(st.body[-1], ast.Return):
-            test = st.test
-        elif isinstance(st, ast.Assert):
+        early_return = isinstance(st, ast.If) and not st.orelse and st.body and isinstance(st.body[-1], ast.Return)
+        if early_return or isinstance(st, ast.Assert):
             test = st.test
         elif isinstance(st, ast.Expr) and isinstance(st.value, ast.Call) and st.value.args and k.callee(
                 st.value.func) in (f"{TL}.device_assert", f"{TL}.static_assert", f"{TL}.assume"):
@@ -1357,7 +1357,8 @@ def _launcher_guards(k: _Kernel) -> tuple[bool, set[str]]:
         """How the launches spell the kernel's constexpr values (`BLOCK`, `1024`), and the parameter names."""
         out = set(k.constexpr)
         for site in sites:
-            out.update(ctx.src.segment(a) for i, a in enumerate(site.args) if i < len(order) and order[i] in k.constexpr)
+            out.update(ctx.src.segment(a) for i, a in enumerate(site.args)
+                       if i < len(order) and order[i] in k.constexpr)
             out.update(ctx.src.segment(kw.value) for kw in site.keywords if kw.arg in k.constexpr)
         return out
 
@@ -1880,7 +1881,8 @@ def _check_name(ctx: FileContext, f: _File, node: ast.AST, module: str, attr: st
     if older is not None:
         # It worked on the triton the code was written for; which triton runs it is not known here, and a compile
         # for a target (KC001) reports the failure on the installed one.
-        ctx.report("TR007", node, f"{written} is from an older triton ({older}): it fails on triton 3.6 and 3.9; keep it "
+        ctx.report("TR007", node, f"{written} is from an older triton ({older}): it fails on triton 3.6 and 3.9; "
+                   "keep it "
                    "only if the project pins that older triton", kernel=kernel, severity=Severity.INFO)
         return
     guess = _suggest(attr, known)
@@ -2065,7 +2067,8 @@ def _tr009_overflow(k: _Kernel) -> None:
             fix = _once(k, f"Cast to {tl}int64", [edit]) if edit is not None and k.f.can_fix else None
             where = "where it is bound" if edit is not None and edit.span != _span(k, p) else "at the multiplication"
             k.ctx.report("TR009", node, f"{pid_text} * {o_text} is computed in int32 and would overflow if the "
-                         f"offset passed 2**31 elements: if tensors that large are possible, cast the program id to int64 {where}, e.g. "
+                         f"offset passed 2**31 elements: if tensors that large are possible, cast the program id "
+                         f"to int64 {where}, e.g. "
                          f"{tl}program_id(0).to({tl}int64)", fix=fix, kernel=k.name)
             break
 

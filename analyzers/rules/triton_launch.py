@@ -129,7 +129,8 @@ register(Rule(
     "names; 3.6 silently drops them, so the kernel tunes once and never re-tunes when the size changes. Config and "
     "heuristics names that are neither parameters nor compile options raise KeyError at compile time. A config "
     "value for a parameter without `tl.constexpr` is information: it reaches the kernel as a runtime value, which "
-    "works but is rarely intended (a use that needs a constant is TR004's error). The quick fix renames to the closest parameter or adds the annotation.",
+    "works but is rarely intended (a use that needs a constant is TR004's error). The quick fix renames to the "
+    "closest parameter or adds the annotation.",
 ))
 register(Rule(
     code="TR014", name="num-warps-not-power-of-2", language="triton", severity=Severity.ERROR, fixable=True,
@@ -329,7 +330,8 @@ def check_constexpr_values(site: LaunchSite, kernel: TritonKernel, ctx: LaunchCo
                               f"occur, add a padded block parameter (`triton.next_power_of_2({arg.text})`) for the "
                               f"shape and keep `{name}`'s exact value as a runtime size for the mask")
                 else:
-                    advice = "if many values occur, drop `tl.constexpr` from the parameter so that one compile serves all"
+                    advice = ("if many values occur, drop `tl.constexpr` from the parameter so that one compile "
+                              "serves all")
                 yield _with(make_problem(
                     "TR012", arg.span, f"the runtime size `{arg.text}` is passed for the constexpr parameter "
                     f"`{name}`: every distinct value compiles a new kernel; {advice}",
@@ -452,7 +454,7 @@ def check_decorator_names(ctx: FileContext) -> None:
                         unknown(key, "config kwarg", kernel, params, allow_options=True)
                     elif not param.is_constexpr and (kernel.name, param.name) not in runtime_tuned:
                         runtime_tuned.add((kernel.name, param.name))  # once per parameter, not per config
-                        # It works (a tuned runtime value); only a use that needs a constant fails, and TR004 reports that.
+                        # It works (a tuned runtime value); only a use that needs a constant fails (TR004 says so).
                         report(key, f"config kwarg `{key.value}` sets `{kernel.name}`'s parameter `{key.value}`, which "
                                "is not `tl.constexpr`: the tuned value reaches the kernel as a runtime value",
                                _constexpr_fix(ctx, param), kernel, Severity.INFO)
