@@ -970,13 +970,7 @@ def _signatures(index: WorkspaceIndex, path: str) -> dict[str, tuple]:
     entry = index.get(path)
     if entry is None or entry.analysis is None:
         return {}
-    return {
-        k.name: (
-            tuple((p.name, p.is_constexpr, p.default is not None) for p in k.params),
-            tuple(sorted(k.provided_by_decorators)), k.autotune_configs_known,
-        )
-        for k in entry.analysis.kernels
-    }
+    return {k.name: k.launch_signature for k in entry.analysis.kernels}
 
 
 def build_server(log_level_from_cli: str | None = None) -> KernelLanguageServer:

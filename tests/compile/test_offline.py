@@ -133,3 +133,17 @@ def test_literal_kernels_still_compile(tmp_path) -> None:
 def _span(line: int):
     from analyzers.model import Span
     return Span.point(line, 0)
+
+
+def test_a_kernel_spelled_as_a_call_of_jit_compiles(tmp_path) -> None:
+    """`add_kernel = triton.jit(add)`: the kernel is compiled under the name its launches use."""
+    source = (HEAD + "def add(x_ptr, n, BLOCK: tl.constexpr):\n"
+              "    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)\n"
+              "    tl.store(x_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) + 1, mask=offs < n)\n\n"
+              "add_kernel = triton.jit(add)\n\n"
+              "def launch(x):\n"
+              "    add_kernel[(1,)](x, x.numel(), BLOCK=256)\n")
+    jobs = {"wrapped": plan_jobs(source, "add_kernel", ["sm_90"], path="wrapped.py", pins={"BLOCK": 256})[0]}
+    assert jobs["wrapped"].kernel == "add_kernel" and dict(jobs["wrapped"].constexprs) == {"BLOCK": 256}
+    results, _ = compile_all(jobs, str(tmp_path), workers=1)
+    assert results["wrapped"].ok, results["wrapped"].error

@@ -340,6 +340,8 @@ def extract_module(text: str, kernel: str, path: str = "<memory>", _depth: int =
             emit(" " * indent + f"@{triton_alias}.jit" + (f"({args})" if args else ""), dec_line)
         for i in range(first, last + 1):
             emit(src.line(i - 1), i)
+        if node is target.node and target.kernel.name != target.node.name and not indent:
+            emit(f"{target.kernel.name} = {target.node.name}")  # `k = triton.jit(f)`: the kernel is called k
 
     return ExtractedModule(
         kernel=target.kernel.name,
