@@ -242,3 +242,18 @@ def test_a_helper_imported_from_a_sibling_module_compiles_with_its_caller(servic
     assert dict(job.constexprs) == {}  # BLOCK is the imported module constant, read from its file
     result, _ = asyncio.run(service.run_job(job))
     assert result.ok, result.error
+
+
+def test_one_line_helpers_that_return_a_value_are_compiled_only_through_callers(service) -> None:
+    """`def exp(x): return tl.exp(x)`, called from kernels in other files, is a helper, not a kernel of its own."""
+    from analyzers import analyze_source
+
+    text = ("import triton\nimport triton.language as tl\n\n"
+            "if True:\n"
+            "    @triton.jit\n"
+            "    def exp(x): return tl.exp(x.to(tl.float32))\n\n"
+            "@triton.jit\n"
+            "def tanh(x):\n"
+            "    return tl.sigmoid(2 * x) * 2 - 1\n")
+    reports = asyncio.run(service.compile_file("op.py", text, analyze_source(text, "op.py"), ["sm_90"]))
+    assert reports == []

@@ -243,7 +243,8 @@ def _from_assumed_types(job: CompileJob, err: CompileError) -> bool:
     return any(": assumed *" in n for n in job.notes) and bool(_TYPE_WORDS.search(err.message))
 
 
-_RETURNS_VALUE = re.compile(r"^\s+return\s+[^\s#]")
+# `return value` on its own line, or a one-line `def f(x): return value`.
+_RETURNS_VALUE = re.compile(r"\s+return\s+[^\s#]|\s*def\s[^#]*\)\s*(->[^:]*)?:\s*return\s+[^\s#]")
 
 
 def _is_helper(name: str, analysis: FileAnalysis, text: str) -> bool:
