@@ -107,6 +107,7 @@ async def test_an_untrusted_workspace_is_compiled_offline_and_nothing_is_written
     assert sorted(p.name for p in tmp_path.iterdir()) == ["hostile.py"]
 
 
+@pytest.mark.timeout(300)
 async def test_trusting_turns_on_what_the_settings_ask_for_and_is_remembered(client, start, tmp_path, untrusted):
     client.answer_questions = "Trust"
     s = await start({"hostile.py": HOSTILE}, options={"compile": "off", "checks": "save", "latency": "off"})
@@ -114,6 +115,13 @@ async def test_trusting_turns_on_what_the_settings_ask_for_and_is_remembered(cli
     assert status["checks"]["when"] == "save"
     assert json.loads(untrusted.read_text())["trusted"] == [str(tmp_path.resolve())]
     assert not (tmp_path / "marks").exists()  # trusting runs nothing by itself
+    # Trusted, the checks run the file's code as asked: its module level, the spec's inputs, the launcher.
+    pytest.importorskip("torch")
+    uri = s.open("hostile.py")
+    checked = await s.command("kernel-lsp.runChecks", {"uri": uri, "line": 22, "character": 0})
+    assert "error" not in checked, checked
+    ran = (tmp_path / "marks").read_text().split("\n")
+    assert {"module level", "spec inputs", "launch"} <= set(ran), ran
 
 
 async def test_the_trust_command(start, tmp_path, untrusted):
