@@ -36,36 +36,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import ServerSession, code_line, kernel_file, load_line, machine_line, rss_of, write_files  # noqa: E402
+from kernel_lsp.engine.proc import cmdline, descendants  # noqa: E402
 
 SAMPLE_S = 30.0
 OPTIONS = {"compile": "open", "targets": ["sm_90"], "compileWorkers": 1, "checks": "save", "latency": "save",
            "checkDevice": "interpreter"}
-
-
-def children(pid: int) -> list[int]:
-    found = []
-    for task in Path(f"/proc/{pid}/task").glob("*"):
-        try:
-            found += [int(c) for c in (task / "children").read_text().split()]
-        except OSError:
-            pass
-    return found
-
-
-def descendants(pid: int) -> list[int]:
-    out, todo = [], children(pid)
-    while todo:
-        child = todo.pop()
-        out.append(child)
-        todo += children(child)
-    return out
-
-
-def cmdline(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
-    except OSError:
-        return ""
 
 
 def alive(pid: int) -> bool:

@@ -10,6 +10,7 @@ import subprocess
 import threading
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 
 class Stopped(Exception):
@@ -78,3 +79,30 @@ def killed_from_outside(returncode: int | None, what: str, again: str) -> str | 
         return None
     return (f"{what} was killed by SIGKILL from outside kernel-lsp (perhaps the system ran out of memory); this is "
             f"not a problem in the kernel: {again}")
+
+
+def descendants(pid: int) -> list[int]:
+    """Every process below `pid`, from Linux's /proc (empty elsewhere): to account for each worker a process left."""
+    def children(of: int) -> list[int]:
+        found = []
+        for task in Path(f"/proc/{of}/task").glob("*"):
+            try:
+                found += [int(c) for c in (task / "children").read_text().split()]
+            except OSError:
+                pass
+        return found
+
+    out, todo = [], children(pid)
+    while todo:
+        child = todo.pop()
+        out.append(child)
+        todo += children(child)
+    return out
+
+
+def cmdline(pid: int) -> str:
+    """The command line of a process, "" once it has gone."""
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
+    except OSError:
+        return ""

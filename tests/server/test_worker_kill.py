@@ -19,6 +19,8 @@ from pathlib import Path
 import pytest
 from lsprotocol import types
 
+from kernel_lsp.engine.proc import cmdline, descendants
+
 from .conftest import until, wait_for
 
 pytest.importorskip("torch")
@@ -39,32 +41,6 @@ def profile(request) -> str:
 
 
 # --- the server's processes ----------------------------------------------------------------------------------------
-
-
-def _children(pid: int) -> list[int]:
-    found = []
-    for task in Path(f"/proc/{pid}/task").glob("*"):
-        try:
-            found += [int(c) for c in (task / "children").read_text().split()]
-        except OSError:
-            pass
-    return found
-
-
-def descendants(pid: int) -> list[int]:
-    out, todo = [], _children(pid)
-    while todo:
-        child = todo.pop()
-        out.append(child)
-        todo += _children(child)
-    return out
-
-
-def cmdline(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-    except OSError:
-        return ""
 
 
 def state(pid: int) -> str:
