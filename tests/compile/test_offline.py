@@ -55,7 +55,7 @@ CASES = {
     "body_through_triton": (HEAD + "@triton.jit\ndef kernel(x_ptr, BLOCK: tl.constexpr = 16):\n"
                             "    triton.language.core.inspect.os.system('true')  # here\n" + BODY,
                             "triton.language.core.inspect"),
-    "body_imported_module": (HEAD + "from triton.language.semantic import builtins as b\n"
+    "body_imported_module": (HEAD + "from triton.language.core import builtins as b\n"
                              "@triton.jit\ndef kernel(x_ptr, BLOCK: tl.constexpr = 16):\n"
                              "    b.exec(\"{run}\")  # here\n" + BODY, "`b`"),
     "body_local_alias": (HEAD + "@triton.jit\ndef kernel(x_ptr, BLOCK: tl.constexpr = 16):\n"
