@@ -98,7 +98,8 @@ async def test_a_killed_compile_worker_is_replaced_and_the_file_told(start):
     from .kernels import GOOD
 
     s = await start({"good.py": GOOD, "matmul.py": MATMUL},
-                    options={"compile": "open", "compileDebounceMs": 0, "targets": ["sm_90"], "compileWorkers": 1})
+                    options={"compile": "open", "compileDebounceMs": 0, "targets": ["sm_90"], "compileWorkers": 1,
+                             "pins": {"add_kernel": {"BLOCK": 256}}})  # GOOD launches nothing: BLOCK is pinned
     server = await server_pid(s)
     good = s.open("good.py")
     await until(lambda: hints(s, good, GOOD), lambda hs: any("regs" in str(h.label) for h in hs), timeout=180)
