@@ -194,6 +194,8 @@ def compile_problems(report: KernelCompileReport, target_spec: TargetSpec | None
                     "internal": "it failed inside kernel-lsp"}[err.kind]
             hint = ("raise the compileTimeoutS setting if the kernel is just large" if err.kind == "timeout"
                     else "report it with this message" if err.kind == "internal"
+                    # the pool's own words for a worker killed by something else (engine/pool.py)
+                    else "it compiles again when the file changes" if "from outside kernel-lsp" in message
                     else "a smaller configuration may compile; report it with this message")
             msg = (f"kernel-lsp could not compile {kernel} {where}: {what} ({message}). Nothing is known about this "
                    f"configuration, and nothing wrong is said of the kernel; {hint}.")
