@@ -141,6 +141,12 @@ class FrameParser:
             self._garbage(out, "a message without a Content-Length header" if looks_like_body
                           else f"bytes that are not a header ({_preview(line)})")
             return True
+        if header[1].lower() == b"content-length" and (self._length is not None or self._bad_length is not None):
+            # A second Content-Length: the block before lost its blank line, and this line begins the next message.
+            out.append(Problem("a header block without the blank line that ends it; resuming at the next "
+                               "Content-Length header", INVALID_REQUEST))
+            self._reset_headers()
+            return True
         del buf[:nl + 1]
         self._headers_seen = True
         if header[1].lower() == b"content-length":
@@ -151,8 +157,6 @@ class FrameParser:
                 # Beyond 18 digits the number only matters as "too large" (and int() of thousands of digits raises).
                 length = int(value) if len(value) <= 18 else self.limit + 1
                 self._length_text = value
-                if self._length is not None and self._length != length:
-                    self._bad_length = b"two different values"
                 self._length = length
         return True
 
@@ -188,8 +192,11 @@ class FrameParser:
                     return True
                 out.append(Problem(f"a message body that is not JSON ({_json_error(exc)}); skipping to the next "
                                    "Content-Length header", PARSE_ERROR, _request_id(body)))
-                # A length that overstates a broken body may cover the next message's header: resume there.
-                inside = _HEADER_START.search(buf, 1, n)
+                # A length that overstates a broken body may cover the next message's header, or its start only:
+                # resume at a header that begins inside the length.
+                inside = _HEADER_START.search(buf, 1)
+                if inside is not None and inside.start() >= n:
+                    inside = None
                 del buf[:inside.start() if inside is not None else n]
                 self._state = _HEADERS if inside is not None else _SKIP  # a short length leaves the rest ahead
                 return True
@@ -199,7 +206,7 @@ class FrameParser:
             return True
         # A header line (with a real line break, which no JSON string holds) inside a body still being read means
         # its length was overstated: the next message starts there. Only the new bytes are searched.
-        header = _WHOLE_HEADER.search(buf, max(1, self._searched - 64))
+        header = _WHOLE_HEADER.search(buf, max(0, self._searched - 64))  # no JSON body starts with a header
         self._searched = len(buf)
         ahead = buf[:header.start()] if header is not None else buf
         # Otherwise only a body that ends with a closing bracket can already be whole.

@@ -323,3 +323,19 @@ def test_files_deleted_or_rewritten_during_analysis(live: Live, steps):
     path.unlink(missing_ok=True)
     s.server.notify("workspace/didChangeWatchedFiles", {"changes": [{"uri": uri, "type": 3}]})
     live.settle(s)
+
+
+@settings(max_examples=500, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+@given(frames=st.lists(mutated_frames(), min_size=1, max_size=3), chunk=st.integers(1, 70000))
+def test_the_frame_after_damaged_ones_is_read_as_soon_as_it_arrives(frames, chunk):
+    """The reader alone, fed the damage in pieces of any size, then one valid message and nothing after it (as an
+    editor that waits for an answer): that message must come out at once, not when a later one arrives."""
+    from kernel_lsp.transport import FrameParser, Message
+
+    parser, out = FrameParser(), []
+    damage = b"".join(frames)
+    for i in range(0, len(damage), chunk):
+        out += parser.feed(damage[i:i + chunk])
+    out += parser.feed(frame({"jsonrpc": "2.0", "method": "textDocument/didChange", "params": {"marker": 1}}))
+    assert [e for e in out if isinstance(e, Message) and isinstance(e.payload, dict)
+            and e.payload.get("params") == {"marker": 1}], (frames, out[-3:])
