@@ -147,3 +147,122 @@ def choose(ranked: list[Candidate], measured_us: dict[Candidate, float]) -> tupl
     if timed:
         return min(timed, key=lambda t: t[0])[1], "measured"
     return (ranked[0], "estimated") if ranked else (None, "none")
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# An adaptive measured search: the model proposes, measurements decide.
+
+
+@dataclass
+class SearchPlan:
+    winner: dict | None
+    measured: dict[str, float]  # configuration key -> median of its measurements, microseconds
+    runs: int  # measurements taken (re-measurements of close finalists included)
+    rounds: int
+
+
+def config_key(cfg: dict) -> str:
+    return ", ".join(f"{k}={cfg[k]}" for k in sorted(cfg))
+
+
+def _steps(space: list[dict]) -> dict[str, list]:
+    """Each tunable's distinct values in order: a step is to the next value up or down."""
+    out: dict[str, set] = {}
+    for cfg in space:
+        for k, v in cfg.items():
+            out.setdefault(k, set()).add(v)
+    return {k: sorted(v, key=lambda x: (not isinstance(x, (int, float)), x)) for k, v in out.items() if len(v) > 1}
+
+
+def _neighbours(cfg: dict, steps: dict[str, list], index: dict[str, dict]) -> list[dict]:
+    out = []
+    for k, values in steps.items():
+        if k not in cfg:
+            continue
+        i = values.index(cfg[k])
+        for j in (i - 1, i + 1):
+            if 0 <= j < len(values):
+                other = index.get(config_key({**cfg, k: values[j]}))
+                if other is not None:
+                    out.append(other)
+    return out
+
+
+def search_plan(space: list[dict], estimate_us, measure, *, current: dict | None = None,
+                fraction: float = MEASURE_FRACTION, spread: float = 0.03) -> SearchPlan:
+    """Which configurations to time, and the winner: successive halving around the model's picks.
+
+    Round one times the model's best quarter of the budget, plus, for every value of every tunable, the
+    best-estimated configuration with that value (so a model that is wrong about one tunable cannot hide that part
+    of the space), plus the current configuration. Each later round keeps the faster half of what was timed and
+    times the unmeasured one-step neighbours of the survivors, best estimate first, until the budget (`fraction`
+    of the space) is spent or nothing new is near the survivors; the neighbours of the fastest survivors go first. Finalists within `spread` (the timing's relative
+    noise) of the fastest are timed twice more and compared by their medians. `estimate_us(cfg)` may return None
+    (no estimate: ranked last); `measure(cfg)` returns microseconds, or None/inf when the configuration fails."""
+    if not space:
+        return SearchPlan(None, {}, 0, 0)
+    index = {config_key(c): c for c in space}
+    budget = max(2, int(fraction * len(space)))
+    est = {}
+    for c in space:
+        try:
+            e = estimate_us(c)
+        except Exception:  # noqa: BLE001 - a model failure ranks the configuration last, never stops the search
+            e = None
+        est[config_key(c)] = e if e is not None and math.isfinite(e) else math.inf
+    ranked = sorted(space, key=lambda c: est[config_key(c)])
+    runs: dict[str, list[float]] = {}
+
+    def time(cfg: dict) -> None:
+        key = config_key(cfg)
+        try:
+            us = measure(cfg)
+        except Exception:  # noqa: BLE001 - a failing configuration is recorded as failed
+            us = None
+        runs.setdefault(key, []).append(us if us is not None and math.isfinite(us) else math.inf)
+
+    def median(key: str) -> float:
+        values = sorted(runs[key])
+        return values[len(values) // 2]
+
+    first: list[dict] = ranked[:max(1, budget // 4)]
+    steps = _steps(space)
+    for k, values in steps.items():
+        for v in values:
+            pick = next((c for c in ranked if c.get(k) == v), None)
+            if pick is not None and pick not in first:
+                first.append(pick)
+    if current is not None and config_key(current) in index and index[config_key(current)] not in first:
+        first.append(index[config_key(current)])
+    for cfg in first[:budget]:
+        time(cfg)
+    rounds = 1
+    while len(runs) < budget:
+        timed = sorted(runs, key=median)
+        survivors = timed[:max(2, len(timed) // 2)]
+        fresh: list[dict] = []
+        origin: dict[str, int] = {}  # neighbour -> measured rank of the survivor it was found next to
+        for rank_, key in enumerate(survivors):
+            for n in _neighbours(index[key], steps, index):
+                if config_key(n) not in runs and config_key(n) not in origin:
+                    origin[config_key(n)] = rank_
+                    fresh.append(n)
+        if not fresh:
+            break
+        # Next to the fastest measured first; the model orders the neighbours of one survivor.
+        fresh.sort(key=lambda c: (origin[config_key(c)], est[config_key(c)]))
+        room = budget - len(runs)
+        for cfg in fresh[:max(1, min(room, len(survivors)))]:
+            time(cfg)
+        rounds += 1
+    timed = sorted(runs, key=median)
+    if timed and math.isfinite(median(timed[0])):
+        best = median(timed[0])
+        close = [k for k in timed[:4] if median(k) <= best * (1 + spread)]
+        if len(close) > 1:
+            for key in close:
+                time(index[key])
+                time(index[key])
+        timed = sorted(runs, key=median)
+    winner = index[timed[0]] if timed and math.isfinite(median(timed[0])) else None
+    return SearchPlan(winner, {k: median(k) for k in runs}, sum(len(v) for v in runs.values()), rounds)
