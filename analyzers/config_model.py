@@ -159,3 +159,41 @@ def estimate(launch: Launch, hw: Hardware, cal: Calibration | None = None) -> Co
     us = (body + spill) * 1e6 + hw.launch_overhead_us
     return ConfigEstimate(us, {**{k: v * 1e6 for k, v in terms.items()}, "spill": spill * 1e6}, per_sm, waves,
                           calibrated_on=measured_on)
+
+
+def launch_from_work(work, hw: Hardware, registers: int | None = None, shared_bytes: int | None = None,
+                     spill_bytes: int = 0) -> Launch:
+    """The model's view of a launch whose work was counted (analyzers.roofline.Work) and compiled.
+
+    The loop's shape is read from the block-size constexprs: a tl.dot kernel iterates over K in BLOCK_K steps
+    (iterations = dot FLOPs per program / 2 x BLOCK_M x BLOCK_N x BLOCK_K); a row kernel loads its largest block
+    per iteration (iterations = bytes a program loads / the block's bytes, at 4 bytes an element: the counts do not
+    keep element sizes, so an fp16 row kernel is read as looping twice as often). Where neither reading applies,
+    one iteration carrying the program's whole loads."""
+    from .roofline import dram_bytes
+
+    programs = max(1, int(work.programs))
+    blocks = {k: v for k, v in work.constexprs if isinstance(v, int) and not isinstance(v, bool) and v > 0
+              and "BLOCK" in k.upper()}
+    by_axis = {axis: next((v for k, v in blocks.items() if k.upper().removesuffix("_SIZE").endswith(axis)), None)
+               for axis in ("M", "N", "K")}
+    load_per_program = work.load_bytes / programs
+    iterations, per_iteration, warp_tile = 1.0, load_per_program, None
+    tensor = sum(work.tensor_flops.values())
+    if tensor and all(by_axis.values()):
+        bm, bn, bk = by_axis["M"], by_axis["N"], by_axis["K"]
+        iterations = max(1.0, tensor / programs / (2.0 * bm * bn * bk))
+        per_iteration = load_per_program / iterations
+        warp_tile = bm * bn / max(1, work.num_warps)
+    elif blocks:
+        elem = 4.0
+        widest = max(blocks.values())
+        iterations = max(1.0, load_per_program / (widest * elem))
+        per_iteration = load_per_program / iterations
+    dram = dram_bytes(work, hw)
+    dtype = next(iter(work.tensor_flops), "fp16")
+    return Launch(programs=programs, num_warps=work.num_warps, num_stages=work.num_stages, dram_bytes=dram,
+                  l2_bytes=max(0.0, work.requested_bytes - dram), tensor_flops=tensor, tensor_dtype=dtype,
+                  elements=work.vector_flops + work.requested_bytes / 4.0, iterations=iterations,
+                  bytes_per_iteration=per_iteration, warp_tile=warp_tile, registers=registers,
+                  shared_bytes=shared_bytes, spill_bytes=spill_bytes)

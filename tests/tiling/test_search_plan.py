@@ -123,3 +123,21 @@ def test_on_the_h200_sweeps_the_search_reaches_95_percent_of_the_best_measuring_
         reached = best / by_cfg[json.dumps(plan.winner, sort_keys=True)]["us"]
         assert reached >= 0.95, (case["case"], reached)
         assert len(plan.measured) <= 0.3 * len(space), case["case"]
+
+
+def test_counted_work_becomes_the_models_launch() -> None:
+    from analyzers.roofline import ArgTraffic, Work
+
+    hw = get_device("H200")
+    gemm = Work(programs=512, num_warps=8, num_stages=3,
+                args=(ArgTraffic("a", 64e6, 0, 32e6, 32e6), ArgTraffic("b", 64e6, 0, 32e6, 32e6),
+                      ArgTraffic("c", 0, 32e6, 32e6, 32e6)),
+                tensor_flops={"fp16": 2.0 * 4096 ** 3},
+                constexprs=(("BLOCK_SIZE_M", 128), ("BLOCK_SIZE_N", 256), ("BLOCK_SIZE_K", 64)))
+    launch = config_model.launch_from_work(gemm, hw, registers=220, shared_bytes=147456)
+    assert launch.iterations == 4096 / 64 and launch.warp_tile == 128 * 256 / 8
+    rows = Work(programs=8192, num_warps=8, num_stages=2, args=(ArgTraffic("x", 268e6, 0, 268e6, 268e6),),
+                constexprs=(("BLOCK", 2048),))
+    launch = config_model.launch_from_work(rows, hw, registers=32, shared_bytes=0)
+    assert launch.bytes_per_iteration == 2048 * 4
+    assert math.isfinite(config_model.estimate(launch, hw).us)
