@@ -159,7 +159,10 @@ class WorkspaceIndex:
         analysis = entry.analysis
         found = list(analysis.problems)
         found += check_launch_sites(analysis, lambda site: self.resolve(site, path))
-        found += extra
+        # The compiler rejecting a line that a rule already reports as an error (`str(x)` in a kernel) says the
+        # same thing twice: the rule's message names the fix.
+        errors = {p.span.start_line for p in found if p.severity == Severity.ERROR}
+        found += [p for p in extra if not (p.code == "KC001" and p.span.start_line in errors)]
         return self.filtered(found, analysis.suppressions)
 
     def filtered(self, found: Sequence[Problem], suppressions: dict[int, frozenset[str]] | None = None

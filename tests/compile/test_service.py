@@ -131,8 +131,18 @@ def test_matmul_128x256x64_over_lds_on_gfx942_is_kc004(service) -> None:
     report = KernelCompileReport(str(path), kernel.name, job.target, kernel.name_span, [JobReport(job, result, False)])
     problems = compile_problems(report, parse_target("gfx942"))
     [kc004] = [p for p in problems if p.code == "KC004"]
-    assert "fails at launch" in kc004.message and "gfx942" in kc004.message and "autotune config 1" in kc004.message
+    assert "fail at launch" in kc004.message and "gfx942" in kc004.message and "autotune config 1" in kc004.message
     assert kc004.span == kernel.name_span
+    # The example's pointers carry no type: the 96 KB rest on the fp16 kernel-lsp assumed, so it is not an error.
+    assert kc004.severity == Severity.INFO and "assumed *fp16" in kc004.message
+
+    pinned = plan_jobs(text, "matmul_kernel", ["gfx942"], path=str(path),
+                       pins={p: "*fp16" for p in ("a_ptr", "b_ptr", "c_ptr")})[0]
+    result, _ = asyncio.run(service.run_job(pinned))
+    report = KernelCompileReport(str(path), kernel.name, job.target, kernel.name_span,
+                                 [JobReport(pinned, result, False)])
+    [kc004] = [p for p in compile_problems(report, parse_target("gfx942")) if p.code == "KC004"]
+    assert kc004.severity == Severity.ERROR and "fails at launch" in kc004.message
 
 
 def test_the_kernel_the_user_looks_at_compiles_first(tmp_path):

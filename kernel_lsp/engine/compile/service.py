@@ -205,15 +205,27 @@ def compile_problems(report: KernelCompileReport, target_spec: TargetSpec | None
         if not r.ok:
             continue
         where = _where(jr.job)
+        # Spills and shared memory scale with the element types: with assumed pointer types they are facts of a
+        # kernel nobody may run (an fp8 GEMM compiled as fp16 needs twice the shared memory), so they are
+        # information that names the assumption, not a verdict.
+        types = "; ".join(n for n in jr.job.notes if ": assumed *" in n)
+        assumed = f" with the pointer types kernel-lsp assumed ({types})" if types else ""
+        pin = " Pin the pointer types (the `pins` setting) to know." if types else ""
         if res.spill_bytes:
-            out.append(_problem("KC003", here, f"{kernel}: {res.spill_bytes} bytes spilled {where} "
+            out.append(_problem("KC003", here, f"{kernel}: {res.spill_bytes} bytes spilled {where}{assumed} "
                                 f"({res.registers} registers per thread): use smaller block sizes or more "
-                                "num_warps so that each thread holds fewer values.", kernel))
+                                f"num_warps so that each thread holds fewer values.{pin}", kernel,
+                                severity=Severity.INFO if types else None))
         if res.shared_bytes is not None and res.shared_bytes > spec.shared_per_block:
-            out.append(_problem("KC004", here, f"{kernel} compiles but fails at launch {where}: it needs "
-                                f"{res.shared_bytes // 1024} KB of shared memory per block, {spec.name} allows "
-                                f"{spec.shared_per_block // 1024} KB. Use smaller tiles or fewer num_stages, or leave "
-                                f"this configuration out for {spec.name}.", kernel))
+            if types:
+                out.append(_problem("KC004", here, f"{kernel} would fail at launch {where}{assumed}: it needs "
+                                    f"{res.shared_bytes // 1024} KB of shared memory per block, {spec.name} allows "
+                                    f"{spec.shared_per_block // 1024} KB.{pin}", kernel, severity=Severity.INFO))
+            else:
+                out.append(_problem("KC004", here, f"{kernel} compiles but fails at launch {where}: it needs "
+                                    f"{res.shared_bytes // 1024} KB of shared memory per block, {spec.name} allows "
+                                    f"{spec.shared_per_block // 1024} KB. Use smaller tiles or fewer num_stages, or "
+                                    f"leave this configuration out for {spec.name}.", kernel))
         if _has_tensor_cores(spec) and _uses_dot(jr.job) and not res.matrix_instructions:
             out.append(_problem("KC005", here, f"{kernel}: tl.dot does not use tensor cores {where}; it runs on "
                                 "the FMA units. Use 16-bit (or tf32) inputs and tiles of at least 16 in every "
