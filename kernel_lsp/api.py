@@ -638,7 +638,11 @@ class Workspace:
             if name in (n for n, _, _ in named):
                 raise ApiError(f"candidates[{i}]: the name {name!r} is used twice")
             text = self._text(c["source"], f"candidates[{i}].source")
-            full = str(self._path(c["path"])) if c.get("path") else str(self.root / f"<{name}>.py")
+            if c.get("path"):
+                full = str(self._path(c["path"]))
+            else:  # a name for line maps and tracebacks only: nothing is written there
+                safe = re.sub(r"[^\w.-]", "_", name)
+                full = str(self.root / f"<{safe}>.py")
             named.append((name, full, text))
         base = baseline if baseline is not None else named[0][0]
         if base not in (n for n, _, _ in named):

@@ -39,6 +39,8 @@ Running code: {run}."""
 class Candidate(BaseModel):
     name: str = Field(description="a short name for this candidate, unique in the call")
     source: str = Field(description="the whole file: kernel, launcher, reference and @spec")
+    path: str | None = Field(default=None, description="where the file would live in the workspace (for imports "
+                             "of its neighbouring modules); it is not written")
 
 
 def build_server(workspace: Workspace, *, max_parallel: int = 2) -> MCPServer:
@@ -121,7 +123,7 @@ def build_server(workspace: Workspace, *, max_parallel: int = 2) -> MCPServer:
         """Check each candidate file with the hardened verdict and rank those that pass by latency (measured on a
         GPU, else estimated for `target`), with the speedup against `baseline` (default: the first candidate).
         Every candidate that fails a check ranks after every passing one, with its reason. Runs their code."""
-        return await call(workspace.compare, [c.model_dump() for c in candidates], kernel=kernel, baseline=baseline,
+        return await call(workspace.compare, [c.model_dump(exclude_none=True) for c in candidates], kernel=kernel, baseline=baseline,
                           target=target)
 
     @server.tool(annotations=ToolAnnotations(readOnlyHint=False, destructiveHint=False, openWorldHint=False))
