@@ -349,6 +349,7 @@ class Workspace:
         self.memory_mb = int(memory_mb)
         self._lock = threading.Lock()
         self._compile_lock = threading.Lock()
+        self._parse_caches: dict[str, Any] = {}  # path -> analyzers.source.ParseCache
         self._loop: asyncio.AbstractEventLoop | None = None
         self._service = None
 
@@ -438,7 +439,7 @@ class Workspace:
 
         full, text = self._input(path, source)
         index = WorkspaceIndex(self.settings)
-        entry = index.set_text(full, text)
+        entry = index.store_analysis(full, self._analysis(full, text), None, True)
         analysis = entry.analysis
         kernels = []
         if analysis is not None:
@@ -448,6 +449,19 @@ class Workspace:
                         analysis.nki_kernels]
         findings = [_finding(p) for p in index.problems(full)]
         return _scrub(AnalyzeResult(full, kernels, findings), _secret_values())
+
+    def _analysis(self, full: str, text: str):
+        """The file's analysis, through a parse cache per path as the editor keeps per document: an agent re-reads
+        the same file or one it changed slightly, and only the statements that changed are parsed and checked."""
+        from analyzers.analyze import analyze_source
+        from analyzers.source import ParseCache
+
+        with self._lock:
+            cache = self._parse_caches.pop(full, None) or ParseCache()
+            self._parse_caches[full] = cache  # most recently used last
+            while len(self._parse_caches) > 64:
+                self._parse_caches.pop(next(iter(self._parse_caches)))
+        return analyze_source(text, full, cache)
 
     # --- compile -----------------------------------------------------------------------------------------------
 
@@ -473,7 +487,6 @@ class Workspace:
         and configuration. `config` pins parameter types or constexpr values (the `pins` setting's format, e.g.
         {"BLOCK_SIZE": 256, "x_ptr": "*fp16"}) where the file does not say them. `ir`: stages to return ("ttir",
         "ttgir", "llir", "ptx", "amdgcn"). The offline compile runs none of the workspace's code."""
-        from analyzers.analyze import analyze_source
         from analyzers.targets import UnknownTargetError, parse_target
 
         from .engine.compile import triton_installed
@@ -495,7 +508,7 @@ class Workspace:
         unknown = sorted(set(stages) - {"ttir", "ttgir", "llir", "ptx", "amdgcn"})
         if unknown:
             raise ApiError(f"ir: unknown stage {', '.join(unknown)} (ttir, ttgir, llir, ptx, amdgcn)")
-        analysis = analyze_source(text, full)
+        analysis = self._analysis(full, text)
         if kernel is not None and kernel not in {k.name for k in analysis.kernels}:
             known = ", ".join(k.name for k in analysis.kernels) or "none"
             raise ApiError(f"no Triton kernel named {kernel!r} in {full} (kernels: {known})")
