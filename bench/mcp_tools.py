@@ -20,10 +20,10 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import EXAMPLES, REPO, machine_line, percentile  # noqa: E402
+from common import EXAMPLES, REPO, machine_line, percentile
 
 sys.path.insert(0, str(REPO))
-from tests.mcp.conftest import mcp_session, structured  # noqa: E402
+from tests.mcp.conftest import mcp_session, structured
 
 
 def five_hundred_lines() -> str:

@@ -28,10 +28,11 @@ import os
 import re
 import threading
 import time
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Self
 
 from analyzers.model import Problem, Severity
 
@@ -353,7 +354,7 @@ class Workspace:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._service = None
 
-    def __enter__(self) -> Workspace:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -4,7 +4,8 @@ A thin adapter over `kernel_lsp.api`: every tool is one `Workspace` operation, i
 output schema, and bad input comes back as a tool error with the API's message (the server carries on). Tools
 that run the workspace's code (check, measure, tune, compare and the verification of proposals) run only when the
 folder is trusted or the server was started with `--allow-run`: the agent cannot grant that itself. At most
-`--max-parallel` of them run at once; each checking process has the check timeout and `--memory-mb`.
+`--max-parallel` of them run at once (analyses and compiles do not wait for them); each checking process has the
+check timeout and `--memory-mb`.
 
 Resources: the rule catalogue, the hardware table, and each kernel's last report. Prompts: optimize a kernel,
 port a kernel to NKI.
@@ -24,8 +25,18 @@ from mcp_types import ToolAnnotations
 from pydantic import BaseModel, Field
 
 from . import __version__
-from .api import (API_VERSION, AnalyzeResult, ApiError, CheckResult, CompareResult, CompileResult, MeasureResult,
-                  ProposalResult, TuneResult, Workspace)
+from .api import (
+    API_VERSION,
+    AnalyzeResult,
+    ApiError,
+    CheckResult,
+    CompareResult,
+    CompileResult,
+    MeasureResult,
+    ProposalResult,
+    TuneResult,
+    Workspace,
+)
 
 INSTRUCTIONS = """\
 kernel-lsp checks GPU kernels (Triton first) in the workspace {root}.
@@ -60,20 +71,22 @@ def build_server(workspace: Workspace, *, max_parallel: int = 2) -> MCPServer:
             for k in kernels:
                 reports.setdefault(k, {})[kind] = data
 
-    async def call(fn, *args, **kwargs):
+    async def call(fn, *args, runs_code: bool = True, **kwargs):
+        """`fn` in a worker thread; calls that run the project's code wait for one of the `max_parallel` slots,
+        so that a few long checks do not hold up analyses and cached compiles."""
         try:
-            return await anyio.to_thread.run_sync(lambda: fn(*args, **kwargs), limiter=limiter)
+            return await anyio.to_thread.run_sync(lambda: fn(*args, **kwargs), limiter=limiter if runs_code else None)
         except ApiError as exc:
             raise ToolError(str(exc)) from None
 
     read_only = ToolAnnotations(readOnlyHint=True, openWorldHint=False)
-    runs_code = ToolAnnotations(readOnlyHint=False, destructiveHint=False, openWorldHint=False)
+    code_running = ToolAnnotations(readOnlyHint=False, destructiveHint=False, openWorldHint=False)
 
     @server.tool(annotations=read_only)
     async def analyze(path: str | None = None, source: str | None = None) -> AnalyzeResult:
         """Static findings of a Triton or NKI file (rule code, severity, message, 1-based line and column, and a fix
         where one exists). Give `path` (inside the workspace) or `source` (the file's text). Runs no code."""
-        return await call(workspace.analyze, path, source)
+        return await call(workspace.analyze, path, source, runs_code=False)
 
     @server.tool(annotations=read_only)
     async def compile(source: str | None = None, path: str | None = None, kernel: str | None = None,
@@ -83,11 +96,12 @@ def build_server(workspace: Workspace, *, max_parallel: int = 2) -> MCPServer:
         errors at their lines, and registers, spills, shared memory and occupancy per target and configuration.
         `config` pins parameter types or constexpr values the file does not give ({"BLOCK_SIZE": 256,
         "x_ptr": "*fp16"}); `ir` asks for stages (ttir, ttgir, llir, ptx, amdgcn). Runs none of the file's code."""
-        result = await call(workspace.compile, path, source, kernel=kernel, targets=targets, config=config, ir=ir)
+        result = await call(workspace.compile, path, source, kernel=kernel, targets=targets, config=config, ir=ir,
+                            runs_code=False)
         remember("compile", {c.kernel for c in result.configs}, result)
         return result
 
-    @server.tool(annotations=runs_code)
+    @server.tool(annotations=code_running)
     async def check(source: str | None = None, path: str | None = None, kernel: str | None = None) -> CheckResult:
         """The hardened correctness verdict of each @spec in the file (or of `kernel`'s): the kernel against its
         PyTorch reference on several shapes and dtypes, with checks that refuse launchers that skip the kernel,
@@ -97,7 +111,7 @@ def build_server(workspace: Workspace, *, max_parallel: int = 2) -> MCPServer:
         remember("check", {v.kernel for v in result.verdicts}, result)
         return result
 
-    @server.tool(annotations=runs_code)
+    @server.tool(annotations=code_running)
     async def measure(source: str | None = None, path: str | None = None, kernel: str | None = None,
                       targets: list[str] = ["H200"]) -> MeasureResult:  # noqa: B006
         """Latency of each @spec'd kernel at its bench shapes: measured on this machine's GPU (with the reference
@@ -107,7 +121,7 @@ def build_server(workspace: Workspace, *, max_parallel: int = 2) -> MCPServer:
         remember("measure", {e.kernel for e in result.entries}, result)
         return result
 
-    @server.tool(annotations=runs_code)
+    @server.tool(annotations=code_running)
     async def tune(kernel: str, source: str | None = None, path: str | None = None, target: str = "H200",
                    budget: int = 48) -> TuneResult:
         """Tiling search for `kernel` on `target`: up to `budget` configurations (block sizes, num_warps,
@@ -117,7 +131,7 @@ def build_server(workspace: Workspace, *, max_parallel: int = 2) -> MCPServer:
         remember("tune", {kernel}, result)
         return result
 
-    @server.tool(annotations=runs_code)
+    @server.tool(annotations=code_running)
     async def compare(candidates: list[Candidate], kernel: str | None = None, baseline: str | None = None,
                       target: str = "H200") -> CompareResult:
         """Check each candidate file with the hardened verdict and rank those that pass by latency (measured on a

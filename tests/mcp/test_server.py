@@ -202,3 +202,33 @@ async def test_check_and_proposal_in_a_trusted_run(workspace: Path):
         report = resource_json(await session.read_resource("kernel-lsp://report/add_kernel"))
         assert report["check"]["verdicts"][0]["status"] == "mismatch"  # the last check of the kernel
     assert (workspace / "vector_add.py").read_text(encoding="utf-8") == original
+
+
+@pytest.mark.timeout(600)
+async def test_measure_and_tune_the_example(workspace: Path):
+    pytest.importorskip("torch")
+    pytest.importorskip("triton")
+    async with mcp_session(workspace, "--allow-run") as session:
+        timed = structured(await session.call_tool("measure", {"path": "vector_add.py", "targets": ["H100", "sm_90"]}))
+        assert timed["errors"] == []
+        entries = [e for e in timed["entries"] if e["kernel"] == "add_kernel"]
+        assert entries and all(e["shape"] == [1 << 24] for e in entries)
+        if timed["source"] == "estimate":  # no GPU: the model's figure, labelled, per device
+            assert {e["device"] for e in entries} == {"H100", "H200"}
+            for e in entries:
+                assert e["source"] == "estimate" and "est." in e["label"] and e["us"] > 0
+                assert 0 < e["fraction_of_roofline"] <= 1 and e["bound"]
+        else:
+            assert all(e["source"] == "measured" and e["us"] > 0 for e in entries)
+
+        tuned = structured(await session.call_tool("tune", {"path": "vector_add.py", "kernel": "add_kernel",
+                                                            "budget": 8}))
+        assert tuned["kernel"] == "add_kernel" and tuned["device"] == "H200"
+        assert tuned["current"] and 1 <= len(tuned["table"]) <= 8
+        assert tuned["winner"] and tuned["source"] in ("estimated", "measured")
+        if tuned["winner"] != tuned["current"]:
+            assert tuned["edits"] and tuned["verified"] is not None
+        report = resource_json(await session.read_resource("kernel-lsp://report/add_kernel"))
+        assert {"measure", "tune"} <= set(report)
+    assert (workspace / "vector_add.py").read_text(encoding="utf-8") == (EXAMPLES / "vector_add.py").read_text(
+        encoding="utf-8")
