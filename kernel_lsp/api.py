@@ -671,8 +671,10 @@ class Workspace:
 
         with ThreadPoolExecutor(max_workers=min(self.max_parallel, len(named))) as pool:
             evaluated = list(pool.map(evaluate, named))
+        from .engine.gpu import gpu_present
+
         rows = []
-        source = "estimate"
+        source = "measured" if gpu_present() else "estimate"  # what _latency does for every candidate
         for (name, _, _), (checked, timed) in zip(named, evaluated):
             reason, us, label, lat_source = None, None, None, None
             if not checked.ok:
@@ -692,7 +694,6 @@ class Workspace:
                 else:
                     us = sum(e.us for e in chosen)
                     lat_source = timed.source
-                    source = timed.source
                     label = "; ".join(e.label for e in chosen)
             rows.append((name, checked, reason, us, lat_source, label))
         passing = sorted((r for r in rows if r[3] is not None), key=lambda r: r[3])
