@@ -88,3 +88,23 @@ def test_propose_edit_never_writes_the_file(workspace: Path):
     written = Path(proposal.proposal_path).read_text(encoding="utf-8")
     assert "NOT verified" in written and "-    # 64-bit block start" in written
     assert "+    # 64-bit start of the block" in written and proposal.diff in written
+
+
+def test_the_api_process_imports_no_heavy_or_protocol_library(workspace: Path):
+    """Compiles and checks run in child processes: the caller (and the MCP server) never imports torch or triton,
+    and the API knows nothing of the language server protocol."""
+    import subprocess
+    import sys
+
+    script = (
+        "import sys\n"
+        "from kernel_lsp.api import Workspace\n"
+        "if __name__ == '__main__':\n"
+        f"    with Workspace({str(workspace)!r}) as ws:\n"
+        "        ws.analyze(path='vector_add.py')\n"
+        "        ws.compile(path='vector_add.py')\n"
+        "    print(sorted(m for m in ('torch', 'triton', 'anthropic', 'lsprotocol', 'pygls') if m in sys.modules))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip().splitlines()[-1] == "[]"
