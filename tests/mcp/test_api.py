@@ -108,3 +108,23 @@ def test_the_api_process_imports_no_heavy_or_protocol_library(workspace: Path):
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300, check=False)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_the_first_example_of_the_api_documentation_runs(tmp_path: Path):
+    """docs/api.md's first example, run as written from the repository root (it analyses and compiles only)."""
+    import subprocess
+    import sys
+
+    pytest.importorskip("triton")
+    repo = Path(__file__).resolve().parents[2]
+    doc = (repo / "docs" / "api.md").read_text(encoding="utf-8")
+    example = doc.split("```python\n", 1)[1].split("```", 1)[0]
+    script = tmp_path / "example.py"
+    script.write_text("if __name__ == '__main__':\n" + "".join(f"    {line}\n" for line in example.splitlines()),
+                      encoding="utf-8")
+    done = subprocess.run([sys.executable, str(script)], cwd=repo, capture_output=True, text=True, timeout=300,
+                          check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "TR002 warning" in done.stdout
+    assert re.search(r"^add_kernel sm_90 launch at line 43 \d+ 0 0$", done.stdout, re.MULTILINE), done.stdout
+    assert "add_kernel gfx942" in done.stdout
