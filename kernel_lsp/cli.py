@@ -77,7 +77,38 @@ def build_parser() -> argparse.ArgumentParser:
     trusting.add_argument("--list", action="store_true", help="list the trusted folders instead")
     untrusting = sub.add_parser("untrust", help="take a folder's trust back")
     untrusting.add_argument("path", nargs="?", default=".", help="the folder (default: the current one)")
+    _add_mcp_parser(sub)
     return parser
+
+
+def _add_mcp_parser(sub) -> None:
+    mcp = sub.add_parser("mcp", help="serve the engine to coding agents over the Model Context Protocol "
+                         "(docs/agents.md; stdio by default)")
+    mcp.add_argument("--http", type=_host_port, metavar="HOST:PORT", help="serve streamable HTTP at this address")
+    mcp.add_argument("--root", default=".", help="the workspace folder tools work in (default: the current one)")
+    mcp.add_argument("--allow-run", action="store_true",
+                     help="run the workspace's code (check, measure, tune, compare) although the folder is not "
+                     "trusted (kernel-lsp trust)")
+    mcp.add_argument("--max-parallel", type=int, default=2, metavar="N",
+                     help="tool calls that run at once (default: 2)")
+    mcp.add_argument("--memory-mb", type=int, default=4096, metavar="MB",
+                     help="resident memory of each checking process (default: 4096)")
+
+
+def _mcp(args: argparse.Namespace) -> int:
+    if not os.path.isdir(args.root):
+        print(f"kernel-lsp: --root {args.root} is not a folder", file=sys.stderr)
+        return EXIT_USAGE
+    if not _importable("mcp"):
+        print("kernel-lsp: the MCP server needs the mcp package (pip install 'mcp>=2.3,<3')", file=sys.stderr)
+        return EXIT_USAGE
+    from .mcp_server import run
+
+    root = os.path.realpath(args.root)
+    # As for `serve`: nothing relative may resolve in the workspace; workers get their folders explicitly.
+    os.chdir(tempfile.gettempdir())
+    run(root, http=args.http, allow_run=args.allow_run, max_parallel=args.max_parallel, memory_mb=args.memory_mb)
+    return EXIT_OK
 
 
 def _trust(args: argparse.Namespace) -> int:
@@ -251,6 +282,8 @@ def main(argv: list[str] | None = None) -> int:
         return _rules(args)
     if args.command in ("trust", "untrust"):
         return _trust(args)
+    if args.command == "mcp":
+        return _mcp(args)
     return _serve(args)
 
 

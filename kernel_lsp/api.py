@@ -1,0 +1,745 @@
+"""The stable Python API: analyze, compile, check, measure, tune, compare and propose_edit over one workspace.
+
+    from kernel_lsp.api import Workspace
+    with Workspace("path/to/project") as ws:
+        found = ws.analyze(path="kernels/add.py")              # static findings, nothing runs
+        built = ws.compile(path="kernels/add.py", targets=["sm_90"])
+        verdict = ws.check(path="kernels/add.py")              # runs the file's code: needs trust
+
+Every operation returns a frozen dataclass of plain values (`to_dict()` gives JSON-ready data); lines and columns
+are 1-based. The MCP server (`kernel-lsp mcp`) exposes the same operations with these types as its output
+schemas. The API follows semantic versioning (`API_VERSION`, docs/api.md): fields are only added within a major
+version.
+
+Safety, as in the editor (docs/security.md): static analysis and the offline compile run none of the workspace's
+code; check, measure, tune, compare and the verification of a proposed edit run it, in child processes with time
+and memory limits, only when the folder is trusted (`kernel-lsp trust`) or the caller passes `allow_run=True`.
+Paths must lie inside the workspace. `propose_edit` never writes the file it is given: it writes a proposal under
+`<root>/.kernel-lsp/proposals/` for a person to accept. Values of environment variables that look like secrets
+are blanked out of every result.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import difflib
+import os
+import re
+import threading
+import time
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Self
+
+from analyzers.model import Problem, Severity
+
+from .settings import Settings
+
+API_VERSION = "1.0.0"
+
+__all__ = [
+    "API_VERSION", "AnalyzeResult", "ApiError", "CandidateResult", "CaseInfo", "CheckResult", "CompareResult",
+    "CompileResult", "CompiledConfig", "Finding", "FixInfo", "KernelInfo", "LatencyEntry", "MeasureResult",
+    "NotTrustedError", "ProposalResult", "TuneResult", "TuneRow", "VerdictInfo", "Workspace",
+]
+
+
+class ApiError(ValueError):
+    """Bad input (a missing file, a source too large, an unknown kernel or target): the message says what."""
+
+
+class NotTrustedError(ApiError):
+    """The operation runs the workspace's code and the workspace is not trusted."""
+
+
+def _to_dict(obj: Any) -> Any:
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return {f.name: _to_dict(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+    if isinstance(obj, (list, tuple)):
+        return [_to_dict(x) for x in obj]
+    if isinstance(obj, dict):
+        return {str(k): _to_dict(v) for k, v in obj.items()}
+    return obj
+
+
+class _Result:
+    def to_dict(self) -> dict[str, Any]:
+        return _to_dict(self)
+
+
+# --- result types ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class FixInfo(_Result):
+    title: str
+    edits: list[dict[str, Any]]  # {"line", "column", "end_line", "end_column", "text"}, 1-based
+
+
+@dataclass(frozen=True)
+class Finding(_Result):
+    code: str
+    severity: str  # "error" | "warning" | "information" | "hint"
+    message: str
+    line: int
+    column: int
+    end_line: int
+    end_column: int
+    kernel: str | None = None
+    rule: str | None = None
+    fix: FixInfo | None = None
+
+
+@dataclass(frozen=True)
+class KernelInfo(_Result):
+    name: str
+    line: int
+    language: str  # "triton" | "nki"
+    params: list[str] = field(default_factory=list)
+    autotune_configs: int = 0
+
+
+@dataclass(frozen=True)
+class AnalyzeResult(_Result):
+    path: str
+    kernels: list[KernelInfo]
+    findings: list[Finding]
+
+
+@dataclass(frozen=True)
+class CompiledConfig(_Result):
+    kernel: str
+    target: str
+    config: str  # how the configuration is known: "default", "autotune config 1", "launch at line 40"
+    constexprs: dict[str, Any]
+    num_warps: int
+    num_stages: int
+    ok: bool
+    cached: bool
+    seconds: float
+    error: str | None = None
+    error_line: int | None = None
+    error_column: int | None = None
+    registers: int | None = None
+    spill_bytes: int | None = None
+    shared_bytes: int | None = None
+    occupancy: float | None = None
+    matrix_instructions: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # what was assumed rather than known
+    ir: dict[str, str] = field(default_factory=dict)  # stage -> text, only the stages asked for
+
+
+@dataclass(frozen=True)
+class CompileResult(_Result):
+    path: str
+    configs: list[CompiledConfig]
+    findings: list[Finding]  # compile problems (KC codes) at the user's lines
+    not_compiled: list[str] = field(default_factory=list)  # kernel: why it was not compiled
+
+
+@dataclass(frozen=True)
+class CaseInfo(_Result):
+    shape: list[int]
+    dtype: str
+    ok: bool
+    max_abs: float | None = None
+    max_rel: float | None = None
+    mismatched: int = 0
+    total: int = 0
+    config: str | None = None
+    note: str | None = None
+
+
+@dataclass(frozen=True)
+class VerdictInfo(_Result):
+    kernel: str
+    spec: str
+    status: str  # "correct", "mismatch", "rejected", "out-of-bounds", "crashed", "timeout", ...
+    ok: bool
+    device: str  # where it ran: "interpreter" or the GPU
+    message: str
+    line: int | None = None
+    failed_check: str | None = None  # which honesty check decided a rejection ("no-launch", "provenance", ...)
+    cases: list[CaseInfo] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class CheckResult(_Result):
+    path: str
+    ok: bool  # every spec correct and no error
+    verdicts: list[VerdictInfo]
+    errors: list[str]  # problems that kept specs from running (import errors, no spec found)
+
+
+@dataclass(frozen=True)
+class LatencyEntry(_Result):
+    kernel: str
+    shape: list[int]
+    dtype: str
+    source: str  # "measured" | "estimate"
+    device: str
+    us: float | None
+    label: str  # "41.2 µs on NVIDIA H200" or "≈38 µs H200 est."
+    config: str = ""
+    chosen: bool = True  # an autotuned kernel's config its autotuner is expected to pick
+    bound: str | None = None  # estimates: "memory" | "compute" | "launch" ...
+    fraction_of_roofline: float | None = None  # estimates: modelled time at the roofline / modelled time
+    reference_us: float | None = None  # measurements: the PyTorch reference timed alike
+    speedup: float | None = None
+    suspicious: str | None = None
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class MeasureResult(_Result):
+    path: str
+    source: str  # "measured" (a GPU here) | "estimate" (no GPU: the roofline model on counted work)
+    entries: list[LatencyEntry]
+    errors: list[str]
+
+
+@dataclass(frozen=True)
+class TuneRow(_Result):
+    config: str
+    overrides: dict[str, Any]
+    estimated_us: float | None
+    measured_us: float | None = None
+    note: str | None = None
+
+
+@dataclass(frozen=True)
+class TuneResult(_Result):
+    kernel: str
+    device: str
+    source: str  # "measured" | "estimated" | "none"
+    current: str | None
+    winner: str | None
+    current_us: float | None
+    winner_us: float | None
+    speedup: float | None
+    verified: bool | None  # the winner checked with the correctness checker (None: nothing to verify)
+    verify_message: str | None
+    table: list[TuneRow]
+    edits: list[dict[str, Any]]  # {"line", "column", "end_line", "end_column", "text"}, 1-based
+    errors: list[str]
+
+
+@dataclass(frozen=True)
+class CandidateResult(_Result):
+    name: str
+    rank: int  # 1 is best; every failed candidate ranks after every passing one
+    passed: bool
+    status: str  # the worst verdict's status ("correct" when every spec passed)
+    reason: str | None  # why it failed, or why it has no latency
+    latency_us: float | None
+    latency_source: str | None  # "measured" | "estimate"
+    latency_label: str | None
+    speedup_vs_baseline: float | None
+    verdicts: list[VerdictInfo]
+
+
+@dataclass(frozen=True)
+class CompareResult(_Result):
+    kernel: str | None
+    baseline: str
+    source: str  # "measured" | "estimate": how the latencies were obtained
+    ranking: list[CandidateResult]
+
+
+@dataclass(frozen=True)
+class ProposalResult(_Result):
+    path: str  # the file the proposal is for (never modified)
+    proposal_path: str  # the unified diff, for a person to review and apply
+    diff: str
+    verified: bool  # new source checked correct (every spec), with no static error
+    verdicts: list[VerdictInfo]
+    findings: list[Finding]  # errors and warnings of the new source
+    notes: list[str]
+
+
+# --- helpers --------------------------------------------------------------------------------------------------
+
+_SEVERITY = {Severity.ERROR: "error", Severity.WARNING: "warning", Severity.INFO: "information",
+             Severity.HINT: "hint"}
+_SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSW|CREDENTIAL|AUTH", re.IGNORECASE)
+_RANK_WORST = ("correct", "not-checked", "timeout", "out-of-memory", "crashed", "error", "out-of-bounds",
+               "mismatch", "rejected")
+
+
+def _secret_values() -> list[str]:
+    """Values of environment variables named like secrets, longest first (short values would blank common words)."""
+    values = {v for k, v in os.environ.items() if _SECRET_NAME.search(k) and len(v) >= 8}
+    return sorted(values, key=len, reverse=True)
+
+
+def _scrub(obj: Any, secrets: list[str]) -> Any:
+    if not secrets:
+        return obj
+    if isinstance(obj, str):
+        for s in secrets:
+            obj = obj.replace(s, "<redacted>")
+        return obj
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return dataclasses.replace(obj, **{f.name: _scrub(getattr(obj, f.name), secrets)
+                                           for f in dataclasses.fields(obj)})
+    if isinstance(obj, list):
+        return [_scrub(x, secrets) for x in obj]
+    if isinstance(obj, dict):
+        return {k: _scrub(v, secrets) for k, v in obj.items()}
+    return obj
+
+
+def _finding(p: Problem) -> Finding:
+    from analyzers.rules import RULES
+
+    fix = None
+    if p.fix:
+        fix = FixInfo(p.fix.title, [{"line": e.span.start_line + 1, "column": e.span.start_col + 1,
+                                     "end_line": e.span.end_line + 1, "end_column": e.span.end_col + 1,
+                                     "text": e.new_text} for e in p.fix.edits])
+    rule = RULES.get(p.code)
+    return Finding(p.code, _SEVERITY.get(p.severity, "information"), p.message, p.span.start_line + 1,
+                   p.span.start_col + 1, p.span.end_line + 1, p.span.end_col + 1, p.kernel,
+                   rule.name if rule else None, fix)
+
+
+def _verdict(v: Any) -> VerdictInfo:
+    cases = [CaseInfo(list(c.shape), c.dtype, c.ok, c.max_abs, c.max_rel, c.mismatched, c.total, c.config, c.note)
+             for c in v.cases]
+    return VerdictInfo(v.kernel, v.spec, v.status, v.ok, v.device, v.message,
+                       v.line + 1 if v.line is not None else None, v.failed_check, cases, list(v.notes))
+
+
+def _edits(edits: Sequence[tuple[tuple[int, int, int, int], str]]) -> list[dict[str, Any]]:
+    return [{"line": r[0] + 1, "column": r[1] + 1, "end_line": r[2] + 1, "end_column": r[3] + 1, "text": t}
+            for r, t in edits]
+
+
+def _worst_status(verdicts: Sequence[VerdictInfo]) -> str:
+    statuses = [v.status for v in verdicts]
+    return max(statuses, key=lambda s: _RANK_WORST.index(s) if s in _RANK_WORST else len(_RANK_WORST))
+
+
+def _json_value(v: Any) -> Any:
+    return v if isinstance(v, (int, float, bool, str, type(None))) else repr(v)
+
+
+# --- the workspace --------------------------------------------------------------------------------------------
+
+
+class Workspace:
+    """One project folder and the engine's services for it. Thread-safe; close it (or use `with`) to stop the
+    compile workers it started.
+
+    `allow_run`: run the folder's code (checks, timing, tuning) although it is not trusted. `max_parallel`: how
+    many checking or timing processes one call may run at once. `memory_mb`: resident memory of each checking
+    process. Timeouts come from `settings` (checkTimeoutS, compileTimeoutS)."""
+
+    def __init__(self, root: str | os.PathLike | None = None, *, settings: Settings | None = None,
+                 allow_run: bool = False, max_parallel: int = 2, memory_mb: int = 4096):
+        self.root = Path(os.path.realpath(root or os.getcwd()))
+        if not self.root.is_dir():
+            raise ApiError(f"{self.root} is not a folder")
+        self.settings = settings or Settings()
+        self.allow_run = allow_run
+        self.max_parallel = max(1, int(max_parallel))
+        self.memory_mb = int(memory_mb)
+        self._lock = threading.Lock()
+        self._compile_lock = threading.Lock()
+        self._parse_caches: dict[str, Any] = {}  # path -> analyzers.source.ParseCache
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._service = None
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        with self._lock:
+            loop, service = self._loop, self._service
+            self._loop = self._service = None
+        if loop is not None:
+            if service is not None:
+                asyncio.run_coroutine_threadsafe(service.close(), loop).result(timeout=30)
+            loop.call_soon_threadsafe(loop.stop)
+
+    # --- trust and inputs --------------------------------------------------------------------------------------
+
+    @property
+    def trusted(self) -> bool:
+        from .engine.trust import is_trusted
+
+        return is_trusted(self.root)
+
+    @property
+    def may_run(self) -> bool:
+        """Whether operations that run the workspace's code may run here."""
+        return self.allow_run or self.trusted
+
+    def _require_run(self, what: str) -> None:
+        if not self.may_run:
+            raise NotTrustedError(
+                f"{what} runs this folder's code, and {self.root} is not trusted: nothing was run. Trust it with "
+                f"`kernel-lsp trust {self.root}` (docs/security.md), or start the caller with an explicit allow-run "
+                "flag")
+
+    def _path(self, path: str | os.PathLike) -> Path:
+        given = Path(path)
+        full = Path(os.path.realpath(given if given.is_absolute() else self.root / given))
+        if full != self.root and self.root not in full.parents:
+            raise ApiError(f"{path} is outside the workspace {self.root}")
+        return full
+
+    def _text(self, source: str, what: str = "source") -> str:
+        if not isinstance(source, str):
+            raise ApiError(f"{what} must be text, got {type(source).__name__}")
+        try:
+            size = len(source.encode("utf-8"))
+        except UnicodeEncodeError as exc:
+            raise ApiError(f"{what} is not valid UTF-8 text (an unpaired surrogate at character {exc.start})") from None
+        if size > self.settings.max_file_bytes:
+            raise ApiError(f"{what} is {size / 1e6:.1f} MB; the limit is {self.settings.max_file_bytes / 1e6:.1f} MB "
+                           "(the maxFileBytes setting)")
+        return source
+
+    def _input(self, path: str | os.PathLike | None, source: str | None) -> tuple[str, str]:
+        """(absolute path, text): the text given, else the file's. A text without a path is placed in the
+        workspace's root under a name no file uses, for line maps and imports of its neighbours."""
+        if source is not None:
+            text = self._text(source)
+            full = self._path(path) if path is not None else self.root / "<source>.py"
+            return str(full), text
+        if path is None:
+            raise ApiError("give a path or a source")
+        from .engine.files import read_source
+
+        full = self._path(path)
+        if not full.is_file():
+            raise ApiError(f"{path}: no such file")
+        read = read_source(full, self.settings.max_file_bytes)
+        if read.text is None:
+            reason = read.problem.message if read.problem else "cannot be read"
+            raise ApiError(f"{path}: {reason}")
+        return str(full), read.text
+
+    def _timeout(self) -> float:
+        return float(self.settings.check_timeout_s)
+
+    # --- analyze -----------------------------------------------------------------------------------------------
+
+    def analyze(self, path: str | os.PathLike | None = None, source: str | None = None) -> AnalyzeResult:
+        """Static findings of one file (codes, 1-based lines, fixes), with launch sites checked against the
+        kernels of the same file. Runs no code."""
+        from .engine.index import WorkspaceIndex
+
+        full, text = self._input(path, source)
+        index = WorkspaceIndex(self.settings)
+        entry = index.store_analysis(full, self._analysis(full, text), None, True)
+        analysis = entry.analysis
+        kernels = []
+        if analysis is not None:
+            kernels = [KernelInfo(k.name, k.name_span.start_line + 1, "triton", [p.name for p in k.params],
+                                  len(k.autotune_configs)) for k in analysis.kernels]
+            kernels += [KernelInfo(k.name, k.name_span.start_line + 1, "nki", list(k.params)) for k in
+                        analysis.nki_kernels]
+        findings = [_finding(p) for p in index.problems(full)]
+        return _scrub(AnalyzeResult(full, kernels, findings), _secret_values())
+
+    def _analysis(self, full: str, text: str):
+        """The file's analysis, through a parse cache per path as the editor keeps per document: an agent re-reads
+        the same file or one it changed slightly, and only the statements that changed are parsed and checked."""
+        from analyzers.analyze import analyze_source
+        from analyzers.source import ParseCache
+
+        with self._lock:
+            cache = self._parse_caches.pop(full, None) or ParseCache()
+            self._parse_caches[full] = cache  # most recently used last
+            while len(self._parse_caches) > 64:
+                self._parse_caches.pop(next(iter(self._parse_caches)))
+        return analyze_source(text, full, cache)
+
+    # --- compile -----------------------------------------------------------------------------------------------
+
+    def _run_async(self, coro):
+        with self._lock:
+            if self._loop is None:
+                from .engine.compile.service import CompileService
+                from .engine.files import PRIVATE_DIR, untrusted_private_dir
+
+                loop = asyncio.new_event_loop()
+                threading.Thread(target=loop.run_forever, name="kernel-lsp-api-loop", daemon=True).start()
+                private = self.root / PRIVATE_DIR if self.trusted else untrusted_private_dir(self.root)
+                self._service = CompileService(self.root, self.settings, private_dir=private)
+                self._loop = loop
+            loop = self._loop
+        return asyncio.run_coroutine_threadsafe(coro, loop).result()
+
+    def compile(self, path: str | os.PathLike | None = None, source: str | None = None, *,
+                kernel: str | None = None, targets: Sequence[str] = ("sm_90",),
+                config: dict[str, Any] | None = None, ir: Sequence[str] = ()) -> CompileResult:
+        """Compile the file's kernels (or `kernel`) ahead of time for `targets` (sm_80 ... sm_120, gfx942, ...),
+        no GPU needed: errors at the user's lines, and registers, spills, shared memory and occupancy per target
+        and configuration. `config` pins parameter types or constexpr values (the `pins` setting's format, e.g.
+        {"BLOCK_SIZE": 256, "x_ptr": "*fp16"}) where the file does not say them. `ir`: stages to return ("ttir",
+        "ttgir", "llir", "ptx", "amdgcn"). The offline compile runs none of the workspace's code."""
+        from analyzers.targets import UnknownTargetError, parse_target
+
+        from .engine.compile import triton_installed
+        from .engine.compile.service import compile_problems
+        from .settings import parse_settings
+
+        full, text = self._input(path, source)
+        if isinstance(targets, str):
+            targets = [targets]
+        names = []
+        for t in targets:
+            try:
+                names.append(parse_target(str(t)).name)
+            except UnknownTargetError as exc:
+                raise ApiError(f"targets: {exc}") from None
+        if not names:
+            raise ApiError("targets: give at least one GPU target, such as sm_90")
+        stages = [str(s).lower() for s in ir]
+        unknown = sorted(set(stages) - {"ttir", "ttgir", "llir", "ptx", "amdgcn"})
+        if unknown:
+            raise ApiError(f"ir: unknown stage {', '.join(unknown)} (ttir, ttgir, llir, ptx, amdgcn)")
+        analysis = self._analysis(full, text)
+        if kernel is not None and kernel not in {k.name for k in analysis.kernels}:
+            known = ", ".join(k.name for k in analysis.kernels) or "none"
+            raise ApiError(f"no Triton kernel named {kernel!r} in {full} (kernels: {known})")
+        if config:
+            if kernel is None and len(analysis.kernels) != 1:
+                raise ApiError("config: name the kernel it is for (the file has several kernels)")
+            settings, messages = parse_settings({"pins": {kernel or analysis.kernels[0].name: dict(config)}},
+                                                self.settings)
+            if messages:
+                raise ApiError("config: " + "; ".join(messages))
+            pins = settings.pins
+        else:
+            pins = None
+        if not triton_installed():
+            raise ApiError("compiling needs triton in the server's Python environment (pip install triton)")
+        if kernel is not None:
+            analysis = dataclasses.replace(analysis, kernels=[k for k in analysis.kernels if k.name == kernel])
+        service_pins = pins
+
+        async def run():
+            service = self._service
+            saved = service.settings
+            if service_pins is not None:
+                service.settings = dataclasses.replace(saved, pins={**saved.pins, **service_pins})
+            try:
+                return await service.compile_file(full, text, analysis, names)
+            finally:
+                service.settings = saved
+
+        with self._compile_lock:  # one compile call at a time sets the service's pins
+            reports = self._run_async(run())
+        configs, findings, not_compiled = [], [], []
+        for report in reports:
+            if report.plan_error:
+                not_compiled.append(f"{report.kernel} on {report.target.name}: {report.plan_error}")
+            findings += [_finding(p) for p in compile_problems(report)]
+            for jr in report.jobs:
+                r, res = jr.result, jr.result.resources
+                err = r.error
+                configs.append(CompiledConfig(
+                    report.kernel, report.target.name, jr.job.config_label,
+                    {k: _json_value(v) for k, v in jr.job.constexprs}, jr.job.num_warps, jr.job.num_stages,
+                    r.ok, jr.cached, round(r.seconds, 3), err.message if err else None,
+                    err.line + 1 if err and err.line is not None else None,
+                    err.col + 1 if err and err.col is not None else None,
+                    res.registers, res.spill_bytes, res.shared_bytes, res.occupancy,
+                    list(res.matrix_instructions), list(jr.job.notes),
+                    {s: r.asm[s] for s in stages if s in r.asm}))
+        return _scrub(CompileResult(full, configs, findings, not_compiled), _secret_values())
+
+    # --- check -------------------------------------------------------------------------------------------------
+
+    def _check(self, full: str, text: str, kernel: str | None) -> CheckResult:
+        from .engine.verify import CheckRequest, run_checks
+
+        report = run_checks(CheckRequest(full, text, (kernel,) if kernel else None, device=self.settings.check_device,
+                                         timeout_s=self._timeout(), memory_mb=self.memory_mb, root=str(self.root)))
+        verdicts = [_verdict(v) for v in report.verdicts]
+        errors = [f"line {line + 1}: {msg}" if line is not None else msg for line, msg in report.errors]
+        if not verdicts and not errors:
+            errors.append(f"no spec for {kernel}" if kernel else
+                          "no spec in this source: a check needs a @spec (docs/specs.md)")
+        ok = bool(verdicts) and not errors and all(v.ok for v in verdicts)
+        return CheckResult(full, ok, verdicts, errors)
+
+    def check(self, path: str | os.PathLike | None = None, source: str | None = None, *,
+              kernel: str | None = None) -> CheckResult:
+        """The hardened verdict of every spec (or those of `kernel`): each kernel against its PyTorch reference
+        on the spec's shapes, with the checks that refuse launchers built to look correct (docs/specs.md). On
+        the GPU when there is one, else through Triton's interpreter. Runs the file's code: needs trust."""
+        self._require_run("a check")
+        full, text = self._input(path, source)
+        return _scrub(self._check(full, text, kernel), _secret_values())
+
+    # --- measure -----------------------------------------------------------------------------------------------
+
+    def _latency(self, full: str, text: str, kernel: str | None, targets: Sequence[str]) -> MeasureResult:
+        from .engine.gpu import gpu_present
+        from .engine.latency import estimate_file, measure_file
+
+        kernels = [kernel] if kernel else None
+        if gpu_present():
+            report = measure_file(full, text, kernels, str(self.root), history=False)
+            source = "measured"
+        else:
+            report = estimate_file(full, text, list(targets) or ["H200"], kernels, str(self.root))
+            source = "estimate"
+        entries = [LatencyEntry(e.kernel, list(e.shape), e.dtype, e.source, e.device, e.us, e.label, e.config,
+                                e.chosen, e.bound, e.fraction_of_roofline, e.reference_us, e.speedup, e.suspicious,
+                                e.error) for e in report.entries]
+        return MeasureResult(full, source, entries, list(report.errors))
+
+    def measure(self, path: str | os.PathLike | None = None, source: str | None = None, *,
+                kernel: str | None = None, targets: Sequence[str] = ("H200",)) -> MeasureResult:
+        """Latency of each spec'd kernel at its spec's bench shapes: measured on this machine's GPU (with the
+        reference timed alike), or, without one, estimated by the roofline model for each of `targets` (device
+        names such as H100, or compile targets: sm_90 -> H200) from work counted under the interpreter, with
+        the fraction of the roofline. Runs the file's code: needs trust."""
+        self._require_run("timing")
+        full, text = self._input(path, source)
+        return _scrub(self._latency(full, text, kernel, targets), _secret_values())
+
+    # --- tune --------------------------------------------------------------------------------------------------
+
+    def tune(self, path: str | os.PathLike | None = None, source: str | None = None, *, kernel: str,
+             target: str = "H200", budget: int = 48) -> TuneResult:
+        """The tiling search for `kernel` on `target`: up to `budget` configurations ranked by the model on
+        counted work, the best ones timed where there is a GPU, the winner verified with the checker; the table,
+        the winner and the edit that would apply it (not applied). Runs the file's code: needs trust."""
+        from .engine.latency import search_tiling
+
+        self._require_run("the tiling search")
+        full, text = self._input(path, source)
+        if not isinstance(budget, int) or budget < 1:
+            raise ApiError("budget: a number of configurations, at least 1")
+        p = search_tiling(full, text, kernel, target, str(self.root), limit=budget, hardware=None)
+        table = [TuneRow(t.label, {k: _json_value(v) for k, v in t.overrides.items()}, t.estimated_us,
+                         t.measured_us, t.note) for t in p.tried]
+        return _scrub(TuneResult(p.kernel, p.device, p.source, p.current, p.winner, p.current_us, p.winner_us,
+                                 p.speedup, p.verified, p.verify_message, table, _edits(p.edits), list(p.errors)),
+                      _secret_values())
+
+    # --- compare -----------------------------------------------------------------------------------------------
+
+    def compare(self, candidates: Sequence[dict[str, str]], *, kernel: str | None = None,
+                baseline: str | None = None, target: str = "H200") -> CompareResult:
+        """Check every candidate (a dict with "name" and "source", each a whole file with its spec) with the
+        hardened verdict and time the ones that pass (measured on a GPU, else the roofline estimate for
+        `target`); rank the passing ones by latency, then every candidate that failed a check, a suspicious
+        timing or had no latency, each with its reason. `baseline`: the candidate the speedups are against
+        (default: the first). Runs the candidates' code: needs trust."""
+        self._require_run("comparing candidates")
+        if not isinstance(candidates, (list, tuple)) or not candidates:
+            raise ApiError("candidates: a non-empty list of {\"name\": ..., \"source\": ...}")
+        named: list[tuple[str, str, str]] = []
+        for i, c in enumerate(candidates):
+            if not isinstance(c, dict) or not isinstance(c.get("source"), str):
+                raise ApiError(f"candidates[{i}]: expected {{\"name\": ..., \"source\": ...}} with the whole file")
+            name = str(c.get("name") or f"candidate {i + 1}")
+            if name in (n for n, _, _ in named):
+                raise ApiError(f"candidates[{i}]: the name {name!r} is used twice")
+            text = self._text(c["source"], f"candidates[{i}].source")
+            if c.get("path"):
+                full = str(self._path(c["path"]))
+            else:  # a name for line maps and tracebacks only: nothing is written there
+                safe = re.sub(r"[^\w.-]", "_", name)
+                full = str(self.root / f"<{safe}>.py")
+            named.append((name, full, text))
+        base = baseline if baseline is not None else named[0][0]
+        if base not in (n for n, _, _ in named):
+            raise ApiError(f"baseline: no candidate named {base!r}")
+
+        def evaluate(item: tuple[str, str, str]) -> tuple[CheckResult, MeasureResult | None]:
+            _, full, text = item
+            checked = self._check(full, text, kernel)
+            if not checked.ok:
+                return checked, None
+            return checked, self._latency(full, text, kernel, [target])
+
+        with ThreadPoolExecutor(max_workers=min(self.max_parallel, len(named))) as pool:
+            evaluated = list(pool.map(evaluate, named))
+        from .engine.gpu import gpu_present
+
+        rows = []
+        source = "measured" if gpu_present() else "estimate"  # what _latency does for every candidate
+        for (name, _, _), (checked, timed) in zip(named, evaluated):
+            reason, us, label, lat_source = None, None, None, None
+            if not checked.ok:
+                bad = next((v for v in checked.verdicts if not v.ok), None)
+                reason = (f"{bad.status}: {bad.message}" if bad else "; ".join(checked.errors))
+            else:
+                chosen = [e for e in timed.entries if e.chosen and (kernel is None or e.kernel == kernel)]
+                failed = [e for e in chosen if e.us is None or e.suspicious]
+                if timed.errors and not chosen:
+                    reason = "no latency: " + "; ".join(timed.errors)
+                elif not chosen:
+                    reason = "no latency: the spec has no bench shapes"
+                elif failed:
+                    e = failed[0]
+                    reason = (f"suspicious timing: {e.suspicious}" if e.suspicious
+                              else f"no latency: {e.error or 'not timed'}")
+                else:
+                    us = sum(e.us for e in chosen)
+                    lat_source = timed.source
+                    label = "; ".join(e.label for e in chosen)
+            rows.append((name, checked, reason, us, lat_source, label))
+        passing = sorted((r for r in rows if r[3] is not None), key=lambda r: r[3])
+        failing = [r for r in rows if r[3] is None]
+        base_us = next((r[3] for r in rows if r[0] == base), None)
+        ranking = []
+        for rank, (name, checked, reason, us, lat_source, label) in enumerate(passing + failing, start=1):
+            status = _worst_status(checked.verdicts) if checked.verdicts else "error"
+            speedup = base_us / us if base_us and us else None
+            ranking.append(CandidateResult(name, rank, us is not None, status, reason, us, lat_source, label,
+                                           speedup, checked.verdicts))
+        return _scrub(CompareResult(kernel, base, source, ranking), _secret_values())
+
+    # --- propose_edit ------------------------------------------------------------------------------------------
+
+    def propose_edit(self, path: str | os.PathLike, new_source: str) -> ProposalResult:
+        """Write `new_source` for `path` as a proposal: a unified diff under `<root>/.kernel-lsp/proposals/`,
+        verified first (static analysis; and the checker when the folder's code may run). The file at `path` is
+        never written."""
+        from .engine.files import ensure_private_dir
+
+        full, old = self._input(path, None)
+        new = self._text(new_source, "new_source")
+        rel = os.path.relpath(full, self.root)
+        diff = "".join(difflib.unified_diff(old.splitlines(keepends=True), new.splitlines(keepends=True),
+                                            f"a/{rel}", f"b/{rel}"))
+        if not diff:
+            raise ApiError(f"new_source is the same as {rel}: nothing to propose")
+        notes: list[str] = []
+        findings = [f for f in self.analyze(path=full, source=new).findings if f.severity in ("error", "warning")]
+        verdicts: list[VerdictInfo] = []
+        checked_ok = False
+        if self.may_run:
+            checked = self._check(full, new, None)
+            verdicts, checked_ok = checked.verdicts, checked.ok
+            notes += checked.errors
+        else:
+            notes.append(f"checks not run: {self.root} is not trusted (kernel-lsp trust), so the proposal is "
+                         "verified by static analysis only")
+        verified = checked_ok and not any(f.severity == "error" for f in findings)
+        folder = ensure_private_dir(self.root) / "proposals"
+        folder.mkdir(exist_ok=True)
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        target = folder / f"{Path(rel).name}.{stamp}-{os.getpid()}-{time.monotonic_ns() % 10**6}.diff"
+        header = f"# Proposed change to {rel}: {'verified' if verified else 'NOT verified'}\n"
+        header += "".join(f"# {' '.join(n.split())}\n" for n in notes)
+        header += "".join(f"# {v.kernel}/{v.spec}: {v.status}: {' '.join(v.message.split())}\n" for v in verdicts)
+        target.write_text(header + diff, encoding="utf-8")
+        return _scrub(ProposalResult(full, str(target), diff, verified, verdicts, findings, notes), _secret_values())

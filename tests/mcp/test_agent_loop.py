@@ -1,0 +1,86 @@
+"""What an agent's loop relies on, through the MCP server: a scripted session of candidates ranked right, and the
+adversarial launchers of the verdict suite rejected by `check` and ranked last by `compare`."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from .conftest import EXAMPLES, mcp_session, structured
+
+pytest.importorskip("torch")
+pytest.importorskip("triton")
+pytestmark = pytest.mark.timeout(600)
+
+FIXTURES = Path(__file__).resolve().parents[1] / "verify" / "fixtures"
+ORIGINAL = (EXAMPLES / "vector_add.py").read_text(encoding="utf-8")
+
+
+def variant(block: int, warps: int, *, wrong: bool = False) -> str:
+    text = ORIGINAL.replace("block_size: int = 1024", f"block_size: int = {block}").replace(
+        "num_warps=4", f"num_warps={warps}")
+    if wrong:
+        text = text.replace("tl.store(out_ptr + offsets, x + y, mask=in_bounds)",
+                            "tl.store(out_ptr + offsets, x - y, mask=in_bounds)")
+    assert text != ORIGINAL or (block, warps) == (1024, 4)
+    return text
+
+
+async def test_scripted_session_baseline_worse_wrong_better_is_ranked_right(workspace: Path):
+    """A fixed sequence of candidates, as a best-of-n agent would send them: small blocks with one warp cannot keep
+    HBM busy (worse), a wrong kernel is fast but wrong, full blocks with four warps approach the roofline."""
+    candidates = [
+        {"name": "baseline", "source": variant(32, 1)},
+        {"name": "worse", "source": variant(16, 1)},
+        {"name": "wrong", "source": variant(1024, 4, wrong=True)},
+        {"name": "better", "source": variant(1024, 4)},
+    ]
+    async with mcp_session(workspace, "--allow-run") as session:
+        result = structured(await session.call_tool("compare", {"candidates": candidates}))
+    ranking = {c["name"]: c for c in result["ranking"]}
+    assert [c["name"] for c in result["ranking"]] == ["better", "baseline", "worse", "wrong"]
+    assert result["baseline"] == "baseline"
+    assert [c["rank"] for c in result["ranking"]] == [1, 2, 3, 4]
+    for name in ("better", "baseline", "worse"):
+        assert ranking[name]["passed"] and ranking[name]["status"] == "correct"
+        assert ranking[name]["latency_us"] > 0
+    # No GPU here: the latencies are the model's and say so; on a GPU they are measured.
+    assert result["source"] in ("estimate", "measured")
+    assert all(ranking[n]["latency_source"] == result["source"] for n in ("better", "baseline", "worse"))
+    if result["source"] == "estimate":
+        assert "est." in ranking["better"]["latency_label"]
+    assert ranking["baseline"]["speedup_vs_baseline"] == pytest.approx(1.0)
+    assert ranking["better"]["speedup_vs_baseline"] > 1.0 > ranking["worse"]["speedup_vs_baseline"]
+    wrong = ranking["wrong"]
+    assert not wrong["passed"] and wrong["status"] == "mismatch" and wrong["latency_us"] is None
+    assert wrong["reason"].startswith("mismatch")
+
+
+async def test_adversarial_launchers_are_rejected_by_check_and_ranked_last_by_compare(workspace: Path):
+    shutil.copy(FIXTURES / "tricks.py", workspace / "tricks.py")
+    shutil.copytree(FIXTURES / "tampering", workspace / "tampering")
+    tampering = sorted(p.name for p in (workspace / "tampering").glob("[!_]*.py"))
+    async with mcp_session(workspace, "--allow-run", "--max-parallel", "2") as session:
+        checked = structured(await session.call_tool("check", {"path": "tricks.py"}))
+        tricks = [v for v in checked["verdicts"] if v["spec"].startswith("trick_")]
+        assert len(tricks) >= 15
+        for v in tricks:
+            assert v["status"] == "rejected" and not v["ok"], v["spec"]
+            assert v["failed_check"], v["spec"]
+        assert not checked["ok"]
+
+        candidates = [{"name": "honest", "source": ORIGINAL}]
+        candidates.append({"name": "tricks", "path": "tricks.py",
+                           "source": (workspace / "tricks.py").read_text(encoding="utf-8")})
+        for name in tampering:
+            candidates.append({"name": name, "path": f"tampering/{name}",
+                               "source": (workspace / "tampering" / name).read_text(encoding="utf-8")})
+        result = structured(await session.call_tool("compare", {"candidates": candidates}))
+    first, *rest = result["ranking"]
+    assert first["name"] == "honest" and first["passed"] and first["rank"] == 1
+    assert {c["name"] for c in rest} == {c["name"] for c in candidates[1:]}
+    for c in rest:
+        assert not c["passed"] and c["latency_us"] is None and c["reason"], c["name"]
+        assert c["status"] != "correct", c["name"]

@@ -1,0 +1,130 @@
+"""The Python API without a server: trust, input checks, secrets kept out of results, and plain data out."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from kernel_lsp import api
+from kernel_lsp.api import ApiError, NotTrustedError, Workspace
+from kernel_lsp.engine import trust
+
+from .conftest import EXAMPLES
+
+
+@pytest.fixture(autouse=True)
+def own_trust_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(trust.TRUST_FILE_ENV, str(tmp_path / "trusted.json"))
+
+
+def test_version_is_semantic():
+    assert re.fullmatch(r"\d+\.\d+\.\d+", api.API_VERSION)
+
+
+def test_results_are_plain_json_data(workspace: Path):
+    with Workspace(workspace) as ws:
+        found = ws.analyze(path="buggy_kernels.py")
+    data = json.loads(json.dumps(found.to_dict()))
+    assert data["path"] == str(workspace / "buggy_kernels.py")
+    assert any(f["code"] == "TR002" and f["line"] >= 1 for f in data["findings"])
+    assert {k["name"] for k in data["kernels"]} >= {"scale_kernel"}
+
+
+def test_bad_text_and_paths_are_refused_with_their_reason(workspace: Path):
+    with Workspace(workspace) as ws:
+        with pytest.raises(ApiError, match="not valid UTF-8"):
+            ws.analyze(source="x = '\udcff'\n")
+        with pytest.raises(ApiError, match="outside the workspace"):
+            ws.analyze(path=str(EXAMPLES / "vector_add.py"))
+        with pytest.raises(ApiError, match="limit is"):
+            ws.analyze(source="#" * (3 * 2**20))
+        with pytest.raises(ApiError, match="targets"):
+            ws.compile(path="vector_add.py", targets=["sm_7"])
+        with pytest.raises(ApiError, match="nothing to propose"):
+            ws.propose_edit("vector_add.py", (workspace / "vector_add.py").read_text(encoding="utf-8"))
+    with Workspace(workspace, allow_run=True) as ws, pytest.raises(ApiError, match="used twice"):
+        ws.compare([{"name": "a", "source": "x = 1"}, {"name": "a", "source": "x = 2"}])
+
+
+def test_code_runs_only_when_trusted_or_allowed(workspace: Path):
+    marker = workspace / "ran.txt"
+    source = f"open({str(marker)!r}, 'w').write('ran')\n"
+    with Workspace(workspace) as ws:
+        assert not ws.may_run
+        with pytest.raises(NotTrustedError, match="nothing was run"):
+            ws.check(source=source)
+        with pytest.raises(NotTrustedError):
+            ws.measure(source=source)
+        assert not marker.exists()
+        trust.trust(workspace)
+        assert ws.may_run
+        result = ws.check(source=source)  # runs the module level: no spec, so no verdict
+    assert marker.read_text() == "ran"
+    assert not result.ok and result.verdicts == [] and "no spec" in " ".join(result.errors)
+
+
+def test_secrets_in_the_environment_never_reach_a_result(workspace: Path, monkeypatch: pytest.MonkeyPatch):
+    pytest.importorskip("torch")
+    secret = "sk-test-0123456789abcdef"
+    monkeypatch.setenv("SOME_SERVICE_API_KEY", secret)
+    leaky = (workspace / "vector_add.py").read_text(encoding="utf-8").replace(
+        "    return x + y\n", "    import os\n    raise RuntimeError('key is ' + os.environ['SOME_SERVICE_API_KEY'])\n")
+    with Workspace(workspace, allow_run=True) as ws:
+        result = ws.check(source=leaky)
+    text = json.dumps(result.to_dict())
+    assert "key is <redacted>" in text
+    assert secret not in text
+
+
+def test_propose_edit_never_writes_the_file(workspace: Path):
+    original = (workspace / "vector_add.py").read_text(encoding="utf-8")
+    new = original.replace("# 64-bit block start", "# 64-bit start of the block")
+    with Workspace(workspace) as ws:
+        proposal = ws.propose_edit("vector_add.py", new)
+    assert (workspace / "vector_add.py").read_text(encoding="utf-8") == original
+    written = Path(proposal.proposal_path).read_text(encoding="utf-8")
+    assert "NOT verified" in written and "-    # 64-bit block start" in written
+    assert "+    # 64-bit start of the block" in written and proposal.diff in written
+
+
+def test_the_api_process_imports_no_heavy_or_protocol_library(workspace: Path):
+    """Compiles and checks run in child processes: the caller (and the MCP server) never imports torch or triton,
+    and the API knows nothing of the language server protocol."""
+    import subprocess
+    import sys
+
+    script = (
+        "import sys\n"
+        "from kernel_lsp.api import Workspace\n"
+        "if __name__ == '__main__':\n"
+        f"    with Workspace({str(workspace)!r}) as ws:\n"
+        "        ws.analyze(path='vector_add.py')\n"
+        "        ws.compile(path='vector_add.py')\n"
+        "    print(sorted(m for m in ('torch', 'triton', 'anthropic', 'lsprotocol', 'pygls') if m in sys.modules))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_the_first_example_of_the_api_documentation_runs(tmp_path: Path):
+    """docs/api.md's first example, run as written from the repository root (it analyses and compiles only)."""
+    import subprocess
+    import sys
+
+    pytest.importorskip("triton")
+    repo = Path(__file__).resolve().parents[2]
+    doc = (repo / "docs" / "api.md").read_text(encoding="utf-8")
+    example = doc.split("```python\n", 1)[1].split("```", 1)[0]
+    script = tmp_path / "example.py"
+    script.write_text("if __name__ == '__main__':\n" + "".join(f"    {line}\n" for line in example.splitlines()),
+                      encoding="utf-8")
+    done = subprocess.run([sys.executable, str(script)], cwd=repo, capture_output=True, text=True, timeout=300,
+                          check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "TR002 warning" in done.stdout
+    assert re.search(r"^add_kernel sm_90 launch at line 43 \d+ 0 0$", done.stdout, re.MULTILINE), done.stdout
+    assert "add_kernel gfx942" in done.stdout
