@@ -147,3 +147,26 @@ def test_a_kernel_spelled_as_a_call_of_jit_compiles(tmp_path) -> None:
     assert jobs["wrapped"].kernel == "add_kernel" and dict(jobs["wrapped"].constexprs) == {"BLOCK": 256}
     results, _ = compile_all(jobs, str(tmp_path), workers=1)
     assert results["wrapped"].ok, results["wrapped"].error
+
+
+def test_a_version_guarded_import_compiles_with_what_the_installed_triton_has(tmp_path) -> None:
+    """`try: from triton.language.extra import libdevice / except ImportError: from ...math import libdevice`:
+    the guard comes along whole, so the worker takes the branch that exists; a guard with a non-triton branch
+    does not."""
+    body = ("@triton.jit\ndef kernel(x_ptr, n, BLOCK: tl.constexpr = 128):\n"
+            "    offs = tl.arange(0, BLOCK)\n"
+            "    x = tl.load(x_ptr + offs, mask=offs < n)\n"
+            "    tl.store(x_ptr + offs, libdevice.tanh(x), mask=offs < n)\n")
+    for first, second in (("triton.language.extra", "triton.language.math"),
+                          ("triton.language.math", "triton.language.extra")):
+        guarded = (HEAD + f"try:\n    from {first} import libdevice\n"
+                   f"except (ImportError, AttributeError):\n    from {second} import libdevice\n" + body)
+        jobs = {"guarded": plan_jobs(guarded, "kernel", ["sm_90"], path="guarded.py")[0]}
+        assert "except (ImportError, AttributeError):" in jobs["guarded"].module_source
+        results, _ = compile_all(jobs, str(tmp_path), workers=1)
+        assert results["guarded"].ok, results["guarded"].error
+
+    hostile = (HEAD + "try:\n    from triton.language.extra import libdevice\n"
+               "except ImportError:\n    from os import system as libdevice\n" + body)
+    job = plan_jobs(hostile, "kernel", ["sm_90"], path="hostile.py")[0]
+    assert "import system" not in job.module_source and "try:" not in job.module_source

@@ -125,6 +125,48 @@ def _import_line(local: str, dotted: str) -> str:
     return f"from {parent} import {leaf}" + (f" as {local}" if local != leaf else "")
 
 
+_IMPORT_ERRORS = {"ImportError", "ModuleNotFoundError", "AttributeError"}
+
+
+def _guarded_imports(body: list[ast.stmt]) -> dict[str, list[str]]:
+    """Names bound by a version-guarded import (`try: from a import x / except ImportError: from b import x`):
+    local name -> the dotted names it is tried as, in order. The slice keeps the whole guard, so the worker's
+    Python picks what the installed triton has."""
+    out: dict[str, list[str]] = {}
+    for stmt in body:
+        if not isinstance(stmt, ast.Try) or stmt.finalbody or stmt.orelse:
+            continue
+        if not all(_catches_import_errors(h) for h in stmt.handlers):
+            continue
+        for block in [stmt.body] + [h.body for h in stmt.handlers]:
+            if not all(isinstance(s, (ast.Import, ast.ImportFrom, ast.Pass)) for s in block):
+                break
+        else:
+            for block in [stmt.body] + [h.body for h in stmt.handlers]:
+                for local, dotted in ImportMap(block).names.items():
+                    if dotted not in out.setdefault(local, []):
+                        out[local].append(dotted)
+    return {k: v for k, v in out.items() if len(v) > 1}
+
+
+def _catches_import_errors(handler: ast.ExceptHandler) -> bool:
+    kinds = handler.type.elts if isinstance(handler.type, ast.Tuple) else [handler.type]
+    return all(isinstance(k, ast.Name) and k.id in _IMPORT_ERRORS for k in kinds)
+
+
+def _guarded_import_lines(local: str, alternatives: list[str]) -> list[str]:
+    """`try:` / `except (ImportError, AttributeError):` lines trying each alternative in turn."""
+    lines: list[str] = []
+    for depth, dotted in enumerate(alternatives):
+        pad = "    " * depth
+        if depth < len(alternatives) - 1:
+            lines += [f"{pad}try:", f"{pad}    {_import_line(local, dotted)}",
+                      f"{pad}except (ImportError, AttributeError):"]
+        else:
+            lines.append("    " * depth + _import_line(local, dotted))
+    return lines
+
+
 def _workspace_module(dotted: str, path: str) -> Path | None:
     """The file of the workspace module a name is imported from (`.utils.helper` next to `path`,
     `pkg.common.BLOCK` under a folder above it), or None. Only found, never imported."""
@@ -167,6 +209,8 @@ def extract_module(text: str, kernel: str, path: str = "<memory>", _depth: int =
         raise ExtractionError(f"no @triton.jit function named {kernel!r} in {path}{where}")
 
     assignments = _module_assignments(parsed.body)
+    guarded = {local: alts for local, alts in _guarded_imports(parsed.body).items()
+               if all(_allowed_import(d) for d in alts)}
     foreign_heads: list[str] = []  # import lines of helpers brought from other modules of the workspace
     foreign_body: list[str] = []  # their text (no line of the user's file: line_map 0)
     foreign_names: set[str] = set()
@@ -211,6 +255,9 @@ def extract_module(text: str, kernel: str, path: str = "<memory>", _depth: int =
                 unresolved[name] = (f"`{name}` (line {stmt.lineno}) cannot be computed offline: {why}; a literal "
                                     "or tl.constexpr(literal) can be compiled")
                 return False
+            return True
+        if name in guarded:
+            import_names.add(name)
             return True
         if name in imports.names:
             dotted = imports.names[name]
@@ -314,6 +361,10 @@ def extract_module(text: str, kernel: str, path: str = "<memory>", _depth: int =
     triton_alias = "triton" if imports.names.get("triton", "triton") == "triton" else "_kernel_lsp_triton"
     emit(f"import triton as {triton_alias}" if triton_alias != "triton" else "import triton")
     for local in sorted(import_names):
+        if local in guarded:
+            for line in _guarded_import_lines(local, guarded[local]):
+                emit(line)
+            continue
         stmt = _import_line(local, imports.names[local])
         if stmt != "import triton":
             emit(stmt)

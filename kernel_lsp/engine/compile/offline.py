@@ -162,6 +162,20 @@ def _definition_parts(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> Iterable[tu
         yield "the return annotation", fn.returns
 
 
+def _import_guard(stmt: ast.Try) -> bool:
+    """`try: <imports> except ImportError/AttributeError: <imports>`: the version guard the slicer emits. Its
+    blocks are checked like the module's own statements."""
+    if stmt.finalbody or stmt.orelse or not stmt.handlers:
+        return False
+    for h in stmt.handlers:
+        kinds = h.type.elts if isinstance(h.type, ast.Tuple) else [h.type]
+        if not all(isinstance(k, ast.Name) and k.id in ("ImportError", "ModuleNotFoundError", "AttributeError")
+                   for k in kinds):
+            return False
+    return all(isinstance(s, (ast.Import, ast.ImportFrom, ast.Try, ast.Pass))
+               for block in [stmt.body] + [h.body for h in stmt.handlers] for s in block)
+
+
 def unsafe_statements(source: str) -> list[tuple[int, str]]:
     """(line, why) for each statement of the sliced module whose import could run code of the workspace's."""
     try:
@@ -203,6 +217,9 @@ def unsafe_statements(source: str) -> list[tuple[int, str]]:
             elif isinstance(stmt, ast.If) and isinstance(stmt.test, ast.Constant) and stmt.test.value is True:
                 check(stmt.body)
                 check(stmt.orelse)
+            elif isinstance(stmt, ast.Try) and _import_guard(stmt):
+                for block in [stmt.body] + [h.body for h in stmt.handlers]:
+                    check(block)
             elif isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant):
                 continue
             elif isinstance(stmt, ast.Pass):
