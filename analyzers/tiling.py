@@ -198,7 +198,8 @@ def search_plan(space: list[dict], estimate_us, measure, *, current: dict | None
     times the unmeasured one-step neighbours of the survivors, best estimate first, until the budget (`fraction`
     of the space) is spent or nothing new is near the survivors; the neighbours of the fastest survivors go first. Finalists within `spread` (the timing's relative
     noise) of the fastest are timed twice more and compared by their medians. `estimate_us(cfg)` may return None
-    (no estimate: ranked last); `measure(cfg)` returns microseconds, or None/inf when the configuration fails."""
+    (no estimate: ranked last); `measure(cfgs)` times one round and returns microseconds per configuration, None
+    or inf for one that failed."""
     if not space:
         return SearchPlan(None, {}, 0, 0)
     index = {config_key(c): c for c in space}
@@ -213,13 +214,18 @@ def search_plan(space: list[dict], estimate_us, measure, *, current: dict | None
     ranked = sorted(space, key=lambda c: est[config_key(c)])
     runs: dict[str, list[float]] = {}
 
-    def time(cfg: dict) -> None:
-        key = config_key(cfg)
+    def time(cfgs: list[dict]) -> None:
+        """One round of measurements (a GPU worker times a batch in one process)."""
+        if not cfgs:
+            return
         try:
-            us = measure(cfg)
-        except Exception:  # noqa: BLE001 - a failing configuration is recorded as failed
-            us = None
-        runs.setdefault(key, []).append(us if us is not None and math.isfinite(us) else math.inf)
+            got = list(measure(cfgs))
+        except Exception:  # noqa: BLE001 - a failed round records its configurations as failed
+            got = []
+        got += [None] * (len(cfgs) - len(got))
+        for cfg, us in zip(cfgs, got):
+            ok = isinstance(us, (int, float)) and math.isfinite(us)
+            runs.setdefault(config_key(cfg), []).append(float(us) if ok else math.inf)
 
     def median(key: str) -> float:
         values = sorted(runs[key])
@@ -234,8 +240,7 @@ def search_plan(space: list[dict], estimate_us, measure, *, current: dict | None
                 first.append(pick)
     if current is not None and config_key(current) in index and index[config_key(current)] not in first:
         first.append(index[config_key(current)])
-    for cfg in first[:budget]:
-        time(cfg)
+    time(first[:budget])
     rounds = 1
     while len(runs) < budget:
         timed = sorted(runs, key=median)
@@ -252,17 +257,15 @@ def search_plan(space: list[dict], estimate_us, measure, *, current: dict | None
         # Next to the fastest measured first; the model orders the neighbours of one survivor.
         fresh.sort(key=lambda c: (origin[config_key(c)], est[config_key(c)]))
         room = budget - len(runs)
-        for cfg in fresh[:max(1, min(room, len(survivors)))]:
-            time(cfg)
+        time(fresh[:max(1, min(room, len(survivors)))])
         rounds += 1
     timed = sorted(runs, key=median)
     if timed and math.isfinite(median(timed[0])):
         best = median(timed[0])
         close = [k for k in timed[:4] if median(k) <= best * (1 + spread)]
         if len(close) > 1:
-            for key in close:
-                time(index[key])
-                time(index[key])
+            time([index[k] for k in close])
+            time([index[k] for k in close])
         timed = sorted(runs, key=median)
     winner = index[timed[0]] if timed and math.isfinite(median(timed[0])) else None
     return SearchPlan(winner, {k: median(k) for k in runs}, sum(len(v) for v in runs.values()), rounds)

@@ -171,7 +171,9 @@ def main() -> None:
                 half = max(1e-9, (r["us_q80"] - r["us_q20"]) / 2)
                 return r["us"] + rng.gauss(0.0, half)
 
-            plan = search_plan(space, lambda c: est[json.dumps(c, sort_keys=True)], measure, current=start)
+            plan = search_plan(space, lambda c: est[json.dumps(c, sort_keys=True)],
+                           lambda cfgs: [measure(c) for c in cfgs],
+                                   current=start)
             reached.append(best / by_cfg[json.dumps(plan.winner, sort_keys=True)]["us"])
             measured.append(len(plan.measured))
         model_pick = by_cfg[min(est, key=est.get)]["us"]

@@ -19,6 +19,10 @@ from analyzers.tiling import config_key, search_plan
 BENCH = Path(__file__).resolve().parents[2] / "bench"
 
 
+def _each(one):
+    return lambda cfgs: [one(c) for c in cfgs]
+
+
 def _space():
     return [dict(BLOCK=b, num_warps=w, num_stages=s)
             for b, w, s in itertools.product([64, 128, 256, 512, 1024], [1, 2, 4, 8], [1, 2, 3])]
@@ -34,7 +38,7 @@ def test_a_model_wrong_about_one_tunable_does_not_hide_the_best() -> None:
     space = _space()
     # The model ranks small blocks first (wrong) but gets the warps right.
     wrong = lambda c: 100 + c["BLOCK"] / 10 + 20 * abs(math.log2(c["num_warps"] / 8))  # noqa: E731
-    plan = search_plan(space, wrong, _truth, current=dict(BLOCK=64, num_warps=1, num_stages=1))
+    plan = search_plan(space, wrong, _each(_truth), current=dict(BLOCK=64, num_warps=1, num_stages=1))
     assert plan.winner == dict(BLOCK=512, num_warps=8, num_stages=2)
     assert len(plan.measured) <= int(0.3 * len(space))
 
@@ -52,7 +56,7 @@ def test_failures_of_the_model_and_of_measurements_are_survived() -> None:
             return math.inf  # this one fails at launch
         return _truth(c)
 
-    plan = search_plan(space, model, measure)
+    plan = search_plan(space, model, _each(measure))
     assert plan.winner is not None and plan.winner != dict(BLOCK=512, num_warps=8, num_stages=2)
     assert _truth(plan.winner) <= 110
     assert all(math.isfinite(us) or key == config_key(dict(BLOCK=512, num_warps=8, num_stages=2))
@@ -68,13 +72,13 @@ def test_close_finalists_are_timed_again_before_one_wins() -> None:
         calls[config_key(c)] = calls.get(config_key(c), 0) + 1
         return _truth(c) * (1 + rng.uniform(-0.01, 0.01))
 
-    plan = search_plan(space, _truth, noisy, spread=0.2)
+    plan = search_plan(space, _truth, _each(noisy), spread=0.2)
     assert plan.runs > len(plan.measured)  # finalists within 20% were re-timed
     assert max(calls.values()) == 3
 
 
 def test_an_empty_space_has_no_winner() -> None:
-    plan = search_plan([], lambda c: 1.0, lambda c: 1.0)
+    plan = search_plan([], lambda c: 1.0, _each(lambda c: 1.0))
     assert plan.winner is None and plan.measured == {}
 
 
@@ -118,7 +122,9 @@ def test_on_the_h200_sweeps_the_search_reaches_95_percent_of_the_best_measuring_
             r = by_cfg[json.dumps(cfg, sort_keys=True)]
             return r["us"] + rng.gauss(0.0, max(1e-9, (r["us_q80"] - r["us_q20"]) / 2))
 
-        plan = search_plan(space, lambda c: est[json.dumps(c, sort_keys=True)], measure, current=start)
+        plan = search_plan(space, lambda c: est[json.dumps(c, sort_keys=True)],
+                           lambda cfgs: [measure(c) for c in cfgs],
+                                   current=start)
         best = min(r["us"] for r in recs)
         reached = best / by_cfg[json.dumps(plan.winner, sort_keys=True)]["us"]
         assert reached >= 0.95, (case["case"], reached)
