@@ -195,9 +195,10 @@ def search_plan(space: list[dict], estimate_us, measure, *, current: dict | None
     Round one times the model's best quarter of the budget, plus, for every value of every tunable, the
     best-estimated configuration with that value (so a model that is wrong about one tunable cannot hide that part
     of the space), plus the current configuration. Each later round keeps the faster half of what was timed and
-    times the unmeasured one-step neighbours of the survivors, best estimate first, until the budget (`fraction`
-    of the space) is spent or nothing new is near the survivors; the neighbours of the fastest survivors go first. Finalists within `spread` (the timing's relative
-    noise) of the fastest are timed twice more and compared by their medians. `estimate_us(cfg)` may return None
+    times the unmeasured one-step neighbours of the survivors (those of the fastest first, each survivor's by
+    estimate) until the budget (`fraction` of the space) is spent or nothing new is near the survivors.
+    Finalists within `spread` (the timing's relative noise) of the fastest are timed twice more and compared by
+    their medians. `estimate_us(cfg)` may return None
     (no estimate: ranked last); `measure(cfgs)` times one round and returns microseconds per configuration, None
     or inf for one that failed."""
     if not space:

@@ -159,8 +159,7 @@ def main() -> None:
         best = min(r["us"] for r in recs)
         space = [r["config"] for r in recs]
         by_cfg = {json.dumps(r["config"], sort_keys=True): r for r in recs}
-        est = {json.dumps(c, sort_keys=True): config_model.estimate(launch_of(case, by_cfg[json.dumps(c, sort_keys=True)]), hw, cal).us
-               for c in space}
+        est = {key: config_model.estimate(launch_of(case, rec), hw, cal).us for key, rec in by_cfg.items()}
         start = max(recs, key=lambda r: r["us"])["config"]
         reached, measured = [], []
         for seed in range(1, 6):  # five noise draws: the worst is reported
