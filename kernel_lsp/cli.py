@@ -11,6 +11,7 @@ import os
 import sys
 import tempfile
 import time
+from typing import ClassVar, Self
 
 from . import __version__
 from .settings import Settings, parse_settings
@@ -127,7 +128,7 @@ class _Progress:
     """Progress of long work (compiling, checking, timing) on stderr through rich; silent when stderr is not a
     terminal (CI logs) or with --quiet."""
 
-    TITLES = {"analysing": "analysing files", "compiling": "compiling kernel files", "checking": "checking specs",
+    TITLES: ClassVar[dict[str, str]] = {"analysing": "analysing files", "compiling": "compiling kernel files", "checking": "checking specs",
               "timing": "timing kernels"}
 
     def __init__(self, enabled: bool):
@@ -140,7 +141,7 @@ class _Progress:
             self._bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                                  TimeElapsedColumn(), console=Console(stderr=True), transient=True)
 
-    def __enter__(self) -> "_Progress":
+    def __enter__(self) -> Self:
         if self._bar is not None:
             self._bar.start()
         return self
@@ -332,7 +333,7 @@ def _report(args: argparse.Namespace) -> int:
                              progress=progress)
     for path in result.missing:
         print(f"kernel-lsp: {path}: no such file or directory", file=sys.stderr)
-    page = html_page(result, not_run=not_run)
+    page = html_page(result, not_run=not_run, checks_ran=run_checks)
     try:
         with open(args.output, "w", encoding="utf-8") as fh:
             fh.write(page)

@@ -10,7 +10,8 @@ import html
 import math
 import os
 from collections import defaultdict
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from analyzers.hardware import Hardware, get_device
 from analyzers.model import Severity
@@ -251,18 +252,18 @@ def _roofline_figures(kernels: list[_Kernel]) -> tuple[list[tuple[str, Any]], li
     return figures, unplaced
 
 
-def html_page(result: CheckResult, not_run: Iterable[str] = ()) -> str:
-    """The whole page as a string (plotly's script inline when there is a chart)."""
+def html_page(result: CheckResult, not_run: Iterable[str] = (), checks_ran: bool = True) -> str:
+    """The whole page as a string (plotly's script inline when there is a chart). `not_run`: what was not done and
+    why, listed at the top; `checks_ran`: whether the specs were run (else no kernel is said to lack one)."""
     kernels = _kernels(result)
-    checks_ran = bool(result.verdicts) or "--no-checks" not in " ".join(not_run)
     stats = result.index.stats()
     counts = {s: result.count(s) for s in (Severity.ERROR, Severity.WARNING, Severity.INFO)}
-    when = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    when = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
     source = {"measured": "measured on this machine's GPU",
               "estimate": "estimated by the roofline model (no GPU): estimates, not measurements"}.get(
         result.latency_source or "", "")
-    parts = [f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>kernel-lsp report</title>"
-             f"<style>{_STYLE}</style></head><body>",
+    parts = [(f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>kernel-lsp report</title>"
+              f"<style>{_STYLE}</style></head><body>"),
              "<h1>kernel-lsp report</h1>",
              f"<p class='note'>kernel-lsp {_e(__version__)}, {_e(when)}. {stats['files']} files, "
              f"{stats['tritonKernels']} Triton kernels, {stats['nkiKernels']} NKI kernels; "

@@ -68,7 +68,7 @@ def text_report(result: CheckResult, color: bool = False) -> str:
     if result.verdicts:
         correct = sum(1 for _, v in result.verdicts if v.ok)
         summary += f"; {_n(len(result.verdicts), 'spec')} checked ({correct} correct)"
-    timed = [e for r in result.latency for e in r.entries if e.us is not None]
+    timed = [e for r in result.latency for e in r.entries if e.us is not None and (e.chosen or e.source == "measured")]
     if timed:
         how = "measured on the GPU" if result.latency_source == "measured" else "estimated by the roofline model, no GPU"
         summary += f"; {_n(len(timed), 'latency figure')} ({how})"

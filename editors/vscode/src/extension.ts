@@ -9,7 +9,7 @@ import {
 } from 'vscode-languageclient/node';
 
 import { REFINE, advertised, commandArguments, errorOf, execute, positionArgument, proposalOf } from './commands';
-import { candidates, findServer, notFoundMessage, probe, type ServerLaunch } from './interpreter';
+import { INSTALL_HINT, candidates, findServer, notFoundMessage, probe, type ServerLaunch } from './interpreter';
 import { pipeServerLog } from './log';
 import { readManifest, SECTION, type Manifest, type ServerCommand } from './manifest';
 import { configurationAnswer, serverSettings } from './settings';
@@ -310,7 +310,7 @@ export class KernelLspExtension implements vscode.Disposable {
     const result = await probe({ kind: 'python', command: file, source: 'your choice' });
     if ('reason' in result) {
       void vscode.window.showErrorMessage(`kernel-lsp: ${file} cannot run the server: ${result.reason}. ` +
-        'Install it there with `pip install kernel-lsp`, or choose another interpreter.', CHOOSE_INTERPRETER)
+        `${INSTALL_HINT}, or choose another interpreter.`, CHOOSE_INTERPRETER)
         .then((choice) => choice === CHOOSE_INTERPRETER && this.chooseInterpreter());
       return false;
     }

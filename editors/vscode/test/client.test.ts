@@ -174,7 +174,7 @@ describe('the extension with the real server', () => {
     try {
       expect(await api.extension.restart()).toBe(false);
       expect(errors).toHaveBeenCalledWith(
-        expect.stringMatching(/no Python interpreter with kernel-lsp installed was found \(tried .*no-such-python \(the kernelLsp.server.python setting\): not found\)/),
+        expect.stringMatching(/no Python interpreter with kernel-lsp installed and no kernel-lsp command on PATH was found \(tried .*no-such-python \(the kernelLsp.server.python setting\): not found\)\. Install it from a clone of its repository with `pipx install/),
         'Choose interpreter', 'Show log');
       expect(api.extension.indicator.text).toBe('$(error) kernel-lsp');
     } finally {
