@@ -3,7 +3,6 @@ screenshot whose pixels show the roofline chart was drawn."""
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
 import subprocess
@@ -18,20 +17,17 @@ EXAMPLES = ROOT / "examples"
 
 def _chromium() -> str:
     """Debian's chromium, installed with apt-get when missing and this user may; else the test is skipped."""
-    found = shutil.which("chromium")
-    if found:
-        return found
-    if shutil.which("apt-get") and os.geteuid() == 0:
-        env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-        for cmd in (["apt-get", "update", "-qq"], ["apt-get", "install", "-y", "-qq", "chromium"]):
-            done = subprocess.run(cmd, capture_output=True, text=True, timeout=900, env=env, check=False)
-            if done.returncode != 0:
-                pytest.skip(f"chromium is not installed and `{' '.join(cmd)}` failed: {done.stderr.strip()[-300:]}")
-        found = shutil.which("chromium")
-        if found:
-            return found
-    pytest.skip("chromium is not installed and cannot be installed here (needs apt-get as root): "
-                "apt-get install chromium")
+    from tests.debian import ensure
+
+    found, why = ensure("chromium", ["chromium"])
+    if found is None:
+        pytest.skip(why)
+    return found
+
+
+# Compiling for two targets, checking two specs on the interpreter and estimating them takes minutes on a busy
+# 2-core machine.
+pytestmark = pytest.mark.timeout(900)
 
 
 @pytest.fixture(scope="module")
