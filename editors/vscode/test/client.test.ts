@@ -6,6 +6,7 @@ import { afterAll, beforeAll, describe, expect, test, vi } from 'vitest';
 
 import {
   diagnostics, openDocument, outputs, providersFor, registeredCommands, requireOut, serverPython, vscode, waitFor,
+  webviews,
 } from './host';
 
 const pkg = JSON.parse(fs.readFileSync(path.join(__dirname, '..', 'package.json'), 'utf8'));
@@ -134,6 +135,20 @@ describe('the extension with the real server', () => {
     expect(text).toContain('**Latency** (estimated by the roofline model, no GPU)');
     expect(text).toContain('| (16777216,) | float32 | H200 |');
   }, 200_000);
+
+  test('the report command shows the page kernel-lsp report writes in a webview, scripts on', async () => {
+    const file: string = await vscode.commands.executeCommand('kernelLsp.showReport');
+    expect(file).toMatch(/report\.html$/);
+    const [panel] = webviews.splice(0);
+    expect(panel.viewType).toBe('kernelLsp.report');
+    expect(panel.options.enableScripts).toBe(true);
+    expect(panel.webview.html).toBe(fs.readFileSync(file, 'utf8'));
+    // The folder's kernels with their verdicts and the roofline chart, its script inline.
+    expect(panel.webview.html).toContain("<h3 id='add_kernel'>");
+    expect(panel.webview.html).toContain("<span class='badge correct'>correct</span>");
+    expect(panel.webview.html).toContain('Roofline on H200');
+    expect(panel.webview.html).toContain('Plotly.newPlot');
+  }, 600_000);
 
   test('the palette command runs the server\'s status and shows it; the status bar follows', async () => {
     const errors = vi.mocked(vscode.window.showErrorMessage);

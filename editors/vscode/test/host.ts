@@ -215,6 +215,15 @@ vscode.workspace.createFileSystemWatcher = () => ({
 vscode.workspace.notebookDocuments = [];
 vscode.workspace.onDidGrantWorkspaceTrust = new base.EventEmitter().event;
 
+/** Webview panels the extension opened, with the HTML it gave them. */
+export const webviews: { viewType: string; title: string; options: any; webview: { html: string } }[] = [];
+vscode.window.createWebviewPanel = (viewType: string, title: string, _column: unknown, options: any) => {
+  const panel = { viewType, title, options, webview: { html: '', cspSource: 'vscode-webview:' }, reveal() {},
+    dispose() {}, onDidDispose: new base.EventEmitter().event };
+  webviews.push(panel);
+  return panel;
+};
+
 export function registeredCommands(): string[] {
   return [...registry.keys()];
 }
