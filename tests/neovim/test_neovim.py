@@ -212,7 +212,7 @@ def test_report_command_writes_the_page_and_opens_it(nvim, tmp_path):
     r = run_scenario(nvim, "report", root / "vector_add.py", timeout_s=500)
     assert r["opened"].endswith("report.html")
     assert "<h3 id='add_kernel'>" in r["page"] and "<span class='badge correct'>correct</span>" in r["page"]
-    assert "Roofline on H200" in r["page"]
+    assert 'id="roofline-0"' in r["page"]  # the chart's place (its script was left out of the result)
     assert any(m.startswith("kernel-lsp: report written to ") for m in r["messages"]), r["messages"]
 
 
