@@ -18,6 +18,8 @@ from .test_fixtures import _expectations, _marker_lines
 FIXTURES = Path(__file__).parent / "fixtures"
 FILES = [FIXTURES / "tricks.py", *sorted((FIXTURES / "tampering").glob("[!_]*.py"))]
 CASES = [(p, name, expect) for p in FILES for name, expect, _ in _expectations(p)]
+# One CLI run checks every file (and estimates the latency of the few correct kernels): minutes on a busy machine.
+pytestmark = pytest.mark.timeout(1200)
 
 
 @pytest.fixture(scope="module")
