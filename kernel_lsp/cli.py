@@ -1,4 +1,5 @@
-"""The `kernel-lsp` command: `serve` runs the language server, `check` runs the same analysis in batch."""
+"""The `kernel-lsp` command: `serve` runs the language server, `check` runs the same analysis in batch, `report`
+writes it as one HTML page."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ import logging
 import os
 import sys
 import tempfile
+import time
+from typing import ClassVar, Self
 
 from . import __version__
 from .settings import Settings, parse_settings
@@ -45,28 +48,30 @@ def build_parser() -> argparse.ArgumentParser:
 
     check = sub.add_parser("check", help="analyse files and folders; exit 1 when a problem at --fail-on is found")
     check.add_argument("paths", nargs="+", metavar="PATH")
-    check.add_argument("--format", choices=["text", "json", "sarif"], default="text")
-    check.add_argument("--select", type=_codes, default=None, metavar="CODES",
-                       help="comma-separated rule codes or prefixes to report (e.g. TR,NK001)")
-    check.add_argument("--ignore", type=_codes, default=None, metavar="CODES",
-                       help="comma-separated rule codes or prefixes not to report")
-    check.add_argument("--config", metavar="FILE", help="a JSON file of settings (the keys of docs/configuration.md)")
+    check.add_argument("--format", choices=["text", "json", "sarif"], default="text",
+                       help="json follows kernel_lsp/schema/check-report.schema.json (docs/cli.md)")
+    _common_options(check)
     check.add_argument("--fail-on", choices=["error", "warning", "info", "never"], default="error",
                        help="lowest severity that makes the exit code 1 (default: error)")
     check.add_argument("--exit-zero", action="store_true", help="exit 0 even when problems are found (same as --fail-on never)")
     check.add_argument("--output", "-o", metavar="FILE", help="write the report to FILE instead of stdout")
     check.add_argument("--color", choices=["auto", "always", "never"], default="auto")
-    check.add_argument("--target", action="append", type=_codes, default=None, metavar="TARGET",
-                       help="also compile every kernel for this GPU target, without a GPU (sm_90, gfx942, hopper, ...;"
-                       " repeatable or comma-separated): compile errors, spills, shared memory and resources are "
-                       "reported. Without it (or `targets` in --config) nothing is compiled")
-
     check.add_argument("--run-checks", action="store_true",
                        help="also run every correctness spec (docs/specs.md): each kernel against its PyTorch "
-                       "reference, on the GPU when there is one, else through Triton's interpreter. This runs the "
+                       "reference, on the GPU when there is one, else through Triton's interpreter, then time each "
+                       "kernel that passed at its bench shapes (measured on a GPU, else estimated). This runs the "
                        "files' code (in separate processes) and needs torch and triton")
-    check.add_argument("--check-device", choices=["auto", "interpreter", "cuda"], default=None,
-                       help="where --run-checks runs kernels (default: the checkDevice setting, \"auto\")")
+    check.add_argument("--watch", action="store_true",
+                       help="check again whenever a file under the paths changes (Ctrl-C stops)")
+
+    report = sub.add_parser("report", help="write one self-contained HTML page: per kernel its verdict, resources "
+                            "per target and configuration, latency per shape with its history, and a roofline chart")
+    report.add_argument("paths", nargs="+", metavar="PATH")
+    report.add_argument("--output", "-o", metavar="FILE", default="kernel-lsp-report.html",
+                        help="the page to write (default: kernel-lsp-report.html)")
+    _common_options(report)
+    report.add_argument("--no-checks", dest="run_checks", action="store_false",
+                        help="do not run the correctness specs nor time the kernels (they run the files' code)")
 
     rules = sub.add_parser("rules", help="list the rules, or explain one")
     rules.add_argument("code", nargs="?")
@@ -109,6 +114,21 @@ def _mcp(args: argparse.Namespace) -> int:
     os.chdir(tempfile.gettempdir())
     run(root, http=args.http, allow_run=args.allow_run, max_parallel=args.max_parallel, memory_mb=args.memory_mb)
     return EXIT_OK
+def _common_options(parser: argparse.ArgumentParser) -> None:
+    """The options `check` and `report` share: what is reported, the settings, the targets, where checks run."""
+    parser.add_argument("--select", type=_codes, default=None, metavar="CODES",
+                        help="comma-separated rule codes or prefixes to report (e.g. TR,NK001)")
+    parser.add_argument("--ignore", type=_codes, default=None, metavar="CODES",
+                        help="comma-separated rule codes or prefixes not to report")
+    parser.add_argument("--config", metavar="FILE", help="a JSON file of settings (the keys of docs/configuration.md)")
+    parser.add_argument("--target", action="append", type=_codes, default=None, metavar="TARGET",
+                        help="also compile every kernel for this GPU target, without a GPU (sm_90, gfx942, hopper, ...;"
+                        " repeatable or comma-separated): compile errors, spills, shared memory and resources are "
+                        "reported. Without it (or `targets` in --config) nothing is compiled")
+    parser.add_argument("--check-device", choices=["auto", "interpreter", "cuda"], default=None,
+                        help="where correctness specs run kernels (default: the checkDevice setting, \"auto\")")
+    parser.add_argument("--quiet", "-q", action="store_true",
+                        help="no progress on stderr (it is shown only when stderr is a terminal)")
 
 
 def _trust(args: argparse.Namespace) -> int:
@@ -133,12 +153,46 @@ def _trust(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _check(args: argparse.Namespace) -> int:
-    from analyzers.model import Severity
+class _Progress:
+    """Progress of long work (compiling, checking, timing) on stderr through rich; silent when stderr is not a
+    terminal (CI logs) or with --quiet."""
 
-    from .engine.check import check_paths
-    from .report import json_report, sarif_report, text_report
+    TITLES: ClassVar[dict[str, str]] = {"analysing": "analysing files", "compiling": "compiling kernel files", "checking": "checking specs",
+              "timing": "timing kernels"}
 
+    def __init__(self, enabled: bool):
+        self._bar = None
+        self._tasks: dict[str, object] = {}
+        if enabled:
+            from rich.console import Console
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+            self._bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                                 TimeElapsedColumn(), console=Console(stderr=True), transient=True)
+
+    def __enter__(self) -> Self:
+        if self._bar is not None:
+            self._bar.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self._bar is not None:
+            self._bar.stop()
+
+    def __call__(self, what: str, done: int, total: int) -> None:
+        if self._bar is None:
+            return
+        if what not in self._tasks:
+            self._tasks[what] = self._bar.add_task(self.TITLES.get(what, what), total=total or None)
+        self._bar.update(self._tasks[what], completed=done, total=total or None)
+
+
+def _show_progress(args: argparse.Namespace) -> bool:
+    return not args.quiet and sys.stderr.isatty()
+
+
+def _prepare(args: argparse.Namespace, compile_by_default: bool = False) -> tuple[Settings, list[str]] | int:
+    """Settings (defaults, --config, the command line) and the targets to compile for; an exit code on bad input."""
     settings = Settings()
     if args.config:
         try:
@@ -188,10 +242,35 @@ def _check(args: argparse.Namespace) -> int:
         print("kernel-lsp: compiling for a target needs triton in this Python environment (pip install triton)",
               file=sys.stderr)
         return EXIT_USAGE
+    if compile_by_default and not (targets or config_targets) and triton_installed():
+        config_targets = list(settings.targets)
+    return settings, targets or config_targets
+
+
+def _check(args: argparse.Namespace) -> int:
+    prepared = _prepare(args)
+    if isinstance(prepared, int):
+        return prepared
+    settings, targets = prepared
+    from .engine.compile import triton_installed
+
     if args.run_checks and not (triton_installed() and _importable("torch")):
         print("kernel-lsp: --run-checks needs torch and triton in this Python environment", file=sys.stderr)
         return EXIT_USAGE
-    result = check_paths(args.paths, settings, targets or config_targets, run_specs=args.run_checks)
+    if args.watch:
+        return _watch(args, settings, targets)
+    return _check_once(args, settings, targets)
+
+
+def _check_once(args: argparse.Namespace, settings: Settings, targets: list[str]) -> int:
+    from analyzers.model import Severity
+
+    from .engine.check import check_paths
+    from .report import json_report, sarif_report, text_report
+
+    with _Progress(_show_progress(args)) as progress:
+        result = check_paths(args.paths, settings, targets, run_specs=args.run_checks, latency=args.run_checks,
+                             progress=progress)
     if args.format == "json":
         out = json_report(result)
     elif args.format == "sarif":
@@ -204,12 +283,94 @@ def _check(args: argparse.Namespace) -> int:
             fh.write(out)
     else:
         sys.stdout.write(out)
+        sys.stdout.flush()
     if result.missing:
         return EXIT_USAGE
     fail_on = "never" if args.exit_zero else args.fail_on
     worst = result.worst()
     threshold = {"error": Severity.ERROR, "warning": Severity.WARNING, "info": Severity.INFO}.get(fail_on)
     return EXIT_PROBLEMS if threshold is not None and worst is not None and worst <= threshold else EXIT_OK
+
+
+def _watch(args: argparse.Namespace, settings: Settings, targets: list[str]) -> int:
+    """Check, then check again after each change under the paths (sources only, the private folder and excluded
+    folders aside), until interrupted; the exit code is the last check's."""
+    import threading
+
+    from watchdog.events import FileSystemEventHandler
+    from watchdog.observers import Observer
+
+    from .engine.cuda import CUDA_SUFFIXES
+    from .engine.files import PRIVATE_DIR
+
+    changed = threading.Event()
+    suffixes = (".py", *CUDA_SUFFIXES)
+    excluded = {PRIVATE_DIR, ".git", "__pycache__"}
+
+    class OnChange(FileSystemEventHandler):
+        def on_any_event(self, event) -> None:
+            if event.event_type in ("opened", "closed_no_write"):
+                return
+            for p in (event.src_path, getattr(event, "dest_path", "")):
+                parts = set(os.fsdecode(p).split(os.sep))
+                if os.fsdecode(p).endswith(suffixes) and not parts & excluded:
+                    changed.set()
+
+    observer = Observer()
+    for given in dict.fromkeys(os.path.abspath(p) for p in args.paths):
+        folder = given if os.path.isdir(given) else os.path.dirname(given)
+        if os.path.isdir(folder):
+            observer.schedule(OnChange(), folder, recursive=os.path.isdir(given))
+    observer.start()
+    code = EXIT_OK
+    try:
+        while True:
+            changed.clear()
+            code = _check_once(args, settings, targets)
+            print(f"kernel-lsp: watching {', '.join(args.paths)} for changes (Ctrl-C stops)", file=sys.stderr,
+                  flush=True)
+            changed.wait()
+            time.sleep(0.2)  # an editor's save is several events: check once after them
+    except KeyboardInterrupt:
+        return code
+    finally:
+        observer.stop()
+        observer.join(timeout=5)
+
+
+def _report(args: argparse.Namespace) -> int:
+    prepared = _prepare(args, compile_by_default=True)
+    if isinstance(prepared, int):
+        return prepared
+    settings, targets = prepared
+    from .engine.check import check_paths
+    from .engine.compile import triton_installed
+    from .html_report import html_page
+
+    not_run: list[str] = []
+    if not targets:
+        not_run.append("nothing was compiled: triton is not installed in this Python environment")
+    run_checks = args.run_checks
+    if run_checks and not (triton_installed() and _importable("torch")):
+        run_checks = False
+        not_run.append("no spec was checked and no kernel timed: that needs torch and triton in this Python "
+                       "environment")
+    elif not run_checks:
+        not_run.append("no spec was checked and no kernel timed (--no-checks)")
+    with _Progress(_show_progress(args)) as progress:
+        result = check_paths(args.paths, settings, targets, run_specs=run_checks, latency=run_checks,
+                             progress=progress)
+    for path in result.missing:
+        print(f"kernel-lsp: {path}: no such file or directory", file=sys.stderr)
+    page = html_page(result, not_run=not_run, checks_ran=run_checks)
+    try:
+        with open(args.output, "w", encoding="utf-8") as fh:
+            fh.write(page)
+    except OSError as exc:
+        print(f"kernel-lsp: cannot write {args.output}: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    print(f"wrote {args.output}", file=sys.stderr)
+    return EXIT_USAGE if result.missing else EXIT_OK
 
 
 def _importable(module: str) -> bool:
@@ -278,6 +439,8 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.command == "check":
         return _check(args)
+    if args.command == "report":
+        return _report(args)
     if args.command == "rules":
         return _rules(args)
     if args.command in ("trust", "untrust"):

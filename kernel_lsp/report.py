@@ -1,8 +1,12 @@
-"""`kernel-lsp check` output: human text, JSON, and SARIF 2.1.0 for code-scanning services."""
+"""`kernel-lsp check` output: human text, JSON, and SARIF 2.1.0 for code-scanning services.
+
+The JSON follows kernel_lsp/schema/check-report.schema.json: keys in camelCase, lines and columns 1-based
+everywhere (the engine's are 0-based), durations in seconds, latencies in microseconds (`us`)."""
 
 from __future__ import annotations
 
 import json
+import math
 import os
 from typing import Any
 
@@ -12,6 +16,8 @@ from analyzers.rules import RULES
 from . import __version__
 from .engine.check import CheckResult
 
+# The `$schema` of every JSON report and the `$id` of kernel_lsp/schema/check-report.schema.json.
+SCHEMA_ID = "urn:kernel-lsp:check-report:2"
 _LEVEL = {Severity.ERROR: "error", Severity.WARNING: "warning", Severity.INFO: "info", Severity.HINT: "hint"}
 _SARIF_LEVEL = {Severity.ERROR: "error", Severity.WARNING: "warning", Severity.INFO: "note", Severity.HINT: "note"}
 
@@ -46,6 +52,7 @@ def text_report(result: CheckResult, color: bool = False) -> str:
     lines += [f"{_display(k.path)}:{k.line + 1} {k.name} {k.target} {k.registers} regs, {k.spill_bytes or 0} B spill, "
               f"{k.shared_bytes} B smem (nvcc)" for k in result.cuda]
     lines += [f"{_display(path)}:{v.kernel_line + 1} {v.kernel}: {v.message}" for path, v in result.verdicts]
+    lines += latency_lines(result)
     stats = result.index.stats()
     total = sum(len(ps) for ps in result.problems.values())
     counts = ", ".join(_n(result.count(s), _LEVEL[s]) for s in (Severity.ERROR, Severity.WARNING, Severity.INFO)
@@ -61,11 +68,56 @@ def text_report(result: CheckResult, color: bool = False) -> str:
     if result.verdicts:
         correct = sum(1 for _, v in result.verdicts if v.ok)
         summary += f"; {_n(len(result.verdicts), 'spec')} checked ({correct} correct)"
+    timed = [e for r in result.latency for e in r.entries if e.us is not None and (e.chosen or e.source == "measured")]
+    if timed:
+        how = "measured on the GPU" if result.latency_source == "measured" else "estimated by the roofline model, no GPU"
+        summary += f"; {_n(len(timed), 'latency figure')} ({how})"
     fixable = sum(1 for ps in result.problems.values() for p in ps if p.fix)
     if fixable:
         summary += f"; {fixable} with a quick fix in the editor"
     lines.append(summary)
     return "\n".join(lines) + "\n"
+
+
+def _kernel_lines(result: CheckResult) -> dict[tuple[str, str], int]:
+    """(path, kernel) -> 0-based def line, for kernels of the index."""
+    out = {}
+    for path, entry in result.index.files.items():
+        if entry.analysis:
+            for k in entry.analysis.kernels:
+                out.setdefault((path, k.name), k.name_span.start_line)
+    return out
+
+
+def latency_lines(result: CheckResult) -> list[str]:
+    """`examples/vector_add.py:16 add_kernel (98432,) float32 H200: ≈3.1 µs H200 est. [BLOCK_SIZE=1024] memory-bound,
+    83% of roofline`: one line per kernel, shape and device (estimates: the configuration an autotuner picks)."""
+    where = _kernel_lines(result)
+    lines = []
+    for report in result.latency:
+        for e in report.entries:
+            if e.source == "estimate" and not e.chosen and e.error is None:
+                continue
+            line = where.get((report.path, e.kernel))
+            head = f"{_display(report.path)}:{line + 1 if line is not None else 1} {e.kernel} {tuple(e.shape)} {e.dtype}"
+            if e.error or e.us is None:
+                lines.append(f"{head}: {e.label}: {e.error or 'no figure'}")
+                continue
+            parts = [e.label]
+            if e.config:
+                parts.append(f"[{e.config}]")
+            extra = []
+            if e.bound and e.fraction_of_roofline is not None:
+                extra.append(f"{e.bound}-bound, {e.fraction_of_roofline:.0%} of roofline")
+            if e.speedup:
+                extra.append(f"{e.speedup:.2f}x the reference")
+            if e.change_vs_previous is not None:
+                extra.append(f"{e.change_vs_previous:+.0%} vs previous on {e.device}")
+            if e.suspicious:
+                extra.append(f"suspicious: {e.suspicious}")
+            lines.append(f"{head}: " + " ".join(parts) + (f" {', '.join(extra)}" if extra else ""))
+        lines += [f"{_display(report.path)}: latency: {err}" for err in report.errors]
+    return lines
 
 
 def _bits(widths: tuple[int, ...]) -> str:
@@ -136,8 +188,43 @@ def _problem_json(path: str, p: Problem) -> dict[str, Any]:
     return out
 
 
-def json_report(result: CheckResult) -> str:
+def _line(zero_based: int | None) -> int | None:
+    return None if zero_based is None else zero_based + 1
+
+
+def _case_json(c) -> dict[str, Any]:
+    from .engine.verify.results import case_to_dict
+
+    d = case_to_dict(c)
+    return {"shape": list(c.shape), "dtype": c.dtype, "seed": c.seed, "ok": c.ok, "maxAbs": d["max_abs"],
+            "maxRel": d["max_rel"], "mismatched": c.mismatched, "total": c.total,
+            "firstIndex": None if c.first_index is None else list(c.first_index), "tailOnly": c.tail_only,
+            "config": c.config, "note": c.note, "line": _line(c.line)}
+
+
+def _verdict_json(path: str, v) -> dict[str, Any]:
+    return {"path": path, "kernel": v.kernel, "spec": v.spec, "specLine": v.spec_line + 1,
+            "kernelLine": v.kernel_line + 1, "status": v.status, "device": v.device, "message": v.message,
+            "line": _line(v.line), "column": _line(v.column), "failedCheck": v.failed_check,
+            "seconds": round(v.duration_s, 3), "notes": list(v.notes), "cases": [_case_json(c) for c in v.cases]}
+
+
+def _latency_json(path: str, e, kernel_line: int | None) -> dict[str, Any]:
+    est, work, timing = e.estimate or {}, e.work or {}, e.timing or {}
+    flops = sum((work.get("tensor_flops") or {}).values()) + float(work.get("vector_flops") or 0.0) if work else None
+    return {"path": path, "kernel": e.kernel, "line": _line(kernel_line), "spec": e.spec, "shape": list(e.shape),
+            "dtype": e.dtype, "source": e.source, "device": e.device, "us": e.us, "label": e.label,
+            "config": e.config, "chosen": e.chosen, "bound": e.bound, "fractionOfRoofline": e.fraction_of_roofline,
+            "dramBytes": est.get("dram_bytes"), "flops": flops,
+            "iqrUs": timing.get("iqr_us"), "referenceUs": e.reference_us, "speedup": e.speedup,
+            "suspicious": e.suspicious, "changeVsPrevious": e.change_vs_previous, "error": e.error,
+            "notes": list(est.get("notes") or ())}
+
+
+def json_document(result: CheckResult) -> dict[str, Any]:
+    """The report as one JSON-ready dict (kernel_lsp/schema/check-report.schema.json)."""
     doc = {
+        "$schema": SCHEMA_ID,
         "version": __version__,
         "summary": {**result.index.stats(), "errors": result.count(Severity.ERROR),
                     "warnings": result.count(Severity.WARNING), "infos": result.count(Severity.INFO)},
@@ -162,10 +249,29 @@ def json_report(result: CheckResult) -> str:
                         "registers": k.registers, "spillBytes": k.spill_bytes, "stackBytes": k.stack_bytes,
                         "sharedBytes": k.shared_bytes} for k in result.cuda]
     if result.verdicts:
-        from .engine.verify.results import verdict_to_dict
+        doc["checks"] = [_verdict_json(path, v) for path, v in result.verdicts]
+    if result.latency:
+        where = _kernel_lines(result)
+        doc["latency"] = [_latency_json(r.path, e, where.get((r.path, e.kernel))) for r in result.latency
+                          for e in r.entries]
+        doc["latencySource"] = result.latency_source
+        doc["latencyErrors"] = [{"path": r.path, "message": m} for r in result.latency for m in r.errors]
+    return doc
 
-        doc["checks"] = [{"path": path, **verdict_to_dict(v)} for path, v in result.verdicts]
-    return json.dumps(doc, indent=2) + "\n"
+
+def _finite(value: Any) -> Any:
+    """JSON has no NaN or infinity: such a figure is unknown (null)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_finite(v) for v in value]
+    return value
+
+
+def json_report(result: CheckResult) -> str:
+    return json.dumps(_finite(json_document(result)), indent=2, allow_nan=False) + "\n"
 
 
 def _region(p_span) -> dict[str, int]:

@@ -26,9 +26,9 @@ def k(x_ptr, n, BLOCK: tl.constexpr):
 """
 
 
-def run(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
+def run(*args: str, cwd: Path = ROOT, timeout: float = 60) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "kernel_lsp", *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=60)
+                          timeout=timeout)
 
 
 def test_examples_text_report_and_exit_code():
@@ -279,3 +279,136 @@ def test_trust_and_untrust_a_folder(tmp_path, monkeypatch, capsys):
     assert "a folder above it is" in capsys.readouterr().out and trust.is_trusted(project / "sub")
     assert main(["untrust", str(project)]) == 0 and not trust.is_trusted(project)
     assert main(["trust", str(tmp_path / "missing")]) == 2
+
+
+# --- the JSON report's schema, latency, progress and --watch ---
+
+SCHEMA = ROOT / "kernel_lsp" / "schema" / "check-report.schema.json"
+
+
+def _validate(doc: dict) -> None:
+    jsonschema = pytest.importorskip("jsonschema")
+    schema = json.loads(SCHEMA.read_text())
+    jsonschema.Draft202012Validator.check_schema(schema)
+    errors = [f"{e.json_path}: {e.message}" for e in jsonschema.Draft202012Validator(schema).iter_errors(doc)]
+    assert not errors, errors[:10]
+
+
+def _keys(value, path="$"):
+    """Every key of a JSON document with where it is, constexpr names (the user's) aside."""
+    if isinstance(value, dict):
+        for k, v in value.items():
+            yield path, k
+            if k != "constexprs":
+                yield from _keys(v, f"{path}.{k}")
+    elif isinstance(value, list):
+        for v in value:
+            yield from _keys(v, f"{path}[]")
+
+
+def test_json_report_follows_its_schema_with_one_key_style():
+    doc = json.loads(run("check", "examples", "--format", "json").stdout)
+    _validate(doc)
+    assert doc["$schema"] == json.loads(SCHEMA.read_text())["$id"]
+    odd = [(where, k) for where, k in _keys(doc) if k != "$schema" and not re.fullmatch(r"[a-z][A-Za-z0-9]*", k)]
+    assert not odd, odd
+    # 1-based lines: the kernels' def lines are where the file has them.
+    text = (EXAMPLES / "vector_add.py").read_text().splitlines()
+    [add] = [k for k in doc["kernels"] if k["name"] == "add_kernel"]
+    assert text[add["line"] - 1].startswith("def add_kernel(")
+
+
+@pytest.mark.timeout(600)
+def test_run_checks_reports_latency_in_text_and_json(tmp_path):
+    pytest.importorskip("torch")
+    pytest.importorskip("triton")
+    (tmp_path / "vector_add.py").write_text((EXAMPLES / "vector_add.py").read_text())
+    args = ("check", "vector_add.py", "--run-checks", "--check-device", "interpreter", "--target", "sm_90,sm_80")
+    proc = run(*args, "--format", "json", cwd=tmp_path, timeout=500)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr == ""  # not a terminal: no progress
+    doc = json.loads(proc.stdout)
+    _validate(doc)
+    lines = (tmp_path / "vector_add.py").read_text().splitlines()
+    [verdict] = doc["checks"]
+    assert verdict["status"] == "correct" and lines[verdict["kernelLine"] - 1].startswith("def add_kernel(")
+    assert lines[verdict["specLine"] - 1].startswith("def add_inputs(")
+    assert doc["latencySource"] == "estimate"
+    chosen = [e for e in doc["latency"] if e["chosen"]]
+    assert {e["device"] for e in chosen} == {"H200", "A100"}
+    for e in chosen:
+        assert e["source"] == "estimate" and e["us"] > 0 and e["label"].endswith(f"{e['device']} est.")
+        assert lines[e["line"] - 1].startswith("def add_kernel(") and e["flops"] > 0 and e["dramBytes"] > 0
+    proc = run(*args, cwd=tmp_path, timeout=500)
+    assert re.search(r"^vector_add\.py:\d+ add_kernel \(16777216,\) float32: ≈[\d.]+ µs H200 est\. \[BLOCK_SIZE=1024",
+                     proc.stdout, re.MULTILINE), proc.stdout
+    assert "latency figures (estimated by the roofline model, no GPU)" in proc.stdout.splitlines()[-1]
+    # The second run's estimate equals the first one's: nothing to compare, no "+0%".
+    assert "vs previous" not in proc.stdout
+
+
+def _on_terminal(*args: str, cwd: Path) -> tuple[int, str]:
+    """Run with stderr on a pseudo-terminal (stdout a pipe, as `kernel-lsp check ... > report.json`)."""
+    import os
+    import pty
+
+    master, slave = pty.openpty()
+    proc = subprocess.Popen([sys.executable, "-m", "kernel_lsp", *args], cwd=cwd, stdout=subprocess.DEVNULL,
+                            stderr=slave, env={**os.environ, "COLUMNS": "120", "TERM": "xterm"})
+    os.close(slave)
+    chunks = []
+    while True:
+        try:
+            data = os.read(master, 65536)
+        except OSError:  # the child closed the terminal
+            break
+        if not data:
+            break
+        chunks.append(data)
+    os.close(master)
+    return proc.wait(timeout=300), b"".join(chunks).decode(errors="replace")
+
+
+@pytest.mark.timeout(600)
+def test_progress_on_stderr_only_on_a_terminal(tmp_path):
+    pytest.importorskip("triton")
+    (tmp_path / "vector_add.py").write_text((EXAMPLES / "vector_add.py").read_text())
+    code, err = _on_terminal("check", ".", "--target", "sm_90", "--format", "json", cwd=tmp_path)
+    assert code == 0 and "compiling kernel files" in err, err
+    code, err = _on_terminal("check", ".", "--target", "sm_90", "--quiet", cwd=tmp_path)
+    assert code == 0 and "compiling" not in err, err
+
+
+def test_watch_checks_again_after_a_change(tmp_path):
+    import signal
+    import threading
+
+    f = tmp_path / "k.py"
+    f.write_text(KERNEL)
+    proc = subprocess.Popen([sys.executable, "-m", "kernel_lsp", "check", ".", "--watch"], cwd=tmp_path,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    summaries: list[str] = []
+    waits: list[str] = []
+    seen = threading.Condition()
+
+    def read(stream, lines: list[str], marker: str) -> None:
+        for line in stream:
+            if marker in line:
+                with seen:
+                    lines.append(line)
+                    seen.notify_all()
+
+    for stream, lines, marker in ((proc.stdout, summaries, " checked: "), (proc.stderr, waits, "watching")):
+        threading.Thread(target=read, args=(stream, lines, marker), daemon=True).start()
+    try:
+        with seen:
+            assert seen.wait_for(lambda: len(waits) >= 1, timeout=60), "no first report"
+        assert "1 problem" in summaries[0]
+        f.write_text(KERNEL.replace("tl.arrange", "tl.arange"))
+        with seen:
+            assert seen.wait_for(lambda: len(waits) >= 2, timeout=60), "no report after the change"
+        assert "no problems" in summaries[1]
+    finally:
+        proc.send_signal(signal.SIGINT)
+        code = proc.wait(timeout=30)
+    assert code == 0  # the last check found nothing

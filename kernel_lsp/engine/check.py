@@ -26,6 +26,9 @@ class CheckResult:
     compile_stats: dict[str, Any] = field(default_factory=dict)
     cuda: list[Any] = field(default_factory=list)  # cuda.CudaKernel per kernel and target, with --target only
     verdicts: list[Any] = field(default_factory=list)  # (path, verify.Verdict) per spec, with --run-checks only
+    latency: list[Any] = field(default_factory=list)  # latency.LatencyReport per file with a correct spec
+    latency_source: str | None = None  # "measured" (on this machine's GPU) or "estimate" (roofline model, no GPU)
+    root: str = ""  # where caches and timing histories live (`<root>/.kernel-lsp`)
 
     def count(self, severity: Severity) -> int:
         return sum(1 for ps in self.problems.values() for p in ps if p.severity == severity)
@@ -35,19 +38,32 @@ class CheckResult:
         return min(levels) if levels else None
 
 
+# progress(what, done, total): "analysing", "compiling", "checking", "timing" (files or kernels done of total).
+Progress = Callable[[str, int, int], None]
+
+
+def _silent(what: str, done: int, total: int) -> None:
+    return None
+
+
 def check_paths(paths: Iterable[str], settings: Settings, targets: Sequence[str] = (),
-                root: str | Path | None = None, run_specs: bool = False) -> CheckResult:
+                root: str | Path | None = None, run_specs: bool = False, latency: bool = False,
+                progress: Progress | None = None) -> CheckResult:
     """Analyse the files; with `targets`, also compile every kernel for them (in worker processes, results cached
     under `<root>/.kernel-lsp`, root defaulting to the working directory) and merge the compile problems; with
-    `run_specs`, also run every correctness spec (docs/specs.md) and merge what the checks found."""
+    `run_specs`, also run every correctness spec (docs/specs.md) and merge what the checks found; with `latency`
+    as well, time every kernel whose spec passed at its bench shapes (measured where the checks ran on a GPU, else
+    estimated for each target's device; kept in the kernel's history under `<root>/.kernel-lsp/history`)."""
+    progress = progress or _silent
     index = WorkspaceIndex(settings)
-    result = CheckResult(index)
+    result = CheckResult(index, root=str(Path(root or os.getcwd())))
     for given in paths:
         if not os.path.exists(given):
             result.missing.append(given)
             continue
         for path in walk_sources(given, settings.exclude):
             index.load_from_disk(str(Path(path).resolve()))
+            progress("analysing", len(index.files), 0)
     extra: dict[str, list[Problem]] = {}
     texts: dict[str, str | None] = {}
 
@@ -59,13 +75,15 @@ def check_paths(paths: Iterable[str], settings: Settings, targets: Sequence[str]
 
     if targets:
         result.compiled, result.compile_stats = asyncio.run(
-            _compile(index, settings, list(targets), Path(root or os.getcwd()), text_of))
+            _compile(index, settings, list(targets), Path(result.root), text_of, progress))
         from .compile.service import compile_problems
 
         for report in result.compiled:
             extra.setdefault(report.path, []).extend(compile_problems(report))
     if run_specs:
-        _run_specs(result, settings, Path(root or os.getcwd()), extra, text_of)
+        _run_specs(result, settings, Path(result.root), extra, text_of, progress)
+        if latency and settings.latency != "off":
+            _run_latency(result, settings, list(targets) or list(settings.targets), text_of, progress)
     for path in sorted(index.files):
         result.problems[path] = index.problems(path, extra.get(path, ()))
     if targets:
@@ -74,7 +92,7 @@ def check_paths(paths: Iterable[str], settings: Settings, targets: Sequence[str]
 
 
 def _run_specs(result: CheckResult, settings: Settings, root: Path, extra: dict[str, list[Problem]],
-               text_of: Callable[[str], str | None]) -> None:
+               text_of: Callable[[str], str | None], progress: Progress) -> None:
     """Every file with a spec, checked in its own process; a few at a time (each is one process)."""
     from concurrent.futures import ThreadPoolExecutor
 
@@ -90,10 +108,66 @@ def _run_specs(result: CheckResult, settings: Settings, root: Path, extra: dict[
         return run_checks(CheckRequest(path, texts[path], device=settings.check_device,
                                        timeout_s=float(settings.check_timeout_s), root=str(root)))
 
+    progress("checking", 0, len(todo))
     with ThreadPoolExecutor(max_workers=max(1, min(len(todo), (os.cpu_count() or 2) - 1))) as pool:
-        for path, report in zip(todo, pool.map(check, todo)):
+        for done, (path, report) in enumerate(zip(todo, pool.map(check, todo)), 1):
             result.verdicts += [(path, v) for v in report.verdicts]
             extra.setdefault(path, []).extend(check_problems(report, texts[path]))
+            progress("checking", done, len(todo))
+
+
+def _run_latency(result: CheckResult, settings: Settings, targets: list[str],
+                 text_of: Callable[[str], str | None], progress: Progress) -> None:
+    """Each file's kernels whose spec passed, timed at their bench shapes, as the editor does after a check: on the
+    GPU where the checks ran on one, else estimated by the roofline model for each target's device (timing a
+    kernel that computes the wrong thing means nothing)."""
+    from analyzers.hardware import parse_hardware_overrides
+
+    from .latency import estimate_file, measure_file, record_estimates
+
+    correct: dict[str, list[str]] = {}
+    on_gpu = False
+    for path, v in result.verdicts:
+        if v.ok:
+            correct.setdefault(path, [])
+            if v.kernel not in correct[path]:
+                correct[path].append(v.kernel)
+            on_gpu = on_gpu or "interpreter" not in v.device.lower()
+    if not correct:
+        return
+    result.latency_source = "measured" if on_gpu else "estimate"
+    table, _ = parse_hardware_overrides(settings.hardware or None)
+    lookup = resources_lookup(result.compiled)
+    progress("timing", 0, len(correct))
+    for done, (path, kernels) in enumerate(sorted(correct.items()), 1):
+        text = text_of(path)
+        if on_gpu:
+            report = measure_file(path, text, kernels, result.root)
+        else:
+            report = estimate_file(path, text, targets, kernels, result.root, hardware=table, resources=lookup)
+            record_estimates(report, result.root)
+        result.latency.append(report)
+        progress("timing", done, len(correct))
+
+
+def resources_lookup(reports: Sequence[Any]):
+    """Registers and shared memory of compiled configurations, for an estimate's occupancy (None: not compiled)."""
+
+    def lookup(kernel: str, target: str, constexprs: dict, num_warps: int, num_stages: int):
+        from analyzers.roofline import Resources
+
+        for report in reports:
+            if report.kernel != kernel or report.target.name != target:
+                continue
+            for jr in report.jobs:
+                job = jr.job
+                if (jr.result.ok and job.num_warps == num_warps and job.num_stages == num_stages
+                        and all(dict(job.constexprs).get(k) == v for k, v in constexprs.items())):
+                    res = jr.result.resources
+                    return Resources(res.registers, res.shared_bytes, res.spill_bytes)
+        return None
+
+    return lookup
 
 
 def _check_cuda_files(result: CheckResult, paths: Iterable[str], settings: Settings, targets: list[str]) -> None:
@@ -116,7 +190,7 @@ def _check_cuda_files(result: CheckResult, paths: Iterable[str], settings: Setti
 
 
 async def _compile(index: WorkspaceIndex, settings: Settings, targets: list[str], root: Path,
-                   text_of: Callable[[str], str | None]) -> tuple[list, dict]:
+                   text_of: Callable[[str], str | None], progress: Progress = _silent) -> tuple[list, dict]:
     from .compile.service import CompileService
 
     # kernel file -> (launch site, its file's text, its path)
@@ -129,7 +203,17 @@ async def _compile(index: WorkspaceIndex, settings: Settings, targets: list[str]
             entry = index.files[path]
             if entry.analysis and entry.analysis.kernels and entry.read_problem is None and (text := text_of(path)):
                 batches.append(service.compile_file(path, text, entry.analysis, targets, sites.get(path, [])))
-        reports = [r for batch in await asyncio.gather(*batches) for r in batch]
+        done = 0
+        progress("compiling", 0, len(batches))
+
+        async def counted(batch):
+            nonlocal done
+            reports = await batch
+            done += 1
+            progress("compiling", done, len(batches))
+            return reports
+
+        reports = [r for batch in await asyncio.gather(*map(counted, batches)) for r in batch]
         return reports, service.stats()
     finally:
         await service.close()

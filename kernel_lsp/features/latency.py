@@ -99,15 +99,20 @@ def hover_section(ls: "KernelLanguageServer", path: str, kernel: str) -> str | N
     if ls.state.roots:
         from ..engine.latency import history_name, load_history
 
-        # The same kind of figure only: measurements with measurements, estimates with estimates.
+        # The same kind of figure on the same device only: measurements with measurements, estimates with
+        # estimates, one line per device (an H200 estimate after an A100 one is not a speedup).
         largest = max(entries, key=lambda e: (_numel(e.shape), e.dtype))
-        history = [h for h in load_history(ls.state.roots[0], history_name(path, kernel))
-                   if (h.get("source") == "estimate") != measured and h.get("shape") == list(largest.shape)
-                   and h.get("dtype") == largest.dtype and h.get("us")][-8:]
-        if len(history) > 1:
-            what = "measured" if measured else "estimated"
-            lines += ["", f"History at {tuple(largest.shape)} {largest.dtype} ({what}, this workspace, newest "
-                      "last): " + " → ".join(f"{h['us']:.1f} µs" for h in history)]
+        devices = list(dict.fromkeys(e.device for e in entries if e.device and e.shape == largest.shape
+                                     and e.dtype == largest.dtype))
+        kept = [h for h in load_history(ls.state.roots[0], history_name(path, kernel))
+                if (h.get("source") == "estimate") != measured and h.get("shape") == list(largest.shape)
+                and h.get("dtype") == largest.dtype and h.get("us")]
+        what = "measured" if measured else "estimated"
+        for device in devices:
+            history = [h for h in kept if h.get("device") == device][-8:]
+            if len(history) > 1:
+                lines += ["", f"History on {device} at {tuple(largest.shape)} {largest.dtype} ({what}, this "
+                          "workspace, newest last): " + " → ".join(f"{h['us']:.1f} µs" for h in history)]
     return "\n".join(lines)
 
 

@@ -141,6 +141,24 @@ function scenarios.status()
   end, "the :KernelReindex message")
 end
 
+function scenarios.report()
+  wait(5000, function()
+    return client() ~= nil
+  end, "kernel-lsp to attach")
+  -- :KernelReport opens the page with vim.ui.open: record what it was asked to open instead of a browser.
+  vim.ui.open = function(path)
+    result.opened = path
+    return nil
+  end
+  vim.cmd("KernelReport")
+  wait(400000, function()
+    return result.opened ~= nil
+  end, "the report to be opened")
+  -- The page without plotly's inline script (megabytes): what the test reads.
+  local page = table.concat(vim.fn.readfile(result.opened), "\n")
+  result.page = page:gsub("<script.-</script>", "<script></script>")
+end
+
 function scenarios.trust()
   wait(5000, function()
     return execute(kl.commands.status).ready

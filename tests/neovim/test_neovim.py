@@ -204,6 +204,18 @@ def test_an_untrusted_workspace_asks_and_kernel_trust_trusts_it(nvim, tmp_path):
     assert json.loads(trust_file.read_text())["trusted"] == [str(root.resolve())]
 
 
+@pytest.mark.timeout(600)
+def test_report_command_writes_the_page_and_opens_it(nvim, tmp_path):
+    pytest.importorskip("torch")
+    pytest.importorskip("triton")
+    root = workspace(tmp_path, {"vector_add.py": EXAMPLES / "vector_add.py"})
+    r = run_scenario(nvim, "report", root / "vector_add.py", timeout_s=500)
+    assert r["opened"].endswith("report.html")
+    assert "<h3 id='add_kernel'>" in r["page"] and "<span class='badge correct'>correct</span>" in r["page"]
+    assert 'id="roofline-0"' in r["page"]  # the chart's place (its script was left out of the result)
+    assert any(m.startswith("kernel-lsp: report written to ") for m in r["messages"]), r["messages"]
+
+
 def test_status_and_reindex_commands(nvim, tmp_path):
     root = workspace(tmp_path, {
         "buggy_kernels.py": EXAMPLES / "buggy_kernels.py",

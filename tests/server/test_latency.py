@@ -87,3 +87,27 @@ async def test_nothing_runs_while_checks_are_off(start):
     answer = await s.command("kernel-lsp.optimizeTiling", {"uri": uri, "line": KERNEL_LINE, "character": 0})
     assert "checks are off" in answer["error"]
     assert "checks are off" in (await s.command("kernel-lsp.runChecks", {"uri": uri}))["error"]
+
+
+async def test_hover_history_keeps_devices_apart(start):
+    """Estimates for two targets' devices are two histories: an A100 figure after an H200 one is no regression."""
+    import json
+
+    history = [{"time": 1.0, "source": "estimate", "shape": [16777216], "dtype": "float32", "device": device,
+                "us": us, "config": "BLOCK_SIZE=512, num_warps=4, num_stages=3"}
+               for device, us in (("H200", 61.5), ("A100", 201.5))]
+    s = await start({"vector_add.py": EXAMPLE, ".kernel-lsp/history/vector_add.add_kernel.json": json.dumps(history)},
+                    options={**OPTIONS, "targets": ["sm_90", "sm_80"]})
+    uri = s.open("vector_add.py")
+    result = await s.command("kernel-lsp.runChecks", {"uri": uri, "line": KERNEL_LINE, "character": 0})
+    assert [v["status"] for v in result["verdicts"]] == ["correct"], result
+
+    async def hover():
+        found = await s.client.text_document_hover_async(types.HoverParams(
+            text_document=types.TextDocumentIdentifier(uri=uri), position=types.Position(KERNEL_LINE, 6)))
+        return found.contents.value if found else ""
+
+    text = await until(hover, lambda t: "History on A100" in t and "History on H200" in t)
+    lines = {line.split(" at ")[0]: line for line in text.splitlines() if line.startswith("History on ")}
+    assert lines["History on H200"].split(": ")[1].startswith("61.5 µs → ") and "201.5" not in lines["History on H200"]
+    assert lines["History on A100"].split(": ")[1].startswith("201.5 µs → ") and "61.5" not in lines["History on A100"]

@@ -18,6 +18,8 @@ from .test_fixtures import _expectations, _marker_lines
 FIXTURES = Path(__file__).parent / "fixtures"
 FILES = [FIXTURES / "tricks.py", *sorted((FIXTURES / "tampering").glob("[!_]*.py"))]
 CASES = [(p, name, expect) for p in FILES for name, expect, _ in _expectations(p)]
+# One CLI run checks every file (and estimates the latency of the few correct kernels): minutes on a busy machine.
+pytestmark = pytest.mark.timeout(1200)
 
 
 @pytest.fixture(scope="module")
@@ -43,7 +45,7 @@ def test_trick_is_refused(report, path, spec_name, expect):
     rest = " ".join(words)
     marker = re.search(r"line @(\w+)", rest)
     if marker:
-        assert verdict["line"] in _marker_lines(path, marker.group(1)), verdict["message"]
+        assert verdict["line"] - 1 in _marker_lines(path, marker.group(1)), verdict["message"]  # JSON: 1-based
         rest = rest.replace(marker.group(0), "").strip()
     if rest:
         assert rest in verdict["message"], verdict["message"]
@@ -52,10 +54,10 @@ def test_trick_is_refused(report, path, spec_name, expect):
         problems = [p for p in report["problems"] if p["path"] == str(path) and p["code"].startswith("KV")]
         assert any(verdict["message"][:60] in p["message"] for p in problems), problems
     if status in ("rejected", "not-checked"):
-        assert verdict["failed_check"], verdict
+        assert verdict["failedCheck"], verdict
     if status == "rejected":
         failing = [c for c in verdict["cases"] if not c["ok"]]
-        assert failing and failing[-1]["note"] == verdict["failed_check"]
+        assert failing and failing[-1]["note"] == verdict["failedCheck"]
         assert f"seed {failing[-1]['seed']}" in verdict["message"]
 
 
@@ -64,8 +66,8 @@ def test_forged_results_are_ignored_and_reported(report):
     (verdict,) = [c for c in report["checks"] if c["path"] == path]
     assert verdict["status"] == "mismatch"
     # The interpreter knows which store wrote the first wrong element: the diagnostic sits there.
-    store = next(i for i, text in enumerate(Path(path).read_text().splitlines()) if "tl.store(" in text)
-    assert verdict["line"] == store and f"line {store + 1} stored the first wrong element" in verdict["message"]
+    store = next(i for i, text in enumerate(Path(path).read_text().splitlines(), 1) if "tl.store(" in text)
+    assert verdict["line"] == store and f"line {store} stored the first wrong element" in verdict["message"]
     failing = [c for c in verdict["cases"] if not c["ok"]]
     assert failing and failing[0]["line"] == store and f"seed {failing[0]['seed']}" in verdict["message"]
     assert any("did not come from the checker" in p["message"] for p in report["problems"] if p["path"] == path)

@@ -1,4 +1,8 @@
 // kernel-lsp for VS Code: starts the language server, contributes its settings and commands, shows its state.
+import { execFile } from 'node:child_process';
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
 import * as vscode from 'vscode';
 import {
   DidChangeConfigurationNotification,
@@ -9,7 +13,7 @@ import {
 } from 'vscode-languageclient/node';
 
 import { REFINE, advertised, commandArguments, errorOf, execute, positionArgument, proposalOf } from './commands';
-import { candidates, findServer, notFoundMessage, probe, type ServerLaunch } from './interpreter';
+import { INSTALL_HINT, candidates, findServer, notFoundMessage, probe, type ServerLaunch } from './interpreter';
 import { pipeServerLog } from './log';
 import { readManifest, SECTION, type Manifest, type ServerCommand } from './manifest';
 import { configurationAnswer, serverSettings } from './settings';
@@ -19,6 +23,8 @@ export const STATUS = 'kernel-lsp.status';
 const CHOOSE_INTERPRETER = 'Choose interpreter';
 const SHOW_LOG = 'Show log';
 const STATUS_POLL_MS = 500;
+/** `kernel-lsp report` compiles, checks and times every kernel of the folder: minutes on a large one. */
+const REPORT_TIMEOUT_MS = 15 * 60_000;
 const STATUS_POLL_LIMIT = 120;
 
 async function pythonExtensionInterpreter(resource: vscode.Uri | undefined): Promise<string | undefined> {
@@ -294,6 +300,50 @@ export class KernelLspExtension implements vscode.Disposable {
     }
   }
 
+  /** `kernel-lsp report` on the first workspace folder, with the server's interpreter, shown in a webview: the
+   * same self-contained page the command line writes (its charts need scripts). Returns the page's file. */
+  async showReport(): Promise<string | undefined> {
+    const folder = vscode.workspace.workspaceFolders?.[0]?.uri.fsPath;
+    if (!this.launch || !folder) {
+      void vscode.window.showWarningMessage(!folder ? 'kernel-lsp: the report needs an open folder.'
+        : 'kernel-lsp: the server is not running, so there is no interpreter to write the report with.');
+      return undefined;
+    }
+    if (!this.trusted) {
+      void vscode.window.showWarningMessage('kernel-lsp: the report checks and times the kernels, which runs this ' +
+        "folder's code: trust the workspace first.");
+      return undefined;
+    }
+    const file = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'kernel-lsp-report-')), 'report.html');
+    const args = [...this.launch.args.slice(0, -1), 'report', folder, '-o', file, '--quiet'];
+    this.output.info(`report: ${this.launch.command} ${args.join(' ')}`);
+    this.indicator.progress('kernel-lsp.report', { kind: 'begin', title: 'writing the report' });
+    try {
+      await new Promise<void>((resolve, reject) => {
+        execFile(this.launch!.command, args, { cwd: folder, timeout: REPORT_TIMEOUT_MS, windowsHide: true,
+          maxBuffer: 16 * 1024 * 1024 }, (error, _stdout, stderr) => {
+          if (error || !fs.existsSync(file)) {
+            reject(new Error(String(stderr).trim().split('\n').pop() || error?.message || 'no report was written'));
+          } else {
+            resolve();
+          }
+        });
+      });
+    } catch (error) {
+      const message = error instanceof Error ? error.message : String(error);
+      this.output.error(`report: ${message}`);
+      void vscode.window.showErrorMessage(`kernel-lsp: the report failed: ${message}`, SHOW_LOG)
+        .then((choice) => choice === SHOW_LOG && this.output.show(true));
+      return undefined;
+    } finally {
+      this.indicator.progress('kernel-lsp.report', { kind: 'end' });
+    }
+    const panel = vscode.window.createWebviewPanel('kernelLsp.report', `kernel-lsp report: ${path.basename(folder)}`,
+      vscode.ViewColumn.Active, { enableScripts: true });
+    panel.webview.html = fs.readFileSync(file, 'utf8');
+    return file;
+  }
+
   /** Picks an interpreter file, checks that it has kernel-lsp, saves it in the user settings and restarts. */
   async chooseInterpreter(): Promise<boolean> {
     const picked = await vscode.window.showOpenDialog({
@@ -310,7 +360,7 @@ export class KernelLspExtension implements vscode.Disposable {
     const result = await probe({ kind: 'python', command: file, source: 'your choice' });
     if ('reason' in result) {
       void vscode.window.showErrorMessage(`kernel-lsp: ${file} cannot run the server: ${result.reason}. ` +
-        'Install it there with `pip install kernel-lsp`, or choose another interpreter.', CHOOSE_INTERPRETER)
+        `${INSTALL_HINT}, or choose another interpreter.`, CHOOSE_INTERPRETER)
         .then((choice) => choice === CHOOSE_INTERPRETER && this.chooseInterpreter());
       return false;
     }
@@ -353,6 +403,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<Kernel
     vscode.commands.registerCommand(`${SECTION}.chooseInterpreter`, () => extension.chooseInterpreter()),
     vscode.commands.registerCommand(`${SECTION}.restartServer`, () => extension.restart()),
     vscode.commands.registerCommand(`${SECTION}.showOutput`, () => output.show(true)),
+    vscode.commands.registerCommand(`${SECTION}.showReport`, () => extension.showReport()),
     vscode.workspace.onDidChangeConfiguration((e) => extension.configurationChanged(e)),
     // Trust granted: restart with compiling allowed and the workspace's own interpreters considered.
     vscode.workspace.onDidGrantWorkspaceTrust(() => extension.restart()),

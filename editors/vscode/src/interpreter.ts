@@ -1,5 +1,6 @@
 // Finding a way to run the server: an interpreter (or kernel-lsp executable) the user chose, else the first of the
-// Python extension's interpreter, the workspace's .venv and python3 on PATH that has kernel_lsp installed.
+// Python extension's interpreter, the workspace's .venv, a `kernel-lsp` command on PATH (pipx installs one) and
+// python3 on PATH that has kernel_lsp installed.
 import { execFile } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
@@ -34,6 +35,37 @@ export interface CandidateSources {
   /** In an untrusted workspace no interpreter from inside the workspace is run. */
   trusted: boolean;
   platform?: NodeJS.Platform;
+  /** The PATH searched for a `kernel-lsp` command (default: this process's). */
+  pathEnv?: string;
+}
+
+/** How to install the server, for every message that says it is missing: commands that work from a clone of the
+ * repository or a wheel built there (`pip wheel --no-deps .`). */
+export const INSTALL_HINT =
+  'Install it from a clone of its repository with `pipx install /path/to/kernel-lsp` or, in the interpreter you ' +
+  'want, `python -m pip install /path/to/kernel-lsp` (a wheel built there with `pip wheel --no-deps .` works too)';
+
+/** The first executable `name` in the folders of `pathEnv`, as an absolute path. */
+export function onPath(name: string, pathEnv: string | undefined, platform: NodeJS.Platform): string | undefined {
+  const windows = platform === 'win32';
+  const names = windows ? [`${name}.exe`, `${name}.cmd`] : [name];
+  for (const folder of (pathEnv ?? '').split(windows ? ';' : ':')) {
+    if (!folder || !path.isAbsolute(folder)) {
+      continue; // a relative PATH entry would resolve inside whatever folder the editor runs in
+    }
+    for (const file of names) {
+      const full = path.join(folder, file);
+      try {
+        fs.accessSync(full, windows ? fs.constants.F_OK : fs.constants.X_OK);
+        if (fs.statSync(full).isFile()) {
+          return full;
+        }
+      } catch {
+        // not here
+      }
+    }
+  }
+  return undefined;
 }
 
 const PROBE_TIMEOUT_MS = 15_000;
@@ -74,6 +106,10 @@ export async function candidates(sources: CandidateSources): Promise<Candidate[]
         out.push({ kind: 'python', command: venv, source: "the workspace's .venv" });
       }
     }
+  }
+  const installed = onPath('kernel-lsp', sources.pathEnv ?? process.env.PATH, sources.platform ?? process.platform);
+  if (installed && (sources.trusted || !insideAny(installed, sources.workspaceFolders))) {
+    out.push({ kind: 'executable', command: installed, source: 'kernel-lsp on PATH' });
   }
   out.push({ kind: 'python', command: windows ? 'python' : 'python3', source: 'PATH' });
   const seen = new Set<string>();
@@ -138,7 +174,6 @@ export async function findServer(
 /** The error shown when no candidate has kernel-lsp. */
 export function notFoundMessage(search: Search): string {
   const tried = search.rejected.map((r) => `${r.candidate.command} (${r.candidate.source}): ${r.reason}`).join('; ');
-  return 'kernel-lsp: no Python interpreter with kernel-lsp installed was found' +
-    (tried ? ` (tried ${tried})` : '') +
-    '. Install it with `pip install kernel-lsp` in your environment, or choose an interpreter that has it.';
+  return 'kernel-lsp: no Python interpreter with kernel-lsp installed and no kernel-lsp command on PATH was found' +
+    (tried ? ` (tried ${tried})` : '') + `. ${INSTALL_HINT}, or choose an interpreter that has it.`;
 }

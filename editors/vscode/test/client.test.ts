@@ -4,7 +4,10 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { afterAll, beforeAll, describe, expect, test, vi } from 'vitest';
 
-import { diagnostics, openDocument, outputs, registeredCommands, requireOut, serverPython, vscode, waitFor } from './host';
+import {
+  diagnostics, openDocument, outputs, providersFor, registeredCommands, requireOut, serverPython, vscode, waitFor,
+  webviews,
+} from './host';
 
 const pkg = JSON.parse(fs.readFileSync(path.join(__dirname, '..', 'package.json'), 'utf8'));
 
@@ -25,15 +28,34 @@ def add_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
 let workspace: string;
 let api: any;
 let context: any;
+let specced: any; // examples/vector_add.py, open in the editor: a kernel with a correctness spec
+
+const EXAMPLE = fs.readFileSync(path.join(__dirname, '..', '..', '..', 'examples', 'vector_add.py'), 'utf8');
+const KERNEL_LINE = EXAMPLE.split('\n').indexOf('def add_kernel(');
+
+/** Ask `get` again until `done` holds of its answer (a server result that arrives after background work). */
+async function until<T>(what: string, get: () => Promise<T>, done: (value: T) => boolean, timeoutMs = 150_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await get();
+    if (done(value)) return value;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}: ${JSON.stringify(value)}`);
+    await new Promise((r) => setTimeout(r, 250));
+  }
+}
+
+const token = () => new vscode.CancellationTokenSource().token;
 
 beforeAll(async () => {
   workspace = fs.mkdtempSync(path.join(os.tmpdir(), 'kernel-lsp-vscode-'));
   fs.writeFileSync(path.join(workspace, 'kernels.py'), TYPO);
+  fs.writeFileSync(path.join(workspace, 'vector_add.py'), EXAMPLE);
   vscode.workspace.setWorkspaceFolders([{ uri: vscode.Uri.file(workspace), name: 'ws', index: 0 }]);
   const config = vscode.workspace.getConfiguration('kernelLsp');
   await config.update('server.python', serverPython(), vscode.ConfigurationTarget.Global);
   // Compiling would only slow the test down; it is what an untrusted workspace gets anyway.
   await config.update('compile', 'off', vscode.ConfigurationTarget.Global);
+  specced = openDocument(path.join(workspace, 'vector_add.py')).document;
   openDocument(path.join(workspace, 'kernels.py'));
   context = { subscriptions: [] as { dispose(): unknown }[], extension: { packageJSON: pkg } };
   const { activate } = requireOut('./extension.js');
@@ -65,6 +87,68 @@ describe('the extension with the real server', () => {
     expect(found.range.start.line).toBe(7);
     expect(found.message).toMatch(/arange/);
   });
+
+  test('a quick fix comes through the client\'s code action provider', async () => {
+    const document = vscode.workspace.textDocuments.find((d: any) => d.uri.fsPath.endsWith('kernels.py'));
+    const uri = document.uri.toString();
+    const typo = await waitFor('TR007', () => diagnostics.flatMap((c) => c.get({ toString: () => uri }) ?? [])
+      .find((d: any) => String(d.code?.value ?? d.code) === 'TR007'));
+    const [provider] = providersFor('registerCodeActionsProvider', document);
+    const actions = await provider.provideCodeActions(document, typo.range,
+      { diagnostics: [typo], only: undefined, triggerKind: 1 }, token());
+    const fix = actions.find((a: any) => a.isPreferred && /arange/.test(a.title));
+    expect(fix, JSON.stringify(actions.map((a: any) => a.title))).toBeDefined();
+    const resolved = fix.edit ? fix : await provider.resolveCodeAction(fix, token());
+    const [[, edits]] = resolved.edit.entries();
+    expect(edits.map((e: any) => e.newText)).toContain('arange');
+  });
+
+  test('code lens, check, then inlay hint, lens and hover with the estimate, all through the client', async () => {
+    const [lenses] = providersFor('registerCodeLensProvider', specced);
+    // A lens without a command is resolved first, as VS Code does before showing it.
+    const provide = async () => Promise.all((await lenses.provideCodeLenses(specced, token()) ?? []).map(
+      async (l: any) => (l.command || !lenses.resolveCodeLens ? l : await lenses.resolveCodeLens(l, token()))));
+    const before = await provide();
+    const run = before.find((l: any) => l.range.start.line === KERNEL_LINE
+      && /check against the reference/.test(l.command?.title ?? ''));
+    expect(run, JSON.stringify(before.map((l: any) => [l.range.start.line, l.command?.title]))).toBeDefined();
+    // VS Code runs a lens's command when it is clicked: the client forwards it to the server.
+    const result: any = await vscode.commands.executeCommand(run.command.command, ...(run.command.arguments ?? []));
+    expect(result.verdicts.map((v: any) => v.status)).toEqual(['correct']);
+
+    const [hints] = providersFor('registerInlayHintsProvider', specced);
+    const whole = new vscode.Range(0, 0, specced.lineCount, 0);
+    const found = await until('the latency hint', () => hints.provideInlayHints(specced, whole, token()),
+      (h: any) => (h ?? []).some((x: any) => x.position.line === KERNEL_LINE && /H200 est\./.test(String(
+        typeof x.label === 'string' ? x.label : x.label.map((p: any) => p.value).join('')))));
+    expect(found.length).toBeGreaterThan(0);
+
+    const after = await provide();
+    const titles = after.map((l: any) => l.command?.title ?? '');
+    expect(titles.some((t: string) => /correct on \d+ cases/.test(t)), JSON.stringify(titles)).toBe(true);
+    expect(titles.some((t: string) => /\(16777216,\) float32: ≈/.test(t)), JSON.stringify(titles)).toBe(true);
+
+    const [hover] = providersFor('registerHoverProvider', specced);
+    const shown = await hover.provideHover(specced, new vscode.Position(KERNEL_LINE, 6), token());
+    const contents = Array.isArray(shown.contents) ? shown.contents : [shown.contents];
+    const text = contents.map((c: any) => c.value ?? String(c)).join('\n');
+    expect(text).toContain('**Latency** (estimated by the roofline model, no GPU)');
+    expect(text).toContain('| (16777216,) | float32 | H200 |');
+  }, 200_000);
+
+  test('the report command shows the page kernel-lsp report writes in a webview, scripts on', async () => {
+    const file: string = await vscode.commands.executeCommand('kernelLsp.showReport');
+    expect(file).toMatch(/report\.html$/);
+    const [panel] = webviews.splice(0);
+    expect(panel.viewType).toBe('kernelLsp.report');
+    expect(panel.options.enableScripts).toBe(true);
+    expect(panel.webview.html).toBe(fs.readFileSync(file, 'utf8'));
+    // The folder's kernels with their verdicts and the roofline chart, its script inline.
+    expect(panel.webview.html).toContain("<h3 id='add_kernel'>");
+    expect(panel.webview.html).toContain("<span class='badge correct'>correct</span>");
+    expect(panel.webview.html).toContain('Roofline on H200');
+    expect(panel.webview.html).toContain('Plotly.newPlot');
+  }, 600_000);
 
   test('the palette command runs the server\'s status and shows it; the status bar follows', async () => {
     const errors = vi.mocked(vscode.window.showErrorMessage);
@@ -174,7 +258,7 @@ describe('the extension with the real server', () => {
     try {
       expect(await api.extension.restart()).toBe(false);
       expect(errors).toHaveBeenCalledWith(
-        expect.stringMatching(/no Python interpreter with kernel-lsp installed was found \(tried .*no-such-python \(the kernelLsp.server.python setting\): not found\)/),
+        expect.stringMatching(/no Python interpreter with kernel-lsp installed and no kernel-lsp command on PATH was found \(tried .*no-such-python \(the kernelLsp.server.python setting\): not found\)\. Install it from a clone of its repository with `pipx install/),
         'Choose interpreter', 'Show log');
       expect(api.extension.indicator.text).toBe('$(error) kernel-lsp');
     } finally {

@@ -135,6 +135,17 @@ for (const [name, fields] of Object.entries(values)) {
   if (vscode[name] === undefined) vscode[name] = valueClass(...fields);
 }
 vscode.InlayHintKind ??= { Type: 1, Parameter: 2 };
+vscode.CodeActionTriggerKind ??= { Invoke: 1, Automatic: 2 };
+// The client passes [edit, metadata] pairs where the server's edits carry change annotations (quick fixes do);
+// jest-mock-vscode's WorkspaceEdit.set only takes plain edits.
+const setEdits = vscode.WorkspaceEdit.prototype.set;
+vscode.WorkspaceEdit.prototype.set = function set(uri: any, edits?: any[]) {
+  if (!edits?.some((e) => Array.isArray(e))) return setEdits.call(this, uri, edits);
+  for (const e of edits) {
+    const [edit, metadata] = Array.isArray(e) ? e : [e, undefined];
+    this._edits.push({ _type: 2, uri, edit, metadata });
+  }
+};
 
 vscode.languages.match = (selector: any, document: any): number => {
   const filters = Array.isArray(selector) ? selector : [selector];
@@ -160,8 +171,24 @@ vscode.languages.createDiagnosticCollection = (name: string) => {
   diagnostics.push(collection);
   return collection;
 };
+/** What the language client registered with `languages.register*Provider`, by the function's name: the tests call
+ * these providers as VS Code would, through the client's middleware, to the server. */
+export const providers = new Map<string, { selector: any; provider: any }[]>();
 for (const key of Object.keys(vscode.languages)) {
-  if (key.startsWith('register')) vscode.languages[key] = () => new Disposable();
+  if (!key.startsWith('register')) continue;
+  vscode.languages[key] = (selector: any, provider: any) => {
+    const list = providers.get(key) ?? [];
+    const entry = { selector, provider };
+    list.push(entry);
+    providers.set(key, list);
+    return new Disposable(() => list.splice(list.indexOf(entry), 1));
+  };
+}
+
+/** The providers registered through `languages.<register>` whose selector matches the document. */
+export function providersFor(register: string, document: any): any[] {
+  return (providers.get(register) ?? []).filter((p) => vscode.languages.match(p.selector, document) > 0)
+    .map((p) => p.provider);
 }
 vscode.window.createOutputChannel = (name: string) => {
   const channel = new OutputChannel(name);
@@ -187,6 +214,15 @@ vscode.workspace.createFileSystemWatcher = () => ({
 });
 vscode.workspace.notebookDocuments = [];
 vscode.workspace.onDidGrantWorkspaceTrust = new base.EventEmitter().event;
+
+/** Webview panels the extension opened, with the HTML it gave them. */
+export const webviews: { viewType: string; title: string; options: any; webview: { html: string } }[] = [];
+vscode.window.createWebviewPanel = (viewType: string, title: string, _column: unknown, options: any) => {
+  const panel = { viewType, title, options, webview: { html: '', cspSource: 'vscode-webview:' }, reveal() {},
+    dispose() {}, onDidDispose: new base.EventEmitter().event };
+  webviews.push(panel);
+  return panel;
+};
 
 export function registeredCommands(): string[] {
   return [...registry.keys()];

@@ -7,7 +7,7 @@ import { describe, expect, test } from 'vitest';
 
 import { requireOut, serverPython } from './host';
 
-const { candidates, findServer, probe } = requireOut('./interpreter.js');
+const { candidates, findServer, notFoundMessage, probe } = requireOut('./interpreter.js');
 const { serverLogLine } = requireOut('./log.js');
 const { serverSettings } = requireOut('./settings.js');
 const { readManifest } = requireOut('./manifest.js');
@@ -25,7 +25,7 @@ describe('finding the interpreter', () => {
   test('the Python extension first, then the workspace .venv, then python3 on PATH', async () => {
     const root = workspaceWithVenv();
     const list = await candidates({ pythonExtension: async () => '/opt/py/bin/python', workspaceFolders: [root],
-      trusted: true, platform: 'linux' });
+      trusted: true, platform: 'linux', pathEnv: '' });
     expect(list.map((c: any) => c.command)).toEqual(['/opt/py/bin/python', path.join(root, '.venv', 'bin', 'python'), 'python3']);
   });
 
@@ -33,8 +33,14 @@ describe('finding the interpreter', () => {
     const root = workspaceWithVenv();
     const inside = path.join(root, '.venv', 'bin', 'python');
     const list = await candidates({ pythonExtension: async () => inside, workspaceFolders: [root], trusted: false,
-      platform: 'linux' });
+      platform: 'linux', pathEnv: '' });
     expect(list.map((c: any) => c.command)).toEqual(['python3']);
+    // Nor a kernel-lsp command that a PATH entry finds inside it.
+    const bin = path.join(root, 'bin');
+    fs.mkdirSync(bin);
+    fs.writeFileSync(path.join(bin, 'kernel-lsp'), '#!/bin/sh\n', { mode: 0o755 });
+    const again = await candidates({ workspaceFolders: [root], trusted: false, platform: 'linux', pathEnv: bin });
+    expect(again.map((c: any) => c.command)).toEqual(['python3']);
   });
 
   test('a configured interpreter or executable is the only candidate', async () => {
@@ -47,8 +53,31 @@ describe('finding the interpreter', () => {
 
   test('a failing Python extension does not stop the search', async () => {
     const list = await candidates({ pythonExtension: async () => { throw new Error('not ready'); },
-      workspaceFolders: [], trusted: true, platform: 'linux' });
+      workspaceFolders: [], trusted: true, platform: 'linux', pathEnv: '' });
     expect(list.map((c: any) => c.command)).toEqual(['python3']);
+  });
+
+  test('a kernel-lsp command on PATH (a pipx install) runs the server when python3 lacks kernel-lsp', async () => {
+    const bin = fs.mkdtempSync(path.join(os.tmpdir(), 'kernel-lsp-pipx-'));
+    const exe = path.join(bin, 'kernel-lsp');
+    fs.writeFileSync(exe, `#!/bin/sh\nexec '${serverPython()}' -P -m kernel_lsp "$@"\n`, { mode: 0o755 });
+    const list = await candidates({ workspaceFolders: [], trusted: true, platform: 'linux',
+      pathEnv: `relative/bin:${bin}` });
+    expect(list.map((c: any) => [c.kind, c.command, c.source])).toEqual([
+      ['executable', exe, 'kernel-lsp on PATH'], ['python', 'python3', 'PATH']]);
+    const bare = { kind: 'python', command: '/nonexistent/python3', source: 'PATH' };
+    const search = await findServer([bare, list[0]]);
+    expect(search.launch.command).toBe(exe);
+    expect(search.launch.args).toEqual(['serve']);
+    expect(search.launch.version).toMatch(/^\d+\.\d+/);
+  });
+
+  test('the message for a missing server gives install commands that work without a package index entry', () => {
+    const message = notFoundMessage({ rejected: [{ candidate: { kind: 'python', command: 'python3', source: 'PATH' },
+      reason: 'kernel-lsp is not installed there' }] });
+    expect(message).toContain('pipx install /path/to/kernel-lsp');
+    expect(message).toContain('python -m pip install /path/to/kernel-lsp');
+    expect(message).not.toMatch(/pip install kernel-lsp\b/);
   });
 
   test('the first candidate that has kernel-lsp runs the server; the others say why not', async () => {

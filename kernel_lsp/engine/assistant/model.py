@@ -136,7 +136,7 @@ class ModelClient:
                 self._anthropic = await asyncio.to_thread(__import__, "anthropic")
             except ImportError:
                 raise ModelError("the assistant needs the anthropic package where kernel-lsp runs: "
-                                 "pip install 'kernel-lsp[assistant]'") from None
+                                 "python -m pip install 'anthropic==2.14.0' in the server's environment") from None
             if not os.environ.get("ANTHROPIC_LOG"):
                 # At debug level the SDK logs every request body (the user's file): not in kernel-lsp's log.
                 for name in ("anthropic", "httpx2", "httpcore2", "httpx", "httpcore"):

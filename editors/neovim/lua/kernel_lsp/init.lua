@@ -123,6 +123,38 @@ local function default_cmd(python)
   return { vim.fn.executable("python3") == 1 and "python3" or "python", "-P", "-m", "kernel_lsp", "serve" }
 end
 
+--- `:KernelReport`: `kernel-lsp report` on the server's root folder, with the command that runs the server, then the
+--- page opened in the browser (`vim.ui.open`, or `opts.open(path)`). The report compiles, checks and times the
+--- folder's kernels, so it runs in the background; a message says where the page is or why it failed.
+function M.report(opts)
+  opts = opts or {}
+  local client = vim.lsp.get_clients({ name = M.name })[1]
+  if not client or type(client.config.cmd) ~= "table" then
+    vim.notify("kernel-lsp: the report needs the running server (and its command)", vim.log.levels.WARN)
+    return
+  end
+  local root = client.root_dir or vim.fn.getcwd()
+  local cmd = vim.deepcopy(client.config.cmd)
+  if cmd[#cmd] == "serve" then
+    table.remove(cmd)
+  end
+  local file = vim.fs.joinpath(vim.fn.tempname(), "report.html")
+  vim.fn.mkdir(vim.fs.dirname(file), "p")
+  vim.list_extend(cmd, { "report", root, "-o", file, "--quiet" })
+  vim.notify("kernel-lsp: writing the report of " .. root .. " (compiling, checking and timing its kernels)")
+  vim.system(cmd, { cwd = root, text = true }, vim.schedule_wrap(function(done)
+    if done.code ~= 0 or vim.fn.filereadable(file) == 0 then
+      local why = vim.trim(done.stderr or ""):match("([^\n]*)$")
+      vim.notify("kernel-lsp: the report failed: " .. (why ~= "" and why or ("exit code " .. done.code)),
+        vim.log.levels.ERROR)
+      return
+    end
+    vim.notify("kernel-lsp: report written to " .. file)
+    local open = opts.open or vim.ui.open
+    open(file)
+  end))
+end
+
 --- Ask the server for every open buffer's diagnostics again. Neovim 0.11 pulls diagnostics only when a buffer
 --- is opened or edited; the server also has news after indexing the workspace or a change in another file.
 function M.refresh_diagnostics(client)
@@ -952,6 +984,9 @@ function M.setup(opts)
     { desc = "kernel-lsp: run the code lens on the cursor line" })
   vim.api.nvim_create_user_command("KernelAccept", M.accept, { desc = "kernel-lsp: apply the previewed proposal" })
   vim.api.nvim_create_user_command("KernelReject", M.reject, { desc = "kernel-lsp: drop the previewed proposal" })
+  vim.api.nvim_create_user_command("KernelReport", function()
+    M.report()
+  end, { desc = "kernel-lsp: write the HTML report of the workspace and open it in the browser" })
 end
 
 return M
