@@ -28,6 +28,7 @@ from analyzers.source import ParseCache
 
 from . import __version__
 from .convert import Positions
+from .engine.apidocs import ApiDocsStore
 from .engine.files import PRIVATE_DIR, oversize, path_is_excluded, read_source, untrusted_private_dir, walk_sources
 from .engine.index import WorkspaceIndex
 from .engine.scheduler import Scheduler
@@ -108,6 +109,7 @@ class ServerState:
     # that text is current
     profiles: dict[str, tuple[str, "ProfileReport"]] = field(default_factory=dict)
     profiling: dict[str, threading.Event] = field(default_factory=dict)  # path -> cancel of the run in flight
+    api_docs: ApiDocsStore = field(default_factory=ApiDocsStore)  # tl.*/triton.*/nl.* docs, read on first use
 
 
 class CompileProgress:

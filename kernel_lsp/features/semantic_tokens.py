@@ -1,0 +1,49 @@
+"""Semantic tokens that set a Triton kernel's constexpr parameters and its program-id-derived values apart
+(engine/highlights.py). Standard token types, so every theme colours them; the `constexpr` and `programId`
+modifiers let a user style them on their own (docs/editors.md)."""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from lsprotocol import types
+
+from ..convert import semantic_tokens
+from ..engine.highlights import CONSTEXPR, highlights
+
+if TYPE_CHECKING:
+    from ..server import KernelLanguageServer
+
+log = logging.getLogger(__name__)
+
+TOKEN_TYPES = ["parameter", "variable"]
+TOKEN_MODIFIERS = ["declaration", "readonly", "constexpr", "programId"]
+LEGEND = types.SemanticTokensLegend(token_types=TOKEN_TYPES, token_modifiers=TOKEN_MODIFIERS)
+
+
+def _bits(*names: str) -> int:
+    return sum(1 << TOKEN_MODIFIERS.index(n) for n in names)
+
+
+def register(server: "KernelLanguageServer") -> None:
+    @server.feature(types.TEXT_DOCUMENT_SEMANTIC_TOKENS_FULL, LEGEND)
+    def full(ls: "KernelLanguageServer", params: types.SemanticTokensParams):
+        path = ls.ensure_current(params.text_document.uri)
+        entry = ls.state.index.get(path) if path else None
+        text = ls.current_text(path) if entry is not None else None
+        if entry is None or entry.analysis is None or text is None:
+            return types.SemanticTokens(data=[])
+        try:
+            found = highlights(text, entry.analysis)
+        except (SyntaxError, SystemError, ValueError, RecursionError):  # odd text: no colours, never a dead server
+            log.debug("semantic tokens of %s", path, exc_info=True)
+            return types.SemanticTokens(data=[])
+        tokens = []
+        for h in found:
+            if h.kind == CONSTEXPR:
+                kind, mods = 0, _bits("readonly", "constexpr", *(("declaration",) if h.declaration else ()))
+            else:
+                kind, mods = 1, _bits("programId", *(("declaration",) if h.declaration else ()))
+            tokens.append((h.span, kind, mods))
+        return semantic_tokens(ls.positions(path), tokens)
