@@ -5,7 +5,7 @@ Read from the installed packages themselves, in a child process (the server neve
 the user's cache as one JSON file per package and version: `<cache>/kernel-lsp/api/<package>-<version>.json`.
 A new version of a package is read again on first use; nothing is written by hand.
 
-`python -P -m kernel_lsp.engine.apidocs PACKAGE` prints the dump of one package (what the child runs).
+`python -P kernel_lsp/engine/apidocs.py PACKAGE` prints the dump of one package (what the child runs).
 """
 
 from __future__ import annotations
@@ -169,7 +169,8 @@ def _parse(raw: dict) -> ApiDocs:
 def _run_dump(package: str) -> dict:
     """Run the dump in a child process started outside any workspace (so no user module shadows the package)."""
     with tempfile.TemporaryDirectory(prefix="kernel-lsp-api-") as cwd:
-        done = subprocess.run([sys.executable, "-P", "-m", __name__, package], cwd=cwd, capture_output=True,
+        # The file itself (standard library only) runs: the child needs no kernel_lsp on its path.
+        done = subprocess.run([sys.executable, "-P", __file__, package], cwd=cwd, capture_output=True,
                               text=True, timeout=DUMP_TIMEOUT_S, env={**os.environ, "TRITON_INTERPRET": "0"})
     if done.returncode != 0:
         tail = (done.stderr or "").strip().splitlines()[-1:] or [f"exit status {done.returncode}"]
