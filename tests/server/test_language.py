@@ -176,6 +176,22 @@ async def test_rename_a_constexpr_parameter_updates_configs_and_launch_keywords(
     assert "def vector_add(" in apply(KERNELS, changed["kernels.py"])
 
 
+async def test_rename_says_what_it_cannot_do(start):
+    s = await start(FILES)
+    s.open("pkg/kernels.py")
+    nothing = await s.client.text_document_prepare_rename_async(types.PrepareRenameParams(
+        text_document=doc(s, "pkg/kernels.py"), position=at(K_LINES, "tl.store")))
+    assert nothing is None  # not a kernel or a kernel parameter
+    ready = await s.client.text_document_prepare_rename_async(types.PrepareRenameParams(
+        text_document=doc(s, "pkg/kernels.py"), position=at(K_LINES, "pid * BLOCK", offset=7)))
+    assert ready.placeholder == "BLOCK" and ready.range.start == at(K_LINES, "pid * BLOCK", offset=6)
+    with pytest.raises(Exception, match="not a Python identifier"):
+        await s.client.text_document_rename_async(types.RenameParams(
+            text_document=doc(s, "pkg/kernels.py"), position=at(K_LINES, "pid * BLOCK", offset=7), new_name="2x"))
+    status = await s.command("kernel-lsp.status")  # the server carries on
+    assert status["indexed"]["files"] == 3
+
+
 def apply(text: str, edits: list[types.TextEdit]) -> str:
     lines = text.splitlines(keepends=True)
     for e in sorted(edits, key=lambda e: (e.range.start.line, e.range.start.character), reverse=True):
