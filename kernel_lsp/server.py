@@ -28,7 +28,6 @@ from analyzers.source import ParseCache
 
 from . import __version__
 from .convert import Positions
-from .engine.apidocs import ApiDocsStore
 from .engine.files import PRIVATE_DIR, oversize, path_is_excluded, read_source, untrusted_private_dir, walk_sources
 from .engine.index import WorkspaceIndex
 from .engine.scheduler import Scheduler
@@ -37,6 +36,7 @@ from .settings import Settings
 from .transport import KernelProtocol
 
 if TYPE_CHECKING:
+    from .engine.apidocs import ApiDocsStore
     from .engine.compile.service import CompileService
     from .engine.cuda import CudaReport
     from .engine.latency import LatencyReport
@@ -109,7 +109,7 @@ class ServerState:
     # that text is current
     profiles: dict[str, tuple[str, "ProfileReport"]] = field(default_factory=dict)
     profiling: dict[str, threading.Event] = field(default_factory=dict)  # path -> cancel of the run in flight
-    api_docs: ApiDocsStore = field(default_factory=ApiDocsStore)  # tl.*/triton.*/nl.* docs, read on first use
+    api_docs: "ApiDocsStore | None" = None  # tl.*/triton.*/nl.* docs: created on first use (features/api_docs.py)
     # Without a workspace folder: the folder of the first file opened, the root its compiles use (nothing is indexed
     # or watched there); the user is told once what that leaves out.
     file_root: str | None = None

@@ -15,13 +15,13 @@ import json
 import logging
 import os
 import re
-import subprocess
 import sys
-import tempfile
 import threading
 from dataclasses import dataclass, field
-from importlib import metadata
 from pathlib import Path
+
+# importlib.metadata, subprocess and tempfile are imported where used: together they cost the server's startup
+# about 150 ms, and the docs are read on the first request that needs them.
 
 log = logging.getLogger(__name__)
 
@@ -144,6 +144,8 @@ def dump(package: str) -> dict:
 
 def installed_version(package: str) -> str | None:
     """The installed version of a package, from its distribution metadata (nothing is imported)."""
+    from importlib import metadata
+
     for dist in PACKAGES[package][0]:
         try:
             return metadata.version(dist)
@@ -168,6 +170,9 @@ def _parse(raw: dict) -> ApiDocs:
 
 def _run_dump(package: str) -> dict:
     """Run the dump in a child process started outside any workspace (so no user module shadows the package)."""
+    import subprocess
+    import tempfile
+
     with tempfile.TemporaryDirectory(prefix="kernel-lsp-api-") as cwd:
         # The file itself (standard library only) runs: the child needs no kernel_lsp on its path.
         done = subprocess.run([sys.executable, "-P", __file__, package], cwd=cwd, capture_output=True,

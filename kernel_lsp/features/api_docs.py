@@ -10,17 +10,25 @@ from typing import TYPE_CHECKING
 
 from lsprotocol import types
 
-from ..engine.apidocs import ApiEntry, imported_names, resolve_dotted
-from ..engine.code_at import dotted_at
-
 if TYPE_CHECKING:
+    from ..engine.apidocs import ApiDocsStore, ApiEntry
     from ..server import KernelLanguageServer
+
+# The engine modules behind these features are imported on first use: the server's startup stays as it was.
 
 _ROLE = re.compile(r":(?:code|class|func|meth|attr|obj|mod|data):`~?([^`]+)`")
 _FIELD = re.compile(r"^:(param|type|return|returns|rtype)\s*([^:]*):\s*", re.M)
 
 
-def markdown(entry: ApiEntry, version: str) -> str:
+def store(ls: "KernelLanguageServer") -> "ApiDocsStore":
+    if ls.state.api_docs is None:
+        from ..engine.apidocs import ApiDocsStore
+
+        ls.state.api_docs = ApiDocsStore()
+    return ls.state.api_docs
+
+
+def markdown(entry: "ApiEntry", version: str) -> str:
     """An entry as Markdown: its signature in a code block, its docstring, and which package version said so."""
     head = f"```python\n{entry.qualname}{entry.signature or ''}\n```" if entry.kind != "value" else \
         f"```python\n{entry.qualname}\n```"
@@ -37,9 +45,9 @@ def markdown(entry: ApiEntry, version: str) -> str:
     return "\n\n".join(x for x in (head, doc.strip(), f"*{package} {version}*") if x)
 
 
-async def entry_for(ls: "KernelLanguageServer", qualname: str) -> tuple[ApiEntry, str] | None:
+async def entry_for(ls: "KernelLanguageServer", qualname: str) -> "tuple[ApiEntry, str] | None":
     """The API entry of a dotted name and its package's version (reading the package the first time)."""
-    docs = await asyncio.to_thread(ls.state.api_docs.for_name, qualname)
+    docs = await asyncio.to_thread(store(ls).for_name, qualname)
     if docs is None:
         return None
     entry = docs.lookup(qualname)
@@ -49,6 +57,9 @@ async def entry_for(ls: "KernelLanguageServer", qualname: str) -> tuple[ApiEntry
 async def hover(ls: "KernelLanguageServer", path: str, text: str, line: int, col: int,
                 rng) -> types.Hover | None:
     """Hover on an API name: `load` in `tl.load(...)` (any import alias), `triton.jit`, `nl.add`."""
+    from ..engine.apidocs import imported_names, resolve_dotted
+    from ..engine.code_at import dotted_at
+
     lines = text.splitlines()
     if line >= len(lines):
         return None

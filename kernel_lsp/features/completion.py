@@ -8,9 +8,7 @@ from typing import TYPE_CHECKING
 
 from lsprotocol import types
 
-from ..engine.apidocs import imported_names, resolve_dotted
-from ..engine.code_at import member_prefix
-from .api_docs import markdown
+from .api_docs import markdown, store
 
 if TYPE_CHECKING:
     from ..server import KernelLanguageServer
@@ -22,6 +20,9 @@ _KINDS = {"function": types.CompletionItemKind.Function, "class": types.Completi
 def register(server: "KernelLanguageServer") -> None:
     @server.feature(types.TEXT_DOCUMENT_COMPLETION, types.CompletionOptions(trigger_characters=["."]))
     async def completion(ls: "KernelLanguageServer", params: types.CompletionParams):
+        from ..engine.apidocs import imported_names, resolve_dotted
+        from ..engine.code_at import member_prefix
+
         path = ls.ensure_current(params.text_document.uri)
         text = ls.current_text(path) if path else None
         if text is None:
@@ -36,7 +37,7 @@ def register(server: "KernelLanguageServer") -> None:
             return None
         base, _ = found
         module = resolve_dotted(base, imported_names(text))
-        docs = await asyncio.to_thread(ls.state.api_docs.for_name, module)
+        docs = await asyncio.to_thread(store(ls).for_name, module)
         members = docs.members(module) if docs is not None else {}
         if not members:
             return None

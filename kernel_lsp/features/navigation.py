@@ -10,7 +10,6 @@ from lsprotocol import types
 from pygls.uris import from_fs_path
 
 from ..convert import location
-from ..engine import navigation
 from . import ir
 
 if TYPE_CHECKING:
@@ -19,6 +18,8 @@ if TYPE_CHECKING:
 
 def target_at(ls: "KernelLanguageServer", uri: str, position: types.Position):
     """(path, the kernel or parameter under the cursor) or (path, None)."""
+    from ..engine import navigation  # on first use: the server's startup stays as it was
+
     path = ls.ensure_current(uri)
     text = ls.current_text(path) if path else None
     if path is None or text is None:
@@ -44,6 +45,8 @@ def register(server: "KernelLanguageServer") -> None:
         _, target = target_at(ls, params.text_document.uri, params.position)
         if target is None:
             return None
+        from ..engine import navigation
+
         return to_locations(ls, [navigation.definition(target)])
 
     @server.feature(types.TEXT_DOCUMENT_REFERENCES)
@@ -51,5 +54,7 @@ def register(server: "KernelLanguageServer") -> None:
         _, target = target_at(ls, params.text_document.uri, params.position)
         if target is None:
             return None
+        from ..engine import navigation
+
         return to_locations(ls, navigation.references(ls.state.index, target, ls.current_text,
                                                       params.context.include_declaration))

@@ -10,7 +10,6 @@ from lsprotocol import types
 from pygls.uris import from_fs_path
 
 from ..convert import files_edit
-from ..engine import navigation
 from .navigation import target_at
 
 if TYPE_CHECKING:
@@ -23,6 +22,8 @@ def register(server: "KernelLanguageServer") -> None:
         path, target = target_at(ls, params.text_document.uri, params.position)
         if target is None:
             return None  # not a kernel or kernel parameter: the client says nothing can be renamed here
+        from ..engine import navigation
+
         at = ls.positions(path).span(types.Range(params.position, params.position))
         name = target.param.name if target.param else target.kernel.name
         for where, span in navigation.references(ls.state.index, target, ls.current_text):
@@ -38,6 +39,8 @@ def register(server: "KernelLanguageServer") -> None:
         _, target = target_at(ls, params.text_document.uri, params.position)
         if target is None:
             return None
+        from ..engine import navigation
+
         edits = navigation.rename_edits(ls.state.index, target, new, ls.current_text)
         changes = []
         for path, file_edits in sorted(edits.items()):

@@ -10,7 +10,6 @@ from typing import TYPE_CHECKING
 from lsprotocol import types
 
 from ..convert import semantic_tokens
-from ..engine.highlights import CONSTEXPR, highlights
 
 if TYPE_CHECKING:
     from ..server import KernelLanguageServer
@@ -29,6 +28,8 @@ def _bits(*names: str) -> int:
 def register(server: "KernelLanguageServer") -> None:
     @server.feature(types.TEXT_DOCUMENT_SEMANTIC_TOKENS_FULL, LEGEND)
     def full(ls: "KernelLanguageServer", params: types.SemanticTokensParams):
+        from ..engine.highlights import CONSTEXPR, highlights  # on first use: startup stays as it was
+
         path = ls.ensure_current(params.text_document.uri)
         entry = ls.state.index.get(path) if path else None
         text = ls.current_text(path) if entry is not None else None

@@ -10,12 +10,10 @@ from lsprotocol import types
 
 from analyzers.model import TritonKernel
 
-from ..engine import navigation
-from ..engine.apidocs import imported_names, resolve_dotted
-from ..engine.code_at import CallAt, call_at
 from .api_docs import entry_for, markdown
 
 if TYPE_CHECKING:
+    from ..engine.code_at import CallAt
     from ..server import KernelLanguageServer
 
 
@@ -23,7 +21,7 @@ def _param_name(label: str) -> str:
     return label.split(":", 1)[0].split("=", 1)[0].strip().lstrip("*")
 
 
-def _active(names: list[str], call: CallAt) -> int | None:
+def _active(names: list[str], call: "CallAt") -> int | None:
     """The parameter under the cursor: the keyword being typed, else the positional argument's place."""
     if call.keyword is not None:
         return names.index(call.keyword) if call.keyword in names else None
@@ -47,7 +45,7 @@ def _signature(label: str, params: list[tuple[str, str | None]], doc: str | None
     return types.SignatureHelp(signatures=[sig], active_signature=0, active_parameter=active)
 
 
-def launch_help(kernel: TritonKernel, call: CallAt) -> types.SignatureHelp:
+def launch_help(kernel: TritonKernel, call: "CallAt") -> types.SignatureHelp:
     provided = kernel.provided_by_decorators
     params, names = [], []
     for p in kernel.params:
@@ -71,6 +69,10 @@ def register(server: "KernelLanguageServer") -> None:
     @server.feature(types.TEXT_DOCUMENT_SIGNATURE_HELP,
                     types.SignatureHelpOptions(trigger_characters=["(", ","], retrigger_characters=[",", "="]))
     async def signature_help(ls: "KernelLanguageServer", params: types.SignatureHelpParams):
+        from ..engine import navigation
+        from ..engine.apidocs import imported_names, resolve_dotted
+        from ..engine.code_at import call_at
+
         path = ls.ensure_current(params.text_document.uri)
         text = ls.current_text(path) if path else None
         if text is None:
