@@ -25,26 +25,37 @@ def _bits(*names: str) -> int:
     return sum(1 << TOKEN_MODIFIERS.index(n) for n in names)
 
 
+def _tokens(ls: "KernelLanguageServer", uri: str, lines: tuple[int, int] | None) -> types.SemanticTokens:
+    from ..engine.highlights import CONSTEXPR, highlights  # on first use: startup stays as it was
+
+    path = ls.ensure_current(uri)
+    entry = ls.state.index.get(path) if path else None
+    text = ls.current_text(path) if entry is not None else None
+    if entry is None or entry.analysis is None or text is None:
+        return types.SemanticTokens(data=[])
+    try:
+        found = highlights(text, entry.analysis, ls.parse_cache(path), lines)
+    except (SyntaxError, SystemError, ValueError, RecursionError):  # odd text: no colours, never a dead server
+        log.debug("semantic tokens of %s", path, exc_info=True)
+        return types.SemanticTokens(data=[])
+    tokens = []
+    for h in found:
+        if lines is not None and not lines[0] <= h.span.start_line <= lines[1]:
+            continue
+        if h.kind == CONSTEXPR:
+            kind, mods = 0, _bits("readonly", "constexpr", *(("declaration",) if h.declaration else ()))
+        else:
+            kind, mods = 1, _bits("programId", *(("declaration",) if h.declaration else ()))
+        tokens.append((h.span, kind, mods))
+    return semantic_tokens(ls.positions(path), tokens)
+
+
 def register(server: "KernelLanguageServer") -> None:
     @server.feature(types.TEXT_DOCUMENT_SEMANTIC_TOKENS_FULL, LEGEND)
     def full(ls: "KernelLanguageServer", params: types.SemanticTokensParams):
-        from ..engine.highlights import CONSTEXPR, highlights  # on first use: startup stays as it was
+        return _tokens(ls, params.text_document.uri, None)
 
-        path = ls.ensure_current(params.text_document.uri)
-        entry = ls.state.index.get(path) if path else None
-        text = ls.current_text(path) if entry is not None else None
-        if entry is None or entry.analysis is None or text is None:
-            return types.SemanticTokens(data=[])
-        try:
-            found = highlights(text, entry.analysis)
-        except (SyntaxError, SystemError, ValueError, RecursionError):  # odd text: no colours, never a dead server
-            log.debug("semantic tokens of %s", path, exc_info=True)
-            return types.SemanticTokens(data=[])
-        tokens = []
-        for h in found:
-            if h.kind == CONSTEXPR:
-                kind, mods = 0, _bits("readonly", "constexpr", *(("declaration",) if h.declaration else ()))
-            else:
-                kind, mods = 1, _bits("programId", *(("declaration",) if h.declaration else ()))
-            tokens.append((h.span, kind, mods))
-        return semantic_tokens(ls.positions(path), tokens)
+    @server.feature(types.TEXT_DOCUMENT_SEMANTIC_TOKENS_RANGE, LEGEND)
+    def in_range(ls: "KernelLanguageServer", params: types.SemanticTokensRangeParams):
+        """The visible part first (VS Code asks for it before the whole file)."""
+        return _tokens(ls, params.text_document.uri, (params.range.start.line, params.range.end.line))

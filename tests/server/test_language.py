@@ -219,3 +219,10 @@ async def test_semantic_tokens_mark_constexprs_and_program_id_values(start):
     assert ("x", offs_line + 1) not in names  # loaded data is not where the program is
     kinds = {text: kind for text, _, kind, _ in tokens}
     assert kinds["BLOCK"] == 0 and kinds["pid"] == 1  # parameter / variable
+
+    scale = at(K_LINES, "def scale_kernel").line
+    visible = await s.client.text_document_semantic_tokens_range_async(types.SemanticTokensRangeParams(
+        text_document=doc(s, "pkg/kernels.py"), range=types.Range(types.Position(scale, 0),
+                                                                   types.Position(len(K_LINES), 0))))
+    assert visible.data and visible.data[0] == scale  # the first token is on scale_kernel's def line
+    assert len(visible.data) < len(result.data)
