@@ -74,6 +74,7 @@ async def one_server(root: Path, big: str, cache: Path, repeat: int, times: dict
         lines = typed.splitlines()
         doc = types.TextDocumentIdentifier(uri=uri)
         pos = lambda at: types.Position(*at)  # noqa: E731
+        help_at = types.SignatureHelpParams
         completion_at = pos(_find(lines, "probe = tl.", len("probe = tl.")))
 
         def completion():
@@ -94,9 +95,9 @@ async def one_server(root: Path, big: str, cache: Path, repeat: int, times: dict
         requests = {
             "hover": lambda: s.client.text_document_hover_async(types.HoverParams(
                 text_document=doc, position=pos(_find(lines, "x = tl.load(", len("x = tl.l"))))),
-            "signature help (API)": lambda: s.client.text_document_signature_help_async(types.SignatureHelpParams(
+            "signature help (API)": lambda: s.client.text_document_signature_help_async(help_at(
                 text_document=doc, position=pos(_find(lines, "x = tl.load(x_ptr", len("x = tl.load(x_ptr"))))),
-            "signature help (launch)": lambda: s.client.text_document_signature_help_async(types.SignatureHelpParams(
+            "signature help (launch)": lambda: s.client.text_document_signature_help_async(help_at(
                 text_document=doc, position=pos(_find(lines, "add_kernel_k0[grid](x, y", len("add_kernel_k0[grid](x, y"))))),
             "definition (launch)": lambda: s.client.text_document_definition_async(types.DefinitionParams(
                 text_document=doc, position=pos(_find(lines, "add_kernel_k0[grid](", 2)))),
