@@ -19,6 +19,7 @@ log = logging.getLogger(__name__)
 TOKEN_TYPES = ["parameter", "variable"]
 TOKEN_MODIFIERS = ["declaration", "readonly", "constexpr", "programId"]
 LEGEND = types.SemanticTokensLegend(token_types=TOKEN_TYPES, token_modifiers=TOKEN_MODIFIERS)
+_last: dict[str, tuple[str, list]] = {}  # path -> (the text, its highlights) of the last whole-file request
 
 
 def _bits(*names: str) -> int:
@@ -34,7 +35,14 @@ def _tokens(ls: "KernelLanguageServer", uri: str, lines: tuple[int, int] | None)
     if entry is None or entry.analysis is None or text is None:
         return types.SemanticTokens(data=[])
     try:
-        found = highlights(text, entry.analysis, ls.parse_cache(path), lines)
+        kept = _last.get(path)
+        if kept is not None and kept[0] == text:  # VS Code asks for the visible range, then the whole file
+            found = [h for h in kept[1] if lines is None or lines[0] <= h.span.start_line <= lines[1]]
+        else:
+            found = highlights(text, entry.analysis, ls.parse_cache(path), lines)
+            if lines is None:
+                _last.clear()  # one file's tokens are kept: the one being looked at
+                _last[path] = (text, found)
     except (SyntaxError, SystemError, ValueError, RecursionError):  # odd text: no colours, never a dead server
         log.debug("semantic tokens of %s", path, exc_info=True)
         return types.SemanticTokens(data=[])
