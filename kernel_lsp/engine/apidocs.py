@@ -17,6 +17,7 @@ import os
 import re
 import sys
 import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -27,6 +28,7 @@ log = logging.getLogger(__name__)
 
 FORMAT = 1  # bump when the dump's shape changes: older cache files are read again
 DUMP_TIMEOUT_S = 120.0
+VERSION_CHECK_S = 30.0
 
 # Per package: the distributions that may provide it and the modules kernels spell out.
 PACKAGES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
@@ -192,11 +194,21 @@ class ApiDocsStore:
         self._lock = threading.Lock()
         self.errors: dict[str, str] = {}  # package -> why its docs could not be read
         self._failed: dict[str, str] = {}  # package -> the version whose docs could not be read
+        self._versions: dict[str, tuple[float, str | None]] = {}  # package -> (when checked, installed version)
+
+    def _version(self, package: str) -> str | None:
+        """The installed version, looked up again at most every VERSION_CHECK_S (an upgrade shows within that
+        time; a lookup scans the environment's distributions)."""
+        now = time.monotonic()
+        checked = self._versions.get(package)
+        if checked is None or now - checked[0] > VERSION_CHECK_S:
+            checked = self._versions[package] = (now, installed_version(package))
+        return checked[1]
 
     def get(self, package: str) -> ApiDocs | None:
         """The docs of an installed package (None when it is not installed or cannot be read). May take seconds
         the first time a version is seen: call it off the event loop."""
-        version = installed_version(package)
+        version = self._version(package)
         if version is None:
             return None
         with self._lock:
