@@ -32,13 +32,15 @@ def _active(names: list[str], call: "CallAt") -> int | None:
 
 def _signature(label: str, params: list[tuple[str, str | None]], doc: str | None, active: int | None
                ) -> types.SignatureHelp:
-    infos, offset = [], label.index("(") + 1
+    infos, offset = [], label.find("(") + 1
     for text, note in params:
-        start = label.index(text, offset)
+        start = label.find(text, offset)
         infos.append(types.ParameterInformation(
-            label=(start, start + len(text)),
+            # Offsets into the label where the text is found there (it always is for signatures built here);
+            # the text itself otherwise, which clients look up in the label.
+            label=(start, start + len(text)) if start >= 0 else text,
             documentation=types.MarkupContent(kind=types.MarkupKind.Markdown, value=note) if note else None))
-        offset = start + len(text)
+        offset = start + len(text) if start >= 0 else offset
     sig = types.SignatureInformation(
         label=label, parameters=infos, active_parameter=active,
         documentation=types.MarkupContent(kind=types.MarkupKind.Markdown, value=doc) if doc else None)
