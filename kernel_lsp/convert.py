@@ -103,3 +103,30 @@ def proposal(uri: str, version: int | None, pos: Positions, edits: list[TextEdit
     # Command answers are plain JSON: the edit is unstructured here (the converter is built on first use: ~45 ms).
     return {"proposal": {"title": title, "summary": summary, "edit": converters.get_converter().unstructure(edit),
                          "table": table or [], **extra}}
+
+
+def files_edit(changes: list[tuple[str, int | None, Positions, list[TextEdit]]]) -> types.WorkspaceEdit:
+    """One edit over several files, each (uri, open document version or None, its positions, edits); an open
+    document's edit is refused by the client once that document has changed."""
+    return types.WorkspaceEdit(document_changes=[types.TextDocumentEdit(
+        text_document=types.OptionalVersionedTextDocumentIdentifier(uri=uri, version=version),
+        edits=[types.TextEdit(range=pos.range(e.span), new_text=e.new_text) for e in edits],
+    ) for uri, version, pos, edits in changes])
+
+
+def location(uri: str, pos: Positions, span: Span) -> types.Location:
+    return types.Location(uri=uri, range=pos.range(span))
+
+
+def semantic_tokens(pos: Positions, tokens: Sequence[tuple[Span, int, int]]) -> types.SemanticTokens:
+    """Tokens (one-line span, type index, modifier bits) in file order, encoded relative to each other in the
+    client's position units as the protocol asks."""
+    data: list[int] = []
+    prev_line = prev_col = 0
+    for span, kind, modifiers in tokens:
+        start = pos.position(span.start_line, span.start_col)
+        end = pos.position(span.end_line, span.end_col)
+        delta_col = start.character - prev_col if start.line == prev_line else start.character
+        data += [start.line - prev_line, delta_col, end.character - start.character, kind, modifiers]
+        prev_line, prev_col = start.line, start.character
+    return types.SemanticTokens(data=data)

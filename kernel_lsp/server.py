@@ -36,6 +36,7 @@ from .settings import Settings
 from .transport import KernelProtocol
 
 if TYPE_CHECKING:
+    from .engine.apidocs import ApiDocsStore
     from .engine.compile.service import CompileService
     from .engine.cuda import CudaReport
     from .engine.latency import LatencyReport
@@ -108,6 +109,10 @@ class ServerState:
     # that text is current
     profiles: dict[str, tuple[str, "ProfileReport"]] = field(default_factory=dict)
     profiling: dict[str, threading.Event] = field(default_factory=dict)  # path -> cancel of the run in flight
+    api_docs: "ApiDocsStore | None" = None  # tl.*/triton.*/nl.* docs: created on first use (features/api_docs.py)
+    # Without a workspace folder: the folder of the first file opened, the root its compiles use (nothing is indexed
+    # or watched there); the user is told once what that leaves out.
+    file_root: str | None = None
 
 
 class CompileProgress:
@@ -622,9 +627,27 @@ class KernelLanguageServer(LanguageServer):
 
     # -- compiling -----------------------------------------------------------------------------------------
 
+    def compile_root(self) -> str | None:
+        """The folder compiles resolve imports from and keep their caches for: the first workspace folder, or
+        without one the folder of the first file opened."""
+        return self.state.roots[0] if self.state.roots else self.state.file_root
+
+    def adopt_file_root(self, path: str) -> None:
+        """No workspace folder: the file's own folder becomes the compile root, and the user hears once what a
+        single file does not get and how to get it."""
+        if self.state.roots or self.state.file_root is not None:
+            return
+        self.state.file_root = os.path.dirname(path)
+        self.message(
+            f"no workspace folder: {os.path.basename(path)} is compiled with its own folder ({self.state.file_root}) "
+            "as the root, but that folder is not indexed or watched, so launches, references and renames in other "
+            "files are seen only while those files are open, and checks and timing stay off (they need a trusted "
+            "workspace folder). Open the folder as a workspace to get all of it (Neovim finds one from a .git or "
+            "pyproject.toml above the file).", types.MessageType.Info)
+
     def compile_service(self) -> "CompileService | None":
         settings = self.state.settings
-        if settings.compile == "off" or not self.state.roots or self.state.compile_unavailable:
+        if settings.compile == "off" or self.compile_root() is None or self.state.compile_unavailable:
             return None
         if self.state.compiler is None:
             from .engine.compile import triton_installed
@@ -636,18 +659,20 @@ class KernelLanguageServer(LanguageServer):
                 return None
             from .engine.compile.service import CompileService
 
-            self.state.compiler = CompileService(self.state.roots[0], settings, private_dir=self.private_dir())
+            self.state.compiler = CompileService(self.compile_root(), settings, private_dir=self.private_dir())
         return self.state.compiler
 
     def private_dir(self) -> Path:
         """Where this workspace's caches and IR go: `<root>/.kernel-lsp` once trusted, the user's cache before."""
         from .features.lifecycle import workspace_trusted
 
-        root = self.state.roots[0]
+        root = self.compile_root()
         return Path(root) / PRIVATE_DIR if workspace_trusted(self) else untrusted_private_dir(root)
 
     def schedule_compile(self, path: str, *, priority: int = 0, delay: float = 0.0) -> None:
         """Compile a file's kernels for the configured targets in the background (superseding an older request)."""
+        if not self.state.roots and self.state.settings.compile != "off" and self.open_document(path) is not None:
+            self.adopt_file_root(path)
         service = self.compile_service()
         entry = self.state.index.get(path)
         if service is None or entry is None or entry.read_problem or not entry.analysis or not entry.analysis.kernels:

@@ -9,13 +9,18 @@ from . import (
     checks,
     code_actions,
     commands,
+    completion,
     diagnostics,
     documents,
     ir,
     latency,
     lifecycle,
+    navigation,
     profile,
+    rename,
     resources,
+    semantic_tokens,
+    signature_help,
     symbols,
 )
 
@@ -23,7 +28,7 @@ if TYPE_CHECKING:
     from ..server import KernelLanguageServer
 
 FEATURES = (lifecycle, documents, diagnostics, code_actions, symbols, resources, commands, ir, checks, latency,
-            assistant, profile)
+            assistant, profile, completion, signature_help, navigation, rename, semantic_tokens)
 
 
 def register_all(server: "KernelLanguageServer") -> None:

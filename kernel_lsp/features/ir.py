@@ -11,15 +11,19 @@ When there is nothing to show it returns `{"error": ...}` and shows the reason; 
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import re
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from lsprotocol import types
-from pygls.uris import from_fs_path
+from pygls.uris import from_fs_path, to_fs_path
+
+from analyzers.model import Span
 
 from ..commands import POSITION, SHOW_IR, command_arguments
-from ..engine.compile.irmap import STAGES, ir_lines_for
+from ..engine.compile.irmap import STAGES, relabel, source_lines_of_ir
 from ..engine.files import ensure_ignored_dir
 
 if TYPE_CHECKING:
@@ -117,7 +121,9 @@ async def show_ir(ls: "KernelLanguageServer", uri: Any, line: Any, character: An
         return _fail(ls, f"stage {stage!r} is not available for {kernel.name} on {target}: available stages are "
                          f"{', '.join(available)}", availableStages=available, kernel=kernel.name, target=target)
     text = asm[stage]
-    lines = ir_lines_for(stage, text, job, user_line)
+    sources = source_lines_of_ir(stage, text, job)
+    lines = [i for i, users in sorted(sources.items()) if user_line in users]
+    text = relabel(stage, text, job, path)  # names the user's file and lines, not the compiled module
 
     folder = ls.private_dir() / "ir"
     out = folder / f"{_slug(kernel.name)}.{_slug(target)}.{_slug(job.config_label)}.{stage}"
@@ -125,6 +131,7 @@ async def show_ir(ls: "KernelLanguageServer", uri: Any, line: Any, character: An
         ensure_ignored_dir(folder.parent)
         folder.mkdir(parents=True, exist_ok=True)
         out.write_text(text if text.endswith("\n") else text + "\n")
+        _lines_file(out).write_text(json.dumps({"source": path, "lines": {str(k): v for k, v in sources.items()}}))
     except OSError as exc:
         return _fail(ls, f"cannot write {out}: {exc}", kernel=kernel.name)
     out_uri = from_fs_path(str(out)) or out.as_uri()
@@ -143,6 +150,29 @@ async def show_ir(ls: "KernelLanguageServer", uri: Any, line: Any, character: An
 
     return {"uri": out_uri, "path": str(out), "stage": stage, "target": target, "config": job.config_label,
             "kernel": kernel.name, "lines": lines, "availableStages": available}
+
+
+def _lines_file(ir_file: Path) -> Path:
+    """Beside each IR file: which source lines each of its lines comes from (for definition on the IR)."""
+    return ir_file.with_name(ir_file.name + ".lines.json")
+
+
+def source_of_ir_line(ls: "KernelLanguageServer", uri: str, line: int) -> list[types.Location] | None:
+    """Definition on a line of a Show IR document: the source lines it was compiled from (an empty list for an IR
+    line that comes from nowhere in the file); None when the document is not one Show IR wrote."""
+    path = to_fs_path(uri)
+    if not path or Path(path).parent.name != "ir" or Path(path).suffix.lstrip(".") not in STAGES:
+        return None
+    try:
+        found = json.loads(_lines_file(Path(path)).read_text())
+        source, users = found["source"], found["lines"].get(str(line), [])
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None
+    pos = ls.positions(source)
+    source_uri = from_fs_path(source) or source
+    return [types.Location(uri=source_uri, range=pos.range(Span(u, 0, u, len(pos.lines[u].rstrip("\r\n"))
+                                                                 if u < len(pos.lines) else 0)))
+            for u in users if isinstance(u, int)]
 
 
 def register(server: "KernelLanguageServer") -> None:

@@ -6,8 +6,10 @@ from typing import TYPE_CHECKING
 
 from lsprotocol import types
 
+from analyzers.model import Span
+
 from ..server import is_cuda
-from . import latency, profile
+from . import api_docs, latency, profile
 
 if TYPE_CHECKING:
     from ..server import KernelLanguageServer
@@ -163,7 +165,7 @@ def register(server: "KernelLanguageServer") -> None:
         return hints + profile.line_hints(ls, path, params.range)  # per-line hot spots (features/profile.py)
 
     @server.feature(types.TEXT_DOCUMENT_HOVER)
-    def hover(ls: "KernelLanguageServer", params: types.HoverParams):
+    async def hover(ls: "KernelLanguageServer", params: types.HoverParams):
         path = ls.ensure_current(params.text_document.uri)
         if path and is_cuda(path):
             found = _cuda_kernels_by_line(ls, path).get(params.position.line)
@@ -187,4 +189,9 @@ def register(server: "KernelLanguageServer") -> None:
                 text = "\n".join(x for x in (hover_table(kernel.name, reports) if reports else None, timing) if x)
                 return types.Hover(contents=types.MarkupContent(kind=types.MarkupKind.Markdown, value=text),
                                    range=pos.range(s))
-        return profile.line_hover(ls, path, at.start_line)  # a profiled line's stall breakdown (features/profile.py)
+        found = profile.line_hover(ls, path, at.start_line)  # a profiled line's stall breakdown (features/profile.py)
+        if found is not None:
+            return found
+        text = ls.current_text(path)  # the API's own docs: tl.load, triton.jit, nl.* (features/api_docs.py)
+        return await api_docs.hover(ls, path, text, at.start_line, at.start_col,
+                                    lambda line, a, b: pos.range(Span(line, a, line, b))) if text else None

@@ -6,9 +6,8 @@ import asyncio
 from pathlib import Path
 
 import pytest
+from lsprotocol import types
 
-from kernel_lsp.engine.compile.irmap import source_lines_of_ir
-from kernel_lsp.engine.compile.specialize import plan_jobs
 
 from .kernels import GOOD
 
@@ -34,10 +33,22 @@ async def wait_compiled(s, timeout: float = 90.0) -> None:
         await asyncio.sleep(0.1)
 
 
-def _sources(s, stage: str, target: str, ir_text: str) -> dict[int, list[int]]:
-    """Where each IR line comes from, mapped independently of the server with the job it compiled (the same plan)."""
-    [job] = plan_jobs(GOOD, "add_kernel", [target], path=str(s.root / "kernels.py"), pins={"BLOCK": 256})
-    return source_lines_of_ir(stage, ir_text, job)
+async def _definitions(s, ir_uri: str, lines: list[int]) -> set[tuple[str, int]]:
+    """Where definition on each of these lines of an IR document goes: (uri, source line)."""
+    out = set()
+    for line in lines:
+        found = await s.client.text_document_definition_async(types.DefinitionParams(
+            text_document=types.TextDocumentIdentifier(uri=ir_uri), position=types.Position(line, 2)))
+        out |= {(loc.uri, loc.range.start.line) for loc in found or []}
+    return out
+
+
+async def _check_ir_document(s, got: dict) -> None:
+    """The IR file names the user's file and lines, and definition on the cursor's IR lines goes back to them."""
+    text = Path(got["path"]).read_text()
+    assert "kernel-lsp-" not in text and "kernels.py" in text
+    source_uri = s.uri("kernels.py")
+    assert await _definitions(s, got["uri"], got["lines"]) == {(source_uri, LOAD_LINE)}
 
 
 async def test_show_ir_opens_the_ir_of_the_cursor_line(start):
@@ -58,9 +69,11 @@ async def test_show_ir_opens_the_ir_of_the_cursor_line(start):
     text = path.read_text()
     ir = text.splitlines()
     assert got["lines"] and any("tt.load" in ir[i] for i in got["lines"])
-    sources = _sources(s, "ttgir", "sm_90", text)
-    assert all(sources[i] == [LOAD_LINE] for i in got["lines"])
-    assert sorted(i for i, users in sources.items() if LOAD_LINE in users) == got["lines"]
+    assert any(f'kernels.py":{LOAD_LINE + 1}:' in line for line in ir)  # the user's file and line, 1-based
+    await _check_ir_document(s, got)
+    other_lines = [i for i in range(len(ir)) if i not in got["lines"] and "tt.store" in ir[i]]
+    store_line = GOOD.splitlines().index("    tl.store(out_ptr + offs, x + y, mask=mask)")
+    assert await _definitions(s, got["uri"], other_lines[:1]) == {(s.uri("kernels.py"), store_line)}
 
     shown = s.client.shown_documents
     caps = s.client.capabilities
@@ -75,19 +88,18 @@ async def test_show_ir_opens_the_ir_of_the_cursor_line(start):
     assert Path(ptx["path"]).suffix == ".ptx" and ptx["lines"]
     ptx_lines = Path(ptx["path"]).read_text().splitlines()
     assert any("ld.global" in ptx_lines[i] for i in ptx["lines"])
-    ptx_sources = _sources(s, "ptx", "sm_90", Path(ptx["path"]).read_text())
-    assert all(ptx_sources[i] == [LOAD_LINE] for i in ptx["lines"])
+    await _check_ir_document(s, ptx)
 
     amd = await s.command(SHOW_IR, uri, LOAD_LINE, 0, "amdgcn", "gfx942")
     assert "error" not in amd and amd["target"] == "gfx942" and amd["lines"], amd
     assert "amdgcn" in amd["availableStages"] and "ptx" not in amd["availableStages"]
+    await _check_ir_document(s, amd)
 
     sass = await s.command(SHOW_IR, uri, LOAD_LINE, 0, "sass")  # disassembled on request, with line info
     assert "error" not in sass and Path(sass["path"]).suffix == ".sass" and sass["lines"], sass
     sass_lines = Path(sass["path"]).read_text().splitlines()
     assert any("LDG" in sass_lines[i] for i in sass["lines"])
-    sass_sources = _sources(s, "sass", "sm_90", Path(sass["path"]).read_text())
-    assert all(sass_sources[i] == [LOAD_LINE] for i in sass["lines"])
+    await _check_ir_document(s, sass)
     missing = await s.command(SHOW_IR, uri, LOAD_LINE, 0, "amdgcn")  # sm_90 has no AMDGCN
     assert "error" in missing and set(missing["availableStages"]) == {"ttir", "ttgir", "llir", "ptx", "sass"}
     assert "ptx" in missing["error"] and "ttgir" in missing["error"]

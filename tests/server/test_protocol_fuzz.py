@@ -75,6 +75,11 @@ def template(method: str, uri: str) -> dict:
         "textDocument/hover": {"textDocument": doc, "position": POSITION},
         "textDocument/completion": {"textDocument": doc, "position": POSITION},
         "textDocument/definition": {"textDocument": doc, "position": POSITION},
+        "textDocument/signatureHelp": {"textDocument": doc, "position": POSITION},
+        "textDocument/references": {"textDocument": doc, "position": POSITION, "context": {"includeDeclaration": True}},
+        "textDocument/prepareRename": {"textDocument": doc, "position": POSITION},
+        "textDocument/rename": {"textDocument": doc, "position": POSITION, "newName": "renamed"},
+        "textDocument/semanticTokens/full": {"textDocument": doc},
         "textDocument/documentSymbol": {"textDocument": doc},
         "textDocument/codeAction": {"textDocument": doc, "range": RANGE, "context": {"diagnostics": []}},
         "textDocument/inlayHint": {"textDocument": doc, "range": RANGE},
@@ -87,7 +92,8 @@ def template(method: str, uri: str) -> dict:
 
 
 METHODS = ["textDocument/hover", "textDocument/completion", "textDocument/definition", "textDocument/documentSymbol",
-           "textDocument/codeAction", "textDocument/inlayHint", "textDocument/codeLens", "textDocument/diagnostic",
+           "textDocument/signatureHelp", "textDocument/references", "textDocument/prepareRename", "textDocument/rename",
+           "textDocument/semanticTokens/full", "textDocument/codeAction", "textDocument/inlayHint", "textDocument/codeLens", "textDocument/diagnostic",
            "workspace/symbol", "workspace/executeCommand"]
 KNOWN_CODES = {-32700, -32600, -32601, -32602, -32603, -32002, -32800, -32801}
 

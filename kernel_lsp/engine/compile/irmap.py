@@ -239,3 +239,96 @@ def source_lines_of_ir(stage: str, text: str, job: CompileJob) -> dict[int, list
 def ir_lines_for(stage: str, text: str, job: CompileJob, user_line: int) -> list[int]:
     """The IR lines (0-based) that come from one line (0-based) of the user's file, in order."""
     return [i for i, users in sorted(source_lines_of_ir(stage, text, job).items()) if user_line in users]
+
+
+_LL_FILE_FIELDS = re.compile(r'\b(filename|directory):\s*"((?:[^"\\]|\\.)*)"')
+_LL_LINE_FIELD = re.compile(r"\bline:\s*(\d+)")
+_ASM_LOC_COMMENT = re.compile(r"//\s*(\S+\.py):(\d+):(\d+)")
+_ASM_LOC_LINE = re.compile(r"^(\s*\.loc\s+(\d+)\s+)(\d+)")
+
+
+def relabel(stage: str, text: str, job: CompileJob, user_path: str) -> str:
+    """The IR with the extracted module's file name replaced by the user's file and its line numbers by the user's
+    (1-based), so a reader (and `.loc` / `loc(...)` aware tools) sees where each instruction comes from. Lines
+    that do not come from the user's file (triton's own library) keep theirs. Line count and order unchanged."""
+    ok = _module_file_check(job)
+    quoted = user_path.replace("\\", "\\\\").replace('"', '\\"')
+
+    def line_of(n: str) -> str:
+        user = user_line(job, int(n))
+        return str(user + 1) if user is not None else n
+
+    if stage in ("ttir", "ttgir"):
+        return _MLIR_FILE.sub(lambda m: f'"{quoted}":{line_of(m.group(2))}:{m.group(3)}' if ok(m.group(1))
+                              else m.group(0), text)
+    lines = text.splitlines(keepends=True)
+    if stage == "llir":
+        meta: dict[str, tuple[str, dict[str, str]]] = {}
+        for line in lines:
+            m = _LL_META.match(line.strip())
+            if m:
+                meta[m.group(1)] = (m.group(2), dict(_LL_FIELD.findall(m.group(3))))
+
+        def in_module(ref: str | None, depth: int = 0) -> bool:
+            if ref is None or ref not in meta or depth > 32:
+                return False
+            kind, fields = meta[ref]
+            if kind == "!DIFile":
+                name = fields.get("filename", "").strip('"')
+                directory = fields.get("directory", "").strip('"')
+                return ok(f"{directory}/{name}" if directory and not name.startswith("/") else name)
+            return in_module(fields.get("file") or fields.get("scope"), depth + 1)
+
+        folder, _, base = user_path.replace("\\", "/").rpartition("/")
+
+        def file_field(f: re.Match) -> str:
+            return f'{f.group(1)}: "{base if f.group(1) == "filename" else folder}"'
+
+        out = []
+        for line in lines:
+            m = _LL_META.match(line.strip())
+            if m and m.group(2) == "!DIFile" and in_module(m.group(1)):
+                line = _LL_FILE_FIELDS.sub(file_field, line)
+            elif m and m.group(2) in ("!DILocation", "!DISubprogram", "!DILexicalBlock") and \
+                    in_module(m.group(1) if m.group(2) != "!DILocation" else meta[m.group(1)][1].get("scope")):
+                line = _LL_LINE_FIELD.sub(lambda f: f"line: {line_of(f.group(1))}", line, count=1)
+            out.append(line)
+        return "".join(out)
+    if stage in ("ptx", "amdgcn"):
+        user_base = user_path.replace("\\", "/").rsplit("/", 1)[-1]
+        module_ids: set[str] = set()
+        module_names: set[str] = set()
+        out = []
+        for line in lines:
+            m = _ASM_FILE.match(line.strip())
+            if m:
+                name = f"{m.group(2)}/{m.group(3)}" if m.group(3) is not None else m.group(2)
+                if ok(name):
+                    module_ids.add(m.group(1))
+                    module_names.add(name.replace("\\", "/"))
+                    indent = line[:len(line) - len(line.lstrip())]
+                    line = f'{indent}.file\t{m.group(1)} "{quoted}"' + ("\n" if line.endswith("\n") else "")
+            out.append(line)
+        # `.loc` inside inline asm blocks is mapped the same way: LLVM's numbers there are rough either way.
+        for i, line in enumerate(out):
+            if line.lstrip().startswith(".loc"):
+                line = _ASM_LOC_LINE.sub(lambda f: f.group(1) + (line_of(f.group(3)) if f.group(2) in module_ids
+                                                                  else f.group(3)), line, count=1)
+            # LLVM's comment after a `.loc` repeats the place: `// module_abc.py:4:0`
+            out[i] = _ASM_LOC_COMMENT.sub(lambda f: f"// {user_base}:{line_of(f.group(2))}:{f.group(3)}"
+                                          if ok(f.group(1)) else f.group(0), line)
+        joined = "".join(out)
+        user_dir = user_path.replace("\\", "/").rpartition("/")[0]
+        for name in module_names:  # debug sections repeat the module's folder and name as strings
+            folder, _, base = name.rpartition("/")
+            joined = joined.replace(base, user_base)
+            if folder and user_dir:
+                joined = joined.replace(folder, user_dir)
+        return joined
+    if stage == "sass":
+        def sass(m: re.Match) -> str:
+            indent = m.group(0)[:m.group(0).index("//##")]
+            return f'{indent}//## File "{quoted}", line {line_of(m.group(2))}' if ok(m.group(1)) else m.group(0)
+
+        return "".join(_SASS_LINE.sub(sass, line, count=1) for line in lines)
+    return text

@@ -1,0 +1,198 @@
+"""Kernels, their @jit helpers and their launch sites across the workspace: definition, references and rename.
+
+Works on the workspace index (which file defines which kernel, which launch site launches which) and the
+files' texts; returns plain locations `(path, Span)` and edits `{path: [TextEdit]}` with code-point columns.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from analyzers.model import LaunchSite, Param, Span, TextEdit, TritonKernel
+
+from .apidocs import imported_names
+from .code_at import dotted_at, name_tokens, string_tokens
+from .index import WorkspaceIndex, module_suffixes
+
+Location = tuple[str, Span]
+TextOf = Callable[[str], "str | None"]  # path -> its current text (open buffer or disk), None if unreadable
+
+
+@dataclass(frozen=True)
+class Target:
+    """What a cursor designates: a kernel (or @jit helper), or one parameter of a kernel."""
+
+    path: str  # the file defining the kernel
+    kernel: TritonKernel
+    param: Param | None = None
+
+
+def _line(text: str, line: int) -> str:
+    lines = text.splitlines()
+    return lines[line] if 0 <= line < len(lines) else ""
+
+
+def _point_in(span: Span, line: int, col: int) -> bool:
+    if not span.start_line <= line <= span.end_line:
+        return False
+    if line == span.start_line and col < span.start_col:
+        return False
+    return not (line == span.end_line and col > span.end_col)
+
+
+def kernel_named(index: WorkspaceIndex, path: str, text: str, dotted: str) -> tuple[str, TritonKernel] | None:
+    """The kernel a name in a file refers to (`add_kernel`, `mod.add_kernel`, an imported alias), resolved like a
+    launch site: the same file first, then the module it was imported from."""
+    names = imported_names(text)
+    if "." in dotted:
+        head, rest = dotted.split(".", 1)
+        module_part, _, target = rest.rpartition(".")
+        module: str | None = names.get(head, head) + ("." + module_part if module_part else "")
+    elif dotted in names:
+        module, _, target = names[dotted].rpartition(".")
+        module = module or None
+    else:
+        module, target = None, dotted
+    entry = index.get(path)
+    local = entry.analysis.kernel(target) if module is None and entry and entry.analysis else None
+    if local is not None:
+        return path, local
+    site = LaunchSite(dotted, target, module, Span.point(0), Span.point(0), (), ())
+    found = index.resolve(site, path)
+    if found is None:
+        return None
+    kernel, where = found
+    return (where or path), kernel
+
+
+def target_at(index: WorkspaceIndex, path: str, text: str, line: int, col: int) -> Target | None:
+    """The kernel or kernel parameter under a cursor: a kernel's name where it is defined, called or launched;
+    a parameter in its kernel (definition or body), or a keyword argument at a launch of it."""
+    entry = index.get(path)
+    analysis = entry.analysis if entry else None
+    if analysis is None:
+        return None
+    for site in analysis.launch_sites:  # `BLOCK=` at a launch
+        for arg in site.kwargs:
+            if arg.keyword and arg.span.start_line == line and \
+                    arg.span.start_col <= col <= arg.span.start_col + len(arg.keyword):
+                found = index.resolve(site, path)
+                if found is not None and found[0].param(arg.keyword) is not None:
+                    return Target(found[1] or path, found[0], found[0].param(arg.keyword))
+    at = dotted_at(_line(text, line), col)
+    if at is None:
+        return None
+    dotted, _, _ = at
+    name = dotted.rsplit(".", 1)[-1]
+    for kernel in analysis.kernels:  # a parameter, inside its own kernel
+        if kernel.span.contains_line(line) and "." not in dotted:
+            param = kernel.param(name)
+            if param is not None and line >= kernel.name_span.start_line:
+                return Target(path, kernel, param)
+    for kernel in analysis.kernels:  # the kernel's own name in its def line
+        if _point_in(kernel.name_span, line, col):
+            return Target(path, kernel)
+    found = kernel_named(index, path, text, dotted)
+    if found is not None:
+        return Target(found[0], found[1])
+    return None
+
+
+def _importers(index: WorkspaceIndex, defining: str, name: str, text_of: TextOf) -> dict[str, str]:
+    """Files other than the defining one that import the kernel's name from its module: path -> text."""
+    suffixes = module_suffixes(defining)
+    out = {}
+    for path, entry in index.files.items():
+        if path == defining or entry.analysis is None:
+            continue
+        text = text_of(path)
+        if not text or name not in text:
+            continue
+        for full in imported_names(text).values():
+            module, _, imported = full.rpartition(".")
+            if imported == name and module in suffixes:
+                out[path] = text
+                break
+    return out
+
+
+def _launches(index: WorkspaceIndex, target: Target) -> list[tuple[str, LaunchSite]]:
+    out = []
+    for path, entry in index.files.items():
+        for site in entry.analysis.launch_sites if entry.analysis else ():
+            if site.target != target.kernel.name:
+                continue
+            found = index.resolve(site, path)
+            if found is not None and (found[1] or path) == target.path:
+                out.append((path, site))
+    return out
+
+
+def references(index: WorkspaceIndex, target: Target, text_of: TextOf, include_declaration: bool = True
+               ) -> list[Location]:
+    """Where a kernel or parameter is named: launches, calls and imports of a kernel; a parameter's uses in its
+    kernel, its keyword at launches and its keys in the kernel's autotune configs and heuristics."""
+    return [(path, Span(line, col, line, col + len(name)))
+            for path, line, col, name in _occurrences(index, target, text_of, include_declaration)]
+
+
+def _occurrences(index: WorkspaceIndex, target: Target, text_of: TextOf, include_declaration: bool
+                 ) -> list[tuple[str, int, int, str]]:
+    kernel = target.kernel
+    found: set[tuple[str, int, int, str]] = set()
+    defining_text = text_of(target.path) or ""
+    if target.param is None:
+        name = kernel.name
+        for path, text in [(target.path, defining_text), *_importers(index, target.path, name, text_of).items()]:
+            for line, col, keyword in name_tokens(text, name):
+                if not keyword:
+                    found.add((path, line, col, name))
+        for path, site in _launches(index, target):  # `module.kernel[grid](...)` too
+            s = site.callee_span
+            found.add((path, s.end_line, s.end_col - len(name), name))
+        if not include_declaration:
+            found.discard((target.path, kernel.name_span.start_line, kernel.name_span.start_col, name))
+        return sorted(found)
+    name = target.param.name
+    body = Span(kernel.name_span.start_line, 0, kernel.span.end_line, 10**9)
+    lines = defining_text.splitlines(keepends=True)
+    chunk = "".join(lines[body.start_line:body.end_line + 1])
+    for line, col, keyword in name_tokens(chunk, name):
+        if not keyword:
+            found.add((target.path, line + body.start_line, col, name))
+    # Keys naming the parameter in the decorators (autotune configs, key lists, heuristics) and in configs
+    # written elsewhere in the file.
+    config_spans = [Span(kernel.span.start_line, 0, kernel.name_span.start_line, 10**9)]
+    config_spans += [c.span for c in kernel.autotune_configs if not kernel.span.contains_line(c.span.start_line)]
+    for span in config_spans:
+        chunk = "".join(lines[span.start_line:span.end_line + 1])
+        for line, col in string_tokens(chunk, name):
+            found.add((target.path, line + span.start_line, col, name))
+        for line, col, keyword in name_tokens(chunk, name):
+            if keyword:  # triton.Config(dict(BLOCK=...)) / kwargs given by name
+                found.add((target.path, line + span.start_line, col, name))
+    for path, site in _launches(index, target):
+        for arg in site.kwargs:
+            if arg.keyword == name:
+                found.add((path, arg.span.start_line, arg.span.start_col, name))
+    if not include_declaration:
+        found.discard((target.path, target.param.span.start_line, target.param.span.start_col, name))
+    return sorted(found)
+
+
+def rename_edits(index: WorkspaceIndex, target: Target, new_name: str, text_of: TextOf) -> dict[str, list[TextEdit]]:
+    """Every edit that renames a kernel (its definition, calls, imports and launches) or a kernel parameter (its
+    uses, launch keywords, autotune config keys and heuristics)."""
+    edits: dict[str, list[TextEdit]] = {}
+    for path, line, col, name in _occurrences(index, target, text_of, True):
+        edits.setdefault(path, []).append(TextEdit(Span(line, col, line, col + len(name)), new_name))
+    return edits
+
+
+def definition(target: Target) -> Location:
+    if target.param is not None:
+        p = target.param
+        return target.path, Span(p.span.start_line, p.span.start_col, p.span.start_line,
+                                 p.span.start_col + len(p.name))
+    return target.path, target.kernel.name_span
