@@ -167,10 +167,12 @@ def config_label(work: Work) -> str:
 
 def count_work(path: str, source: str | None, points: Sequence[dict] | None = None, *, kernels=None,
                root: str | None = None, samples: int | None = None, cancel: threading.Event | None = None,
-               timeout: float = COUNT_TIMEOUT_S) -> list[dict]:
-    """Work of each point (see worker.py) counted under the interpreter: one dict per point with `launches`."""
+               timeout: float = COUNT_TIMEOUT_S, scale: bool = True) -> list[dict]:
+    """Work of each point (see worker.py) counted under the interpreter: one dict per point with `launches`.
+    `scale`: count large shapes at a reduced shape and scale the counts (counting.py); `counted_shape` then says
+    which shape was interpreted."""
     request = {"mode": "count", "path": path, "source": source, "root": root, "kernels": list(kernels or ()),
-               "points": list(points or ()), "samples": samples}
+               "points": list(points or ()), "samples": samples, "scale": scale}
     answer = run_worker(request, interpret=True, timeout=timeout, cancel=cancel)
     if not answer.get("ok"):
         raise WorkerError(answer.get("error") or "work counting failed")

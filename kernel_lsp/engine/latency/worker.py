@@ -79,6 +79,62 @@ def _jsonable(value):
     return repr(value)
 
 
+def _captured(module, point: dict, shape) -> list:
+    from . import counting
+
+    kernel, launcher, _, args = _resolve(module, {**point, "shape": list(shape)}, "cpu")
+    launches = counting.capture(kernel, launcher, args, point.get("overrides"))
+    if not launches:
+        raise RuntimeError("the launcher did not launch the kernel")
+    return launches
+
+
+def _count_scaled(module, point: dict, shape: tuple, full: list, samples: int) -> tuple[list[dict], list] | None:
+    """Work of the full shape's launches counted at a reduced shape and scaled (counting.py); None where the
+    shape cannot be reduced or the counts do not scale."""
+    from . import counting
+
+    outlines = [counting.outline(lc) for lc in full]
+    plan = counting.reduced_shape(shape, counting.largest_block(outlines))
+
+    def at(sizes: dict[int, int]) -> tuple:
+        return tuple(sizes.get(i, s) for i, s in enumerate(shape))
+
+    def keeps(r) -> bool:
+        try:
+            return counting.same_configuration(outlines, [counting.outline(lc) for lc in _captured(module, point, r)])
+        except Exception:  # noqa: BLE001 - a launcher that refuses the reduced shape: count the full one
+            return False
+
+    if plan and not keeps(at({i: p.size for i, p in plan.items()})):
+        plan = {i: p for i, p in plan.items() if keeps(at({i: p.size}))}
+    if not plan:
+        return None
+    reduced = {i: p.size for i, p in plan.items()}
+
+    def counted(r) -> list[dict]:
+        # The reduced grids are small: every program of a few tiles per size runs, so ragged edges that a 1-D
+        # grid interleaves with whole tiles are counted, not sampled.
+        return [counting.count(lc, max(samples, counting.REDUCED_SAMPLES)) for lc in _captured(module, point, r)]
+
+    base = counted(at(reduced))
+    if not counting.same_configuration(outlines, base):
+        return None
+    grown = []
+    for i, p in plan.items():
+        works = counted(at({**reduced, i: p.grown}))
+        if not counting.same_configuration(base, works):
+            return None
+        grown.append((i, works))
+    out = []
+    for j, full_launch in enumerate(outlines):
+        scaled = counting.scale_work(full_launch, base[j], [(i, w[j]) for i, w in grown], plan)
+        if scaled is None:
+            return None
+        out.append(scaled)
+    return out, list(at(reduced))
+
+
 def _count(module, request: dict) -> list[dict]:
     import torch
 
@@ -86,17 +142,20 @@ def _count(module, request: dict) -> list[dict]:
 
     torch.manual_seed(0)
     results = []
+    scale = request.get("scale", True)
     for point in _points(module, request):
         entry = {**point, "launches": [], "error": None}
         started = time.perf_counter()
         try:
-            kernel, launcher, _, args = _resolve(module, point, "cpu")
-            launches = counting.capture(kernel, launcher, args, point.get("overrides"))
-            if not launches:
-                raise RuntimeError("the launcher did not launch the kernel")
+            shape = tuple(int(s) for s in point.get("shape") or ())
+            launches = _captured(module, point, shape)
             samples = int(request.get("samples") or counting.DEFAULT_SAMPLES)
-            for launch in launches:
-                work = counting.count(launch, samples)
+            scaled = _count_scaled(module, point, shape, launches, samples) if scale and shape else None
+            if scaled is not None:
+                works, entry["counted_shape"] = scaled
+            else:
+                works = [counting.count(launch, samples) for launch in launches]
+            for work in works:
                 work["constexprs"] = [[k, _jsonable(v)] for k, v in work["constexprs"]]
                 entry["launches"].append(work)
         except Exception as exc:  # noqa: BLE001 - one point's failure is that point's answer
