@@ -90,12 +90,35 @@ def _captured(module, point: dict, shape) -> list:
 
 
 def _count_scaled(module, point: dict, shape: tuple, full: list, samples: int) -> tuple[list[dict], list] | None:
-    """Work of the full shape's launches counted at a reduced shape and scaled (counting.py); None where the
-    shape cannot be reduced or the counts do not scale."""
+    """Work of the full shape's launches counted at reduced shapes and scaled (counting.py); None where the
+    shape cannot be reduced or the counts do not scale. Launches with different largest block sizes (an
+    autotuner's configs) are each counted at the shape their own tiles allow."""
     from . import counting
 
     outlines = [counting.outline(lc) for lc in full]
-    plan = counting.reduced_shape(shape, counting.largest_block(outlines))
+    groups: dict[tuple, list[int]] = {}
+    plans = {}
+    for j, o in enumerate(outlines):
+        plan = counting.reduced_shape(shape, counting.largest_block([o]))
+        if not plan:
+            return None
+        key = tuple(sorted((i, p.size) for i, p in plan.items()))
+        groups.setdefault(key, []).append(j)
+        plans[key] = plan
+    out: list[dict | None] = [None] * len(outlines)
+    counted_at = None
+    for key, members in groups.items():
+        scaled = _scale_group(module, point, shape, outlines, members, plans[key], samples)
+        if scaled is None:
+            return None
+        for j, work in zip(members, scaled[0]):
+            out[j] = work
+        counted_at = scaled[1] if counted_at is None else [min(a, b) for a, b in zip(counted_at, scaled[1])]
+    return out, counted_at
+
+
+def _scale_group(module, point, shape, outlines, members, plan, samples) -> tuple[list[dict], list] | None:
+    from . import counting
 
     def at(sizes: dict[int, int]) -> tuple:
         return tuple(sizes.get(i, s) for i, s in enumerate(shape))
@@ -106,29 +129,33 @@ def _count_scaled(module, point: dict, shape: tuple, full: list, samples: int) -
         except Exception:  # noqa: BLE001 - a launcher that refuses the reduced shape: count the full one
             return False
 
-    if plan and not keeps(at({i: p.size for i, p in plan.items()})):
+    if not keeps(at({i: p.size for i, p in plan.items()})):
         plan = {i: p for i, p in plan.items() if keeps(at({i: p.size}))}
     if not plan:
         return None
     reduced = {i: p.size for i, p in plan.items()}
+    # Every program of a reduced grid with a ragged size runs (its edges are interleaved with whole tiles in a
+    # 1-D grid, where sampling would miss them); whole tiles are all alike and sampled as at full size.
+    ragged = any(not p.power for p in plan.values())
+    per_launch = max(samples, counting.REDUCED_SAMPLES) if ragged else samples
 
     def counted(r) -> list[dict]:
-        # The reduced grids are small: every program of a few tiles per size runs, so ragged edges that a 1-D
-        # grid interleaves with whole tiles are counted, not sampled.
-        return [counting.count(lc, max(samples, counting.REDUCED_SAMPLES)) for lc in _captured(module, point, r)]
+        launches = _captured(module, point, r)
+        if len(launches) != len(outlines):
+            raise LookupError("the launches differ at the reduced shape")
+        return [counting.count(launches[j], per_launch) for j in members]
 
-    base = counted(at(reduced))
-    if not counting.same_configuration(outlines, base):
+    try:
+        base = counted(at(reduced))
+        grown = [(i, counted(at({**reduced, i: p.grown}))) for i, p in plan.items()]
+    except LookupError:
         return None
-    grown = []
-    for i, p in plan.items():
-        works = counted(at({**reduced, i: p.grown}))
-        if not counting.same_configuration(base, works):
-            return None
-        grown.append((i, works))
+    mine = [outlines[j] for j in members]
+    if not counting.same_configuration(mine, base) or not all(counting.same_configuration(base, w) for _, w in grown):
+        return None
     out = []
-    for j, full_launch in enumerate(outlines):
-        scaled = counting.scale_work(full_launch, base[j], [(i, w[j]) for i, w in grown], plan)
+    for k, full_launch in enumerate(mine):
+        scaled = counting.scale_work(full_launch, base[k], [(i, w[k]) for i, w in grown], plan)
         if scaled is None:
             return None
         out.append(scaled)
