@@ -77,6 +77,9 @@ def build_parser() -> argparse.ArgumentParser:
     trusting.add_argument("--list", action="store_true", help="list the trusted folders instead")
     untrusting = sub.add_parser("untrust", help="take a folder's trust back")
     untrusting.add_argument("path", nargs="?", default=".", help="the folder (default: the current one)")
+    from . import tune  # `kernel-lsp tune FILE::KERNEL`: the tiling search (tune.py)
+
+    tune.add_parser(sub)
     return parser
 
 
@@ -251,6 +254,10 @@ def main(argv: list[str] | None = None) -> int:
         return _rules(args)
     if args.command in ("trust", "untrust"):
         return _trust(args)
+    if args.command == "tune":
+        from . import tune
+
+        return tune.run(args)
     return _serve(args)
 
 
