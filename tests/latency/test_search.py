@@ -156,3 +156,50 @@ def test_tune_command_refuses_bad_targets(tmp_path, target, message):
     _rows_file(tmp_path)
     proc = _tune(target, cwd=tmp_path)
     assert proc.returncode == 2 and message in proc.stderr
+
+
+ONE_BLOCK = textwrap.dedent('''
+    import torch
+    import triton
+    import triton.language as tl
+    from kernel_lsp.spec import spec
+
+
+    @triton.jit
+    def row_double_kernel(x_ptr, y_ptr, n_cols, BLOCK_SIZE: tl.constexpr):
+        row = tl.program_id(0)
+        cols = tl.arange(0, BLOCK_SIZE)  # one block must cover the whole row
+        ok = cols < n_cols
+        x = tl.load(x_ptr + row * n_cols + cols, mask=ok)
+        tl.store(y_ptr + row * n_cols + cols, x * 2.0, mask=ok)
+
+
+    def row_double(x):
+        y = torch.zeros_like(x)
+        n_rows, n_cols = x.shape
+        block = triton.next_power_of_2(n_cols)
+        row_double_kernel[(n_rows,)](x, y, n_cols, BLOCK_SIZE=block, num_warps=4)
+        return y
+
+
+    @spec(kernel=row_double_kernel, launcher=row_double, reference=lambda x: x * 2, shapes=[(3, 1000)],
+          dtypes=["float32"], seeds=1, bench_shapes=[(8192, 1024)])
+    def rows_inputs(shape, dtype, device):
+        return (torch.randn(shape, dtype=dtype, device=device),)
+''')
+
+
+def test_a_faster_block_that_breaks_the_kernel_is_not_proposed(tmp_path, monkeypatch):
+    """BLOCK_SIZE is free (the grid is (n_rows,)), but a block shorter than the row computes part of it: the
+    search verifies the best configurations in turn and proposes none that fails the spec's check."""
+    monkeypatch.setattr(search_mod, "gpu_present", lambda: False)
+    path = tmp_path / "one_block.py"
+    path.write_text(ONE_BLOCK)
+    found = search_tiling(str(path), ONE_BLOCK, "row_double_kernel", "H200", str(tmp_path))
+    assert found.frozen == []
+    failing = [t for t in found.tried if t.note and t.note.startswith("fails its check")]
+    assert failing and all(t.overrides["BLOCK_SIZE"] == 512 for t in failing), [(t.label, t.note) for t in failing]
+    if found.edits:  # a correct configuration the model ranks faster than the current one
+        assert found.verified is True and found.winner_overrides["BLOCK_SIZE"] >= 1024
+    else:
+        assert found.winner == found.current and "fail the spec's check" in found.errors[0], found.errors

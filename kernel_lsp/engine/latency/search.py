@@ -36,6 +36,7 @@ from ..gpu import gpu_present
 from . import WorkerError, count_work, measure_file, resolve_device, work_from_json
 
 SEARCH_CACHE_VERSION = 1
+VERIFY_ATTEMPTS = 3  # configurations verified at most, best first, until one is correct
 
 
 @dataclass
@@ -226,10 +227,50 @@ def _search(path, source, kernel, hw, root, *, timed, verify, say, cancel, radiu
         proposal.errors.append("the winning configuration could not be written into the file (launch site not found)")
         return proposal
     if verify:
-        say("verifying the winner against the reference", 0.85)
-        proposal.verified, proposal.verify_message = _verify(path, source, kernel, proposal.edits, root, cancel)
+        # A freed block size can make the kernel wrong (a block shorter than the row it must cover): the next
+        # best configurations with other block sizes are verified in turn, a few at most.
+        limit = figures.get(current, math.inf) * 0.98
+        order = [winner, *sorted((c for c in figures if figures[c] is not None and figures[c] < limit
+                                  and c != winner), key=lambda c: figures[c])]
+        tried = {t.label: t for t in proposal.tried}
+        failed: set[tuple] = set()
+        attempts, verified = 0, False
+        for cand in order:
+            if attempts >= VERIFY_ATTEMPTS or (cancel is not None and cancel.is_set()):
+                break
+            if cand.constexprs in failed:
+                continue
+            edits = edit_for(source, kernel, cand, current, autotuned)
+            if not edits:
+                continue
+            attempts += 1
+            say(f"verifying {cand.label} against the reference", min(0.95, 0.8 + 0.05 * attempts))
+            ok, message = _verify(path, source, kernel, edits, root, cancel)
+            if ok is False:
+                failed.add(cand.constexprs)
+                tried[cand.label].note = f"fails its check: {message}"[:300]
+                continue
+            proposal.winner, proposal.winner_overrides = cand.label, cand.overrides
+            proposal.winner_us, proposal.edits = figures.get(cand), edits
+            proposal.speedup = proposal.current_us / proposal.winner_us \
+                if proposal.current_us and proposal.winner_us else None
+            proposal.verified, proposal.verify_message = ok, message
+            verified = True
+            break
+        if not verified:  # nothing proposed: what the user has stays
+            proposal.winner, proposal.winner_overrides = current.label, current.overrides
+            proposal.winner_us, proposal.edits, proposal.speedup = figures.get(current), [], None
+            if failed:
+                proposal.errors.append(f"the faster configurations tried fail the spec's check (block sizes "
+                                       f"{', '.join(sorted(_sizes(c) for c in failed))}): the current one stays")
+            elif cancel is not None and cancel.is_set():
+                proposal.errors.append("cancelled")
     say("done", 1.0)
     return proposal
+
+
+def _sizes(constexprs) -> str:
+    return "/".join(f"{k}={v}" for k, v in constexprs) or "-"
 
 
 def _pow2(v) -> bool:
