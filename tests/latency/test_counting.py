@@ -51,6 +51,10 @@ def test_vector_add_bytes_are_three_n_elements(tmp_path):
         assert work["load_bytes"] + work["store_bytes"] == 3 * n * 2
         assert {e.device for e in entries} == {"H200", "A100"}
         assert all("est." in e.label for e in entries)
+    # Counted at a reduced size and scaled, the bytes above exact: 2**22 at one block (and two), 65537 at one
+    # block plus its ragged element (and two blocks plus it).
+    assert by_shape[(1 << 22,)][0].work["counted_shape"] == [1024]
+    assert by_shape[(65537,)][0].work["counted_shape"] == [1025]
     big = next(e for e in by_shape[(1 << 22,)] if e.device == "H200")
     assert big.bound == "memory" and big.fraction_of_roofline > 0.5  # 24 MB: the 3 µs launch is a third of it
 

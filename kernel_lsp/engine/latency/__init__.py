@@ -254,7 +254,15 @@ def entries_for_point(point: dict, devices: Sequence[tuple[str, Hardware]],
                 **base, source="estimate", device=hw.name, us=us if math.isfinite(us) else None,
                 label=estimate_label(us, hw) if math.isfinite(us) else est.label, config=label,
                 bound=est.bound, fraction_of_roofline=est.fraction_of_roofline, estimate=est.to_json(),
-                work=work.to_json(), chosen=idx == best))
+                work=_work_json(work, point), chosen=idx == best))
+    return out
+
+
+def _work_json(work: Work, point: dict) -> dict:
+    """The counted work; `counted_shape` where it was counted at a reduced shape and scaled (counting.py)."""
+    out = work.to_json()
+    if point.get("counted_shape"):
+        out["counted_shape"] = list(point["counted_shape"])
     return out
 
 
