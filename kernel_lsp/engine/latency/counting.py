@@ -481,7 +481,7 @@ def scale_work(full: dict, base: dict, grown: list[tuple[int, dict]], reductions
             return None
     out = dict(full)
     out["vector_flops"] = scaled[("vector_flops",)]
-    out["outside_lanes"] = int(round(scaled[("outside_lanes",)]))
+    out["outside_lanes"] = round(scaled[("outside_lanes",)])
     out["tensor_flops"] = {k[1]: v for k, v in scaled.items() if k[0] == "tensor_flops"}
     extents = {a["name"]: float(a.get("extent_bytes") or 0.0) for a in full.get("args") or ()}
     args = []
