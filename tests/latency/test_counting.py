@@ -160,3 +160,17 @@ def test_reduced_count_of_ragged_sizes(tmp_path):
     assert got[("c_ptr", "store_bytes")] == pytest.approx(M * N * 2, rel=0.01)
     assert got[("a_ptr", "footprint_bytes")] == pytest.approx(M * K * 2, rel=0.05)
     assert got[("c_ptr", "footprint_bytes")] == pytest.approx(M * N * 2, rel=0.05)
+
+
+def test_which_sizes_are_reduced():
+    from kernel_lsp.engine.latency.counting import Reduction, reduced_shape
+
+    # Multiples of the tiles halve onto them; a ragged size keeps its remainder modulo the largest block.
+    assert reduced_shape((4096, 4096, 4096), 64) == {i: Reduction(128, 256, 4096, True) for i in range(3)}
+    assert reduced_shape((1000,), 64) == {0: Reduction(168, 296, 1000, False)}  # 1000 = 168 + 13 * 64
+    # Sizes under 4x the floor (128, or the largest block) stay; a block as large as the row leaves it whole.
+    assert reduced_shape((500, 64), 64) == {}
+    assert reduced_shape((8192, 4096), 4096) == {}
+    # Power-law and straight-line growth: x^2 from 128 -> 256 carried to 1024; 3 + 2x from 1 -> 3 carried to 11.
+    assert Reduction(128, 256, 1024, True).growth(1.0, 4.0) == 64.0
+    assert Reduction(1, 3, 11, False).growth(5.0, 9.0) == 5.0
