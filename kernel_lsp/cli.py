@@ -70,6 +70,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     rules = sub.add_parser("rules", help="list the rules, or explain one")
     rules.add_argument("code", nargs="?")
+    from . import tune  # `kernel-lsp tune FILE::KERNEL`: the tiling search (tune.py)
+
+    tune.add_parser(sub)
 
     trusting = sub.add_parser("trust", help="let the language server run a folder's code (compile, check and time "
                               "its kernels); remembered in your user configuration")
@@ -77,9 +80,6 @@ def build_parser() -> argparse.ArgumentParser:
     trusting.add_argument("--list", action="store_true", help="list the trusted folders instead")
     untrusting = sub.add_parser("untrust", help="take a folder's trust back")
     untrusting.add_argument("path", nargs="?", default=".", help="the folder (default: the current one)")
-    from . import tune  # `kernel-lsp tune FILE::KERNEL`: the tiling search (tune.py)
-
-    tune.add_parser(sub)
     return parser
 
 
@@ -248,16 +248,16 @@ def _serve(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if args.command == "tune":
+        from . import tune
+
+        return tune.run(args)
     if args.command == "check":
         return _check(args)
     if args.command == "rules":
         return _rules(args)
     if args.command in ("trust", "untrust"):
         return _trust(args)
-    if args.command == "tune":
-        from . import tune
-
-        return tune.run(args)
     return _serve(args)
 
 
