@@ -75,6 +75,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     rules = sub.add_parser("rules", help="list the rules, or explain one")
     rules.add_argument("code", nargs="?")
+    from . import tune  # `kernel-lsp tune FILE::KERNEL`: the tiling search (tune.py)
+
+    tune.add_parser(sub)
 
     trusting = sub.add_parser("trust", help="let the language server run a folder's code (compile, check and time "
                               "its kernels); remembered in your user configuration")
@@ -437,6 +440,10 @@ def _serve(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if args.command == "tune":
+        from . import tune
+
+        return tune.run(args)
     if args.command == "check":
         return _check(args)
     if args.command == "report":

@@ -176,3 +176,13 @@ def test_real_matmul_profile_with_stall_reasons_per_line():
     assert abs(sum(ln.share for ln in p.lines) - 1.0) < 0.05  # a few samples fall in triton's own files
     rules = {a.rule for a in p.advice}
     assert {"TheoreticalOccupancy", "LaunchConfiguration"} <= rules
+
+
+def test_the_clock_the_profile_ran_at():
+    p = build_profile(USER, POINT, {}, SOURCE, DETAILS, None)
+    assert p.sm_clock_mhz == pytest.approx(1480)  # "SM Frequency", 1.48 Ghz in this H200 report
+    assert any("SM clock of 1480 MHz" in n and "base clock" in n for n in p.notes), p.notes
+    assert p.to_json()["smClockMhz"] == pytest.approx(1480) and p.to_json()["clockControl"] == "base"
+    unreported = "\n".join(ln for ln in DETAILS.splitlines() if "SM Frequency" not in ln)
+    p = build_profile(USER, POINT, {}, SOURCE, unreported, None)
+    assert p.sm_clock_mhz is None and any("did not report the SM clock" in n for n in p.notes)

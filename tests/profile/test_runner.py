@@ -4,6 +4,7 @@ timeout."""
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -122,3 +123,47 @@ def test_file_that_does_not_import(fake_ncu, tmp_path):
     path.write_text(text)
     [error] = profile_file(str(path), text).errors
     assert "importing the file failed at line 2" in error and "boom" in error
+
+
+def test_an_autotuned_kernel_is_profiled_with_the_configuration_it_picks(fake_ncu, tmp_path, monkeypatch):
+    """The autotuner picks in a run without the profiler; the profiled run is pinned to that pick."""
+    path = tmp_path / "light.py"
+    path.write_text(LIGHT)
+    pick = {"kwargs": {"BLOCK": 128}, "num_warps": 8, "num_stages": 3, "label": "BLOCK: 128, num_warps: 8"}
+    asked = []
+    monkeypatch.setattr(prof, "_plan", lambda *a: [{"spec": "inputs", "kernel": "softmax_kernel",
+                                                    "shape": [4, 8], "dtype": "float32", "autotuned": True}])
+    monkeypatch.setattr(prof, "_pick", lambda *a: asked.append(a) or pick)
+    keep = tmp_path / "out"
+    report = profile_file(str(path), LIGHT, None, str(tmp_path), keep_dir=str(keep))
+    assert report.errors == [] and len(asked) == 1
+    [request] = [json.loads(f.read_text()) for f in keep.glob("*.request.json")]
+    assert request["pin"] == pick
+    [p] = report.profiles
+    assert p.config == pick["label"]
+    assert any("configuration the autotuner picks without the profiler" in n for n in p.notes), p.notes
+    profile_call = next(c for c in fake_ncu.calls() if "-i" not in c)
+    assert profile_call[profile_call.index("--clock-control") + 1] == "base"
+
+
+def test_pin_leaves_the_autotuner_one_configuration():
+    pytest.importorskip("torch")
+    pytest.importorskip("triton")
+    import sys
+
+    from kernel_lsp.engine.profile.driver import pin_config
+
+    sys.path.insert(0, str(EXAMPLE.parent))
+    try:
+        import matmul_autotune
+    finally:
+        sys.path.remove(str(EXAMPLE.parent))
+    kernel = matmul_autotune.matmul_kernel
+    saved = list(kernel.configs)
+    try:
+        chosen = saved[2]
+        pin = {"kwargs": dict(chosen.kwargs), "num_warps": chosen.num_warps, "num_stages": chosen.num_stages}
+        assert pin_config(kernel, {**pin, "num_warps": 32}) is None and kernel.configs == saved
+        assert pin_config(kernel, pin) == str(chosen) and kernel.configs == [chosen]
+    finally:
+        kernel.configs = saved

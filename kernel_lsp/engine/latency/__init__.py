@@ -167,10 +167,12 @@ def config_label(work: Work) -> str:
 
 def count_work(path: str, source: str | None, points: Sequence[dict] | None = None, *, kernels=None,
                root: str | None = None, samples: int | None = None, cancel: threading.Event | None = None,
-               timeout: float = COUNT_TIMEOUT_S) -> list[dict]:
-    """Work of each point (see worker.py) counted under the interpreter: one dict per point with `launches`."""
+               timeout: float = COUNT_TIMEOUT_S, scale: bool = True) -> list[dict]:
+    """Work of each point (see worker.py) counted under the interpreter: one dict per point with `launches`.
+    `scale`: count large shapes at a reduced shape and scale the counts (counting.py); `counted_shape` then says
+    which shape was interpreted."""
     request = {"mode": "count", "path": path, "source": source, "root": root, "kernels": list(kernels or ()),
-               "points": list(points or ()), "samples": samples}
+               "points": list(points or ()), "samples": samples, "scale": scale}
     answer = run_worker(request, interpret=True, timeout=timeout, cancel=cancel)
     if not answer.get("ok"):
         raise WorkerError(answer.get("error") or "work counting failed")
@@ -252,7 +254,15 @@ def entries_for_point(point: dict, devices: Sequence[tuple[str, Hardware]],
                 **base, source="estimate", device=hw.name, us=us if math.isfinite(us) else None,
                 label=estimate_label(us, hw) if math.isfinite(us) else est.label, config=label,
                 bound=est.bound, fraction_of_roofline=est.fraction_of_roofline, estimate=est.to_json(),
-                work=work.to_json(), chosen=idx == best))
+                work=_work_json(work, point), chosen=idx == best))
+    return out
+
+
+def _work_json(work: Work, point: dict) -> dict:
+    """The counted work; `counted_shape` where it was counted at a reduced shape and scaled (counting.py)."""
+    out = work.to_json()
+    if point.get("counted_shape"):
+        out["counted_shape"] = list(point["counted_shape"])
     return out
 
 

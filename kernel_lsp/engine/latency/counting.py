@@ -372,3 +372,143 @@ def _union_elems(intervals: list[tuple[int, int, int]]) -> int:
     if cur_hi is not None:
         total += cur_hi - cur_lo
     return total // max(1, elem)
+
+
+# --- counting a reduced problem and scaling it ---------------------------------------------------------------------
+#
+# Interpreting a program costs about a millisecond per operation, so a 4096^3 matmul (128 K steps per program) takes
+# minutes to count. Its work is a product of one factor per problem size (loads of A ~ M*K*N/BLOCK_N, flops
+# ~ M*N*K, stores of C ~ M*N), so the work is counted at a reduced shape and at that shape with each reduced size
+# grown once; the growth of each count along each size gives that size's factor, and the counts are carried to the
+# full shape. A size that halves down to a multiple of the largest block size follows a power law (exact for
+# M*N*K and for the N^2 of attention); any other size keeps its remainder modulo the largest block (the same
+# ragged edge tile as at full size) and follows a straight line in the number of whole blocks (exact for work
+# that is linear in that size, as tile counts and masked lanes are). Sizes are reduced only where the launches at
+# the reduced shape keep the full shape's configuration (a launcher that sizes its block from the row length is
+# not reduced along rows).
+
+REDUCE_FLOOR = 128  # smallest reduced size
+REDUCE_FROM = 4  # a size is reduced only from REDUCE_FROM x its floor up
+REDUCED_SAMPLES = 32  # interior programs interpreted per launch at a reduced shape
+
+
+@dataclass(frozen=True)
+class Reduction:
+    """One reduced size: counted at `size` and `grown`, carried to `full` by a power law or a straight line."""
+
+    size: int
+    grown: int
+    full: int
+    power: bool
+
+    def growth(self, v0: float, v1: float) -> float | None:
+        """Factor from the count at `size` (v0) to the count at `full`, given the count at `grown` (v1)."""
+        if self.power:
+            return (self.full / self.size) ** math.log2(v1 / v0)
+        g = 1.0 + (v1 / v0 - 1.0) * (self.full - self.size) / (self.grown - self.size)
+        return g if g > 0.0 else None
+
+
+def reduced_shape(shape: tuple[int, ...], block: int) -> dict[int, Reduction]:
+    """The sizes of `shape` worth counting smaller, by axis (empty: none). `block`: the largest block-size
+    constexpr of the launches."""
+    unit = max(1, int(block))
+    floor = max(REDUCE_FLOOR, unit)
+    out = {}
+    for axis, size in enumerate(shape):
+        size = int(size)
+        if size < REDUCE_FROM * floor:
+            continue
+        r = size
+        while r % 2 == 0 and r // 2 >= floor:
+            r //= 2
+        if r % unit == 0 and r < 2 * floor:
+            out[axis] = Reduction(r, 2 * r, size, True)
+        else:  # same remainder modulo the block as the full size, at least the floor
+            r = size - unit * ((size - floor) // unit)
+            out[axis] = Reduction(r, r + unit * max(1, r // unit), size, False)
+    return out
+
+
+def largest_block(works: list[dict]) -> int:
+    vals = [v for w in works for _, v in w.get("constexprs") or () if isinstance(v, int) and not isinstance(v, bool)
+            and v > 1 and v & (v - 1) == 0]
+    return max(vals, default=1)
+
+
+def same_configuration(a: list[dict], b: list[dict]) -> bool:
+    """Whether two lists of counted launches launch the same configurations (constexprs, warps, stages)."""
+    def key(w):
+        return ([tuple(c) for c in w.get("constexprs") or ()], w.get("num_warps"), w.get("num_stages"),
+                w.get("config_index"))
+    return len(a) == len(b) and all(key(x) == key(y) for x, y in zip(a, b))
+
+
+def _quantities(work: dict) -> dict[tuple, float]:
+    out: dict[tuple, float] = {("vector_flops",): float(work.get("vector_flops") or 0.0),
+                               ("outside_lanes",): float(work.get("outside_lanes") or 0)}
+    for cls, f in (work.get("tensor_flops") or {}).items():
+        out[("tensor_flops", cls)] = float(f)
+    for a in work.get("args") or ():
+        for k in ("load_bytes", "store_bytes", "footprint_bytes"):
+            out[("arg", a["name"], k)] = float(a.get(k) or 0.0)
+    return out
+
+
+def scale_work(full: dict, base: dict, grown: list[tuple[int, dict]], reductions: dict[int, Reduction]
+               ) -> dict | None:
+    """The counts of `full` (a launch outlined at the full shape: grid, configuration, extents) from `base` (the
+    same launch counted at the reduced shape) and `grown` ((axis, counted with that size grown)). None where the
+    counts do not scale (a quantity that is zero at the reduced shape but not once a size grows)."""
+    q0 = _quantities(base)
+    qd = [(axis, _quantities(w)) for axis, w in grown]
+    scaled: dict[tuple, float] = {}
+    for key, v0 in q0.items():
+        growth = 1.0
+        for axis, q in qd:
+            v1 = q.get(key, 0.0)
+            if v0 <= 0.0:
+                if v1 > 0.0:
+                    return None
+                continue
+            g = reductions[axis].growth(v0, v1) if v1 > 0.0 else None
+            if g is None:
+                return None
+            growth *= g
+        scaled[key] = v0 * growth
+    for _, q in qd:
+        if any(k not in q0 and v > 0 for k, v in q.items()):
+            return None
+    out = dict(full)
+    out["vector_flops"] = scaled[("vector_flops",)]
+    out["outside_lanes"] = round(scaled[("outside_lanes",)])
+    out["tensor_flops"] = {k[1]: v for k, v in scaled.items() if k[0] == "tensor_flops"}
+    extents = {a["name"]: float(a.get("extent_bytes") or 0.0) for a in full.get("args") or ()}
+    args = []
+    for a in base.get("args") or ():
+        name = a["name"]
+        load, store = scaled[("arg", name, "load_bytes")], scaled[("arg", name, "store_bytes")]
+        footprint = scaled[("arg", name, "footprint_bytes")]
+        extent = extents.get(name, 0.0)
+        footprint = min(extent or footprint, footprint, load + store)
+        args.append({"name": name, "load_bytes": load, "store_bytes": store, "footprint_bytes": footprint,
+                     "extent_bytes": extent})
+    out["args"] = args
+    out["sampled_programs"] = int(base.get("sampled_programs") or 0)
+    return out
+
+
+def extents_of(launch: Launch) -> dict[str, float]:
+    return {name: float(ext) for _, _, name, ext in _Tensors(_bound_args(launch)).ranges}
+
+
+def outline(launch: Launch) -> dict:
+    """What a launch is without interpreting it: grid, programs, configuration and argument extents."""
+    grid = grid_of(launch)
+    return {"programs": grid[0] * grid[1] * grid[2], "grid": list(grid),
+            "num_warps": int(launch.kwargs.get("num_warps") or 4),
+            "num_stages": int(launch.kwargs.get("num_stages") or 3),
+            "args": [{"name": n, "extent_bytes": e} for n, e in extents_of(launch).items()],
+            "constexprs": [[k, v] for k, v in constexprs_of(launch).items()],
+            "config_index": launch.config_index, "config_label": launch.config_label,
+            "grid_callable": callable(launch.grid)}

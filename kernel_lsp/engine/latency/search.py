@@ -2,26 +2,41 @@
 candidates on the GPU when there is one (at most 30% of the space), verify the winner with the correctness checker
 on the edited file, and propose the edit.
 
-Block-size constexprs are varied only when the kernel's grid is a function of its meta-parameters (a lambda over
-`meta`, or an autotuner): a tuple grid computed by the launcher would not follow a changed block size. Otherwise
-only num_warps and num_stages vary. The edit: new keyword values at the launch site, or, for an autotuned kernel,
-the winning config put first in its config list.
+Every tunable is free unless the launch grid really uses it: a grid that is a function of the meta-parameters (a
+lambda over `meta`, or an autotuner) follows any block size; a tuple grid computed by the launcher ties the block
+sizes whose value it is computed from (`(triton.cdiv(n, BLOCK),)` with `BLOCK_SIZE=BLOCK`), read from the launcher's
+source, and leaves the others free (`(n_rows,)` with `BLOCK_SIZE=block_size`). Where the launch site cannot be read
+(the launcher lives in another file), a tuple grid ties every block size. The edit: new keyword values at the
+launch site, or, for an autotuned kernel, the winning config put first in its config list.
+
+Without a GPU (or with `measure=False`) the search ranks by the model alone and says so: the proposal's source is
+"estimated" and its progress never speaks of timing. A finished search is kept by content (file text, kernel,
+device model, search parameters, whether it measured) under the workspace's cache, so the same request again is
+answered at once.
 """
 
 from __future__ import annotations
 
+import ast
+import hashlib
+import json
 import math
 import re
 import threading
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 
 from analyzers.analyze import analyze_source
 from analyzers.model import Span, TextEdit, apply_edits
 from analyzers.roofline import estimate
 from analyzers.tiling import Candidate, choose, enumerate_space, rank, to_measure
 
+from ..gpu import gpu_present
 from . import WorkerError, count_work, measure_file, resolve_device, work_from_json
+
+SEARCH_CACHE_VERSION = 1
+VERIFY_ATTEMPTS = 3  # configurations verified at most, best first, until one is correct
 
 
 @dataclass
@@ -52,9 +67,24 @@ class TilingProposal:
     space_size: int = 0
     measured_fraction: float = 0.0
     errors: list[str] = field(default_factory=list)
+    frozen: list[str] = field(default_factory=list)  # block sizes the launch grid ties, kept at their values
+    cached: bool = False  # answered from the cache of an identical earlier search
 
     def to_json(self) -> dict:
         return asdict(self)
+
+    @property
+    def measured(self) -> bool:
+        return self.source == "measured"
+
+    @property
+    def status(self) -> str:
+        """What the winner's figure is: measured on the GPU, or the model's ranking only."""
+        if self.source == "measured":
+            return f"measured on the GPU ({self.measured_fraction:.0%} of {self.space_size} configurations timed)"
+        if self.source == "estimated":
+            return "estimated; not measured"
+        return "no result"
 
 
 Progress = Callable[[str, float], None]
@@ -63,19 +93,51 @@ Progress = Callable[[str, float], None]
 def search_tiling(path: str, source: str, kernel: str, target: str = "H200", root: str | None = None, *,
                   measure: bool | None = None, verify: bool = True, progress: Progress | None = None,
                   cancel: threading.Event | None = None, radius: int = 1, limit: int = 48,
-                  hardware=None) -> TilingProposal:
+                  hardware=None, cache: bool = True) -> TilingProposal:
     """Search the tiling of `kernel` in the file `path` (buffer text `source`) for device `target`.
-    `measure`: time candidates on the GPU (None: when torch sees one in the worker). `progress(message, 0..1)`."""
+    `measure`: time candidates on the GPU (None: where this machine has one). `progress(message, 0..1)`.
+    `cache`: answer from, and keep the result in, the workspace's cache (`root`)."""
     def say(msg: str, frac: float):
         if progress:
             progress(msg, frac)
 
+    if source is None:
+        with open(path, encoding="utf-8") as f:
+            source = f.read()
     hw = resolve_device(target, hardware)
-    proposal = TilingProposal(kernel, hw.name if hw else str(target), None, None, "none", None, None, None, None)
     if hw is None:
+        proposal = TilingProposal(kernel, str(target), None, None, "none", None, None, None, None)
         proposal.errors.append(f"no hardware model for {target!r}")
         return proposal
-    say("counting the current configuration", 0.05)
+    timed = gpu_present() if measure is None else bool(measure)
+    store, key = None, None
+    if cache and root:
+        from ..cache import ResultCache
+
+        store = ResultCache.for_workspace(Path(root))
+        key = search_key(source, kernel, hw, timed=timed, verify=verify, radius=radius, limit=limit)
+        hit = store.get(key)
+        if isinstance(hit, TilingProposal):
+            hit.cached = True
+            say("done: the same search was run before on this text", 1.0)
+            return hit
+    proposal = _search(path, source, kernel, hw, root, timed=timed, verify=verify, say=say, cancel=cancel,
+                       radius=radius, limit=limit)
+    if store is not None and not proposal.errors and not (cancel is not None and cancel.is_set()):
+        store.put(key, proposal)
+    return proposal
+
+
+def search_key(source: str, kernel: str, hw, **params) -> str:
+    """Content key of a search: what it reads (file text, kernel, device model) and how it searches."""
+    data = json.dumps({"v": SEARCH_CACHE_VERSION, "source": source, "kernel": kernel, "device": repr(hw),
+                       **params}, sort_keys=True, default=repr)
+    return "tiling-" + hashlib.sha256(data.encode()).hexdigest()
+
+
+def _search(path, source, kernel, hw, root, *, timed, verify, say, cancel, radius, limit) -> TilingProposal:
+    proposal = TilingProposal(kernel, hw.name, None, None, "none", None, None, None, None)
+    say("counting the work of the current configuration (Triton's interpreter, on the CPU)", 0.05)
     try:
         base = count_work(path, source, kernels=[kernel], root=root, cancel=cancel)
     except WorkerError as exc:
@@ -97,11 +159,17 @@ def search_tiling(path: str, source: str, kernel: str, target: str = "H200", roo
     if autotuned:
         space = enumerate_space({}, configs=configs, radius=radius, limit=limit)
     else:
-        space = enumerate_space(dict(current.constexprs), None if grid_free else [], current.num_warps,
-                                current.num_stages, radius=radius, limit=limit)
+        names = [n for n, _ in current.constexprs]
+        # A grid that is a function of the meta-parameters frees every block size; a tuple grid ties those it is
+        # computed from, and all of them where the launch cannot be read.
+        tied = set() if grid_free else tied_block_sizes(source, kernel)
+        tunable = [n for n in names if tied is not None and n not in tied]
+        proposal.frozen = [n for n in names if n not in tunable and _pow2(dict(current.constexprs)[n])]
+        space = enumerate_space(dict(current.constexprs), tunable, current.num_warps, current.num_stages,
+                                radius=radius, limit=limit)
     proposal.space_size = len(space)
     proposal.current = current.label
-    say(f"estimating {len(space)} configurations", 0.15)
+    say(f"estimating {len(space)} configurations with the model (work counted on the CPU)", 0.15)
     points = {c: {"spec": point.get("spec"), "kernel": kernel, "shape": point.get("shape"),
                   "dtype": point.get("dtype"), "overrides": c.overrides} for c in space}
     try:
@@ -121,18 +189,20 @@ def search_tiling(path: str, source: str, kernel: str, target: str = "H200", roo
             notes[c] = est[0].notes[0] if est[0].notes else "cannot launch"
     ranked = rank([c for c in space if estimated.get(c) is not None], estimated)
     measured: dict[Candidate, float] = {}
-    if measure is not False and ranked:
+    if timed and ranked:
         picked = to_measure(ranked, current=current, space_size=len(space))
-        say(f"timing {len(picked)} configurations on the GPU", 0.4)
+        say(f"timing {len(picked)} of {len(space)} configurations on the GPU", 0.4)
         report = measure_file(path, source, root=root, cancel=cancel, history=False,
                               points=[points[c] for c in picked], repetitions=20)
-        if report.errors and measure:
-            proposal.errors += report.errors
+        proposal.errors += report.errors
         for c, e in zip(picked, report.entries):
             if e.us is not None:
                 measured[c] = e.us
             elif e.error:
                 notes[c] = e.error
+    elif ranked:
+        say(f"ranked {len(ranked)} configurations by the model: estimated; not measured"
+            + ("" if gpu_present() else " (no GPU on this machine)"), 0.8)
     winner, source_kind = choose(ranked, measured)
     figures = measured if source_kind == "measured" else estimated
     if (winner is not None and current in figures and figures.get(winner) is not None
@@ -150,16 +220,142 @@ def search_tiling(path: str, source: str, kernel: str, target: str = "H200", roo
     if proposal.current_us and proposal.winner_us:
         proposal.speedup = proposal.current_us / proposal.winner_us
     if winner == current:
+        say("done: the current configuration stays", 1.0)
         return proposal
     proposal.edits = edit_for(source, kernel, winner, current, autotuned)
     if not proposal.edits:
         proposal.errors.append("the winning configuration could not be written into the file (launch site not found)")
         return proposal
     if verify:
-        say("verifying the winner", 0.85)
-        proposal.verified, proposal.verify_message = _verify(path, source, kernel, proposal.edits, root, cancel)
+        # A freed block size can make the kernel wrong (a block shorter than the row it must cover): the next
+        # best configurations with other block sizes are verified in turn, a few at most.
+        limit = figures.get(current, math.inf) * 0.98
+        order = [winner, *sorted((c for c in figures if figures[c] is not None and figures[c] < limit
+                                  and c != winner), key=lambda c: figures[c])]
+        tried = {t.label: t for t in proposal.tried}
+        failed: set[tuple] = set()
+        attempts, verified = 0, False
+        for cand in order:
+            if attempts >= VERIFY_ATTEMPTS or (cancel is not None and cancel.is_set()):
+                break
+            if cand.constexprs in failed:
+                continue
+            edits = edit_for(source, kernel, cand, current, autotuned)
+            if not edits:
+                continue
+            attempts += 1
+            say(f"verifying {cand.label} against the reference", min(0.95, 0.8 + 0.05 * attempts))
+            ok, message = _verify(path, source, kernel, edits, root, cancel)
+            if ok is False:
+                failed.add(cand.constexprs)
+                tried[cand.label].note = f"fails its check: {message}"[:300]
+                continue
+            proposal.winner, proposal.winner_overrides = cand.label, cand.overrides
+            proposal.winner_us, proposal.edits = figures.get(cand), edits
+            proposal.speedup = proposal.current_us / proposal.winner_us \
+                if proposal.current_us and proposal.winner_us else None
+            proposal.verified, proposal.verify_message = ok, message
+            verified = True
+            break
+        if not verified:  # nothing proposed: what the user has stays
+            proposal.winner, proposal.winner_overrides = current.label, current.overrides
+            proposal.winner_us, proposal.edits, proposal.speedup = figures.get(current), [], None
+            if failed:
+                proposal.errors.append(f"the faster configurations tried fail the spec's check (block sizes "
+                                       f"{', '.join(sorted(_sizes(c) for c in failed))}): the current one stays")
+            elif cancel is not None and cancel.is_set():
+                proposal.errors.append("cancelled")
     say("done", 1.0)
     return proposal
+
+
+def _sizes(constexprs) -> str:
+    return "/".join(f"{k}={v}" for k, v in constexprs) or "-"
+
+
+def _pow2(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and v > 0 and v & (v - 1) == 0
+
+
+LAUNCH_OPTIONS = {"num_warps", "num_stages", "num_ctas", "maxnreg", "enable_fp_fusion", "grid"}
+
+
+def _own_nodes(scope: ast.AST):
+    """The nodes of a module or function body, not those of functions or classes nested in it."""
+    todo = list(ast.iter_child_nodes(scope))
+    while todo:
+        node = todo.pop()
+        yield node
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+            todo.extend(ast.iter_child_nodes(node))
+
+
+def tied_block_sizes(source: str, kernel: str) -> set[str] | None:
+    """Keyword arguments of the launches of `kernel` in `source` whose value a tuple launch grid is computed from
+    (through the launcher's assignments); None where the file has no launch of `kernel` to read."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return None
+    tied: set[str] = set()
+    found = False
+    scopes = [n for n in ast.walk(tree) if isinstance(n, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef))]
+    for scope in scopes:
+        nodes = list(_own_nodes(scope))
+        bound: dict[str, list[ast.AST]] = {}
+        for node in nodes:
+            if isinstance(node, ast.Assign):
+                for t in node.targets:
+                    for name in ast.walk(t):
+                        if isinstance(name, ast.Name):
+                            bound.setdefault(name.id, []).append(node.value)
+            elif isinstance(node, (ast.AugAssign, ast.AnnAssign)) and isinstance(node.target, ast.Name) and node.value:
+                bound.setdefault(node.target.id, []).append(node.value)
+            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)) and hasattr(node, "name"):
+                bound.setdefault(node.name, []).append(node)
+        for node in nodes:
+            if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Subscript)):
+                continue
+            callee = node.func.value
+            name = callee.id if isinstance(callee, ast.Name) else callee.attr if isinstance(callee, ast.Attribute) \
+                else None
+            if name != kernel:
+                continue
+            found = True
+            texts = _grid_expressions(node.func.slice, bound)
+            if texts is None:  # a function of the meta-parameters follows every block size
+                continue
+            for kw in node.keywords:
+                if kw.arg and kw.arg not in LAUNCH_OPTIONS and ast.unparse(kw.value) in texts:
+                    tied.add(kw.arg)
+    return tied if found else None
+
+
+def _grid_expressions(grid: ast.AST, bound: dict[str, list[ast.AST]]) -> set[str] | None:
+    """The text of every expression a tuple grid is computed from, following the names it reads through the
+    scope's assignments; None where the grid is a function (a lambda or a def)."""
+    seen: set[str] = set()
+    texts: set[str] = set()
+    todo = [grid]
+    first = True
+    while todo:
+        expr = todo.pop()
+        if isinstance(expr, (ast.Lambda, ast.FunctionDef, ast.AsyncFunctionDef)):
+            if first or expr is grid:
+                return None
+            continue
+        first = False
+        for sub in ast.walk(expr):
+            if isinstance(sub, ast.expr):
+                texts.add(ast.unparse(sub))
+            if isinstance(sub, ast.Name) and sub.id not in seen:
+                seen.add(sub.id)
+                values = bound.get(sub.id, [])
+                if sub is expr and expr is grid and any(isinstance(v, (ast.Lambda, ast.FunctionDef,
+                                                                         ast.AsyncFunctionDef)) for v in values):
+                    return None
+                todo.extend(v for v in values if not isinstance(v, (ast.FunctionDef, ast.AsyncFunctionDef)))
+    return texts
 
 
 def edit_for(source: str, kernel: str, winner: Candidate, current: Candidate, autotuned: bool

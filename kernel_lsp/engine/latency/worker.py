@@ -79,6 +79,89 @@ def _jsonable(value):
     return repr(value)
 
 
+def _captured(module, point: dict, shape) -> list:
+    from . import counting
+
+    kernel, launcher, _, args = _resolve(module, {**point, "shape": list(shape)}, "cpu")
+    launches = counting.capture(kernel, launcher, args, point.get("overrides"))
+    if not launches:
+        raise RuntimeError("the launcher did not launch the kernel")
+    return launches
+
+
+def _count_scaled(module, point: dict, shape: tuple, full: list, samples: int) -> tuple[list[dict], list] | None:
+    """Work of the full shape's launches counted at reduced shapes and scaled (counting.py); None where the
+    shape cannot be reduced or the counts do not scale. Launches with different largest block sizes (an
+    autotuner's configs) are each counted at the shape their own tiles allow."""
+    from . import counting
+
+    outlines = [counting.outline(lc) for lc in full]
+    groups: dict[tuple, list[int]] = {}
+    plans = {}
+    for j, o in enumerate(outlines):
+        plan = counting.reduced_shape(shape, counting.largest_block([o]))
+        if not plan:
+            return None
+        key = tuple(sorted((i, p.size) for i, p in plan.items()))
+        groups.setdefault(key, []).append(j)
+        plans[key] = plan
+    out: list[dict | None] = [None] * len(outlines)
+    counted_at = None
+    for key, members in groups.items():
+        scaled = _scale_group(module, point, shape, outlines, members, plans[key], samples)
+        if scaled is None:
+            return None
+        for j, work in zip(members, scaled[0]):
+            out[j] = work
+        counted_at = scaled[1] if counted_at is None else [min(a, b) for a, b in zip(counted_at, scaled[1])]
+    return out, counted_at
+
+
+def _scale_group(module, point, shape, outlines, members, plan, samples) -> tuple[list[dict], list] | None:
+    from . import counting
+
+    def at(sizes: dict[int, int]) -> tuple:
+        return tuple(sizes.get(i, s) for i, s in enumerate(shape))
+
+    def keeps(r) -> bool:
+        try:
+            return counting.same_configuration(outlines, [counting.outline(lc) for lc in _captured(module, point, r)])
+        except Exception:  # noqa: BLE001 - a launcher that refuses the reduced shape: count the full one
+            return False
+
+    if not keeps(at({i: p.size for i, p in plan.items()})):
+        plan = {i: p for i, p in plan.items() if keeps(at({i: p.size}))}
+    if not plan:
+        return None
+    reduced = {i: p.size for i, p in plan.items()}
+    # Every program of a reduced grid with a ragged size runs (its edges are interleaved with whole tiles in a
+    # 1-D grid, where sampling would miss them); whole tiles are all alike and sampled as at full size.
+    ragged = any(not p.power for p in plan.values())
+    per_launch = max(samples, counting.REDUCED_SAMPLES) if ragged else samples
+
+    def counted(r) -> list[dict]:
+        launches = _captured(module, point, r)
+        if len(launches) != len(outlines):
+            raise LookupError("the launches differ at the reduced shape")
+        return [counting.count(launches[j], per_launch) for j in members]
+
+    try:
+        base = counted(at(reduced))
+        grown = [(i, counted(at({**reduced, i: p.grown}))) for i, p in plan.items()]
+    except LookupError:
+        return None
+    mine = [outlines[j] for j in members]
+    if not counting.same_configuration(mine, base) or not all(counting.same_configuration(base, w) for _, w in grown):
+        return None
+    out = []
+    for k, full_launch in enumerate(mine):
+        scaled = counting.scale_work(full_launch, base[k], [(i, w[k]) for i, w in grown], plan)
+        if scaled is None:
+            return None
+        out.append(scaled)
+    return out, list(at(reduced))
+
+
 def _count(module, request: dict) -> list[dict]:
     import torch
 
@@ -86,17 +169,20 @@ def _count(module, request: dict) -> list[dict]:
 
     torch.manual_seed(0)
     results = []
+    scale = request.get("scale", True)
     for point in _points(module, request):
         entry = {**point, "launches": [], "error": None}
         started = time.perf_counter()
         try:
-            kernel, launcher, _, args = _resolve(module, point, "cpu")
-            launches = counting.capture(kernel, launcher, args, point.get("overrides"))
-            if not launches:
-                raise RuntimeError("the launcher did not launch the kernel")
+            shape = tuple(int(s) for s in point.get("shape") or ())
+            launches = _captured(module, point, shape)
             samples = int(request.get("samples") or counting.DEFAULT_SAMPLES)
-            for launch in launches:
-                work = counting.count(launch, samples)
+            scaled = _count_scaled(module, point, shape, launches, samples) if scale and shape else None
+            if scaled is not None:
+                works, entry["counted_shape"] = scaled
+            else:
+                works = [counting.count(launch, samples) for launch in launches]
+            for work in works:
                 work["constexprs"] = [[k, _jsonable(v)] for k, v in work["constexprs"]]
                 entry["launches"].append(work)
         except Exception as exc:  # noqa: BLE001 - one point's failure is that point's answer

@@ -7,9 +7,14 @@ Public API (synchronous, thread-safe; every run is its own process group, killed
   keep_dir=None) -> ProfileReport`
 
 The run: a plan process lists the file's specs and bench shapes (driver.py, no GPU needed); then per point
-`ncu --set full --import-source yes --profile-from-start off -k regex:^KERNEL$ -c 1 -o REPORT python -m
-kernel_lsp.engine.profile.driver ...`, and three imports of the report (source page, raw stall metrics per
+`ncu --set full --import-source yes --profile-from-start off --clock-control base -k regex:^KERNEL$ -c 1 -o REPORT
+python -m kernel_lsp.engine.profile.driver ...`, and three imports of the report (source page, raw stall metrics per
 instruction, details page) parsed by ncu_csv.py. No LSP imports.
+
+The profile runs the configuration the kernel really uses: an autotuned kernel first picks its configuration in a
+run without the profiler, and the profiled run is pinned to that one (driver.py). Every profile says the SM clock
+it ran at (Nsight Compute's "SM Frequency"): ncu locks the clock to the GPU's base clock, so its durations read
+slower than a normal run's.
 """
 
 from __future__ import annotations
@@ -36,6 +41,7 @@ PROFILE_TIMEOUT_S = 300.0  # one kernel replays ~40 passes under `--set full`; b
 PLAN_TIMEOUT_S = 120.0
 IMPORT_TIMEOUT_S = 120.0
 NO_GPU = "no GPU here: per-line profiles need an NVIDIA GPU and Nsight Compute"
+CLOCK_CONTROL = "base"  # ncu's default, said out loud: comparable profiles from run to run
 
 
 class ProfileError(Exception):
@@ -60,6 +66,8 @@ class KernelProfile:
     reasons_from: str  # "instructions", "source page" or "none" (totals only: see notes)
     kernel_stalls: tuple[tuple[str, float], ...]
     notes: tuple[str, ...] = ()
+    sm_clock_mhz: float | None = None  # the SM clock the profiled launch ran at
+    config: str | None = None  # an autotuned kernel's configuration, pinned for the profile
 
     def to_json(self) -> dict:
         return {"kernel": self.kernel, "shape": list(self.shape), "dtype": self.dtype, "device": self.device,
@@ -70,7 +78,8 @@ class KernelProfile:
                 "otherFiles": [{"file": f, "samples": s} for f, s in self.other_files],
                 "advice": [a.to_json() for a in self.advice], "reasonsFrom": self.reasons_from,
                 "kernelStalls": [{"reason": r, "share": round(s, 4)} for r, s in self.kernel_stalls],
-                "notes": list(self.notes)}
+                "notes": list(self.notes), "smClockMhz": self.sm_clock_mhz, "clockControl": CLOCK_CONTROL,
+                "config": self.config}
 
 
 @dataclass
@@ -200,8 +209,12 @@ def profile_point(ncu: str, path: str, text: str, root: str | None, point: dict,
     report_base = os.path.join(workdir, tag)
     with open(request, "w", encoding="utf-8") as f:
         json.dump({"path": path, "source": text, "root": root, **point}, f)
+    pin = _pick(path, text, root, point, workdir, tag, cancel) if point.get("autotuned") else None
+    if pin:
+        with open(request, "w", encoding="utf-8") as f:
+            json.dump({"path": path, "source": text, "root": root, **point, "pin": pin}, f)
     cmd = [ncu, "--set", "full", "--import-source", "yes", "--profile-from-start", "off",
-           "-k", f"regex:^{_regex_escape(kernel)}$", "-c", "1", "-f", "-o", report_base,
+           "--clock-control", CLOCK_CONTROL, "-k", f"regex:^{_regex_escape(kernel)}$", "-c", "1", "-f", "-o", report_base,
            *_driver_cmd(request, status_path)]
     try:
         code, output = run_process(cmd, timeout_s, cancel, cwd=root)
@@ -242,6 +255,26 @@ def profile_point(ncu: str, path: str, text: str, root: str | None, point: dict,
     return build_profile(path, point, status, source, details, raw)
 
 
+def _pick(path, text, root, point, workdir, tag, cancel) -> dict | None:
+    """The configuration an autotuned kernel picks in a run without the profiler (driver.py, "pick")."""
+    request = os.path.join(workdir, f"{tag}.pick.json")
+    status_path = os.path.join(workdir, f"{tag}.pick-status.json")
+    with open(request, "w", encoding="utf-8") as f:
+        json.dump({"path": path, "source": text, "root": root, **point, "mode": "pick"}, f)
+    code, output = run_process(_driver_cmd(request, status_path), PROFILE_TIMEOUT_S, cancel, cwd=root)
+    outside = killed_from_outside(code, "the run that picks the autotuned configuration", "profile again")
+    if outside:
+        raise ProfileError(outside)
+    status = _read_status(status_path) or {}
+    if status.get("kind") == "no-gpu":
+        raise ProfileError(NO_GPU)
+    if not status.get("ok"):
+        tail = " | ".join(output.strip().splitlines()[-3:])
+        raise ProfileError(f"the run that picks the autotuner's configuration failed: "
+                           f"{status.get('error') or tail or 'no output'}")
+    return status.get("config")
+
+
 def _regex_escape(name: str) -> str:
     return "".join("\\" + c if not (c.isalnum() or c == "_") else c for c in name)
 
@@ -267,7 +300,7 @@ def build_profile(path: str, point: dict, status: dict, source: str, details: st
         notes.append(f"triton compiled the kernel from {status.get('kernel_file')}, not {path}")
     kernel = point["kernel"]
     d = next(iter(ncu_csv.parse_details_page(details)), None) if details else None
-    duration = registers = achieved = theoretical = shared = None
+    duration = registers = achieved = theoretical = shared = clock = None
     advice: tuple[Advice, ...] = ()
     if d is not None:
         duration = ncu_csv.microseconds(*d.value("GPU Speed Of Light Throughput", "Duration"))
@@ -278,12 +311,23 @@ def build_profile(path: str, point: dict, status: dict, source: str, details: st
         parts = [ncu_csv.byte_count(*d.value("Launch Statistics", m)) for m in (
             "Static Shared Memory Per Block", "Dynamic Shared Memory Per Block", "Driver Shared Memory Per Block")]
         shared = sum(p for p in parts if p is not None) if any(p is not None for p in parts) else None
+        clock = ncu_csv.megahertz(*d.value("GPU Speed Of Light Throughput", "SM Frequency"))
         rank = {"OPT": 0, "WRN": 1, "INF": 2}
         advice = tuple(sorted(d.advice, key=lambda a: (rank.get(a.kind, 3), -(a.speedup or 0.0))))
+    if clock is not None:
+        notes.append(f"profiled at an SM clock of {clock:.0f} MHz: Nsight Compute locks the GPU to its base clock, "
+                     "so this duration reads slower than a normal run's")
+    elif d is not None:
+        notes.append("Nsight Compute did not report the SM clock of this profile (it locks the GPU to its base "
+                     "clock: durations read slower than a normal run's)")
+    pinned = status.get("pinned") if status else None
+    if pinned:
+        notes.append(f"profiled with the configuration the autotuner picks without the profiler: {pinned}")
     return KernelProfile(kernel, tuple(status.get("shape") or point.get("shape") or ()),
                          status.get("dtype") or point.get("dtype") or "", status.get("device") or "",
                          duration, registers, achieved, theoretical, shared, att.total_samples, att.lines,
-                         att.other_files, advice, att.reasons_from, att.kernel_stalls, tuple(notes))
+                         att.other_files, advice, att.reasons_from, att.kernel_stalls, tuple(notes),
+                         sm_clock_mhz=clock, config=pinned)
 
 
 # --- a file -------------------------------------------------------------------------------------------------------

@@ -6,6 +6,11 @@ shape on the GPU, launches once to compile and warm up (an autotuner benchmarks 
 launches once more between cudaProfilerStart/Stop: ncu runs with `--profile-from-start off`, so that launch is
 the one it profiles, however many launches the warm-up needed. STATUS.json says what happened.
 
+An autotuner would benchmark its configurations under the profiler, where the timings differ from a normal run's
+and it may pick another one. So for an autotuned kernel the same program first runs without ncu with `"mode":
+"pick"` (the autotuner picks as in a normal run, and the status names its choice), and the profiled run gets that
+choice as `"pin"`: the autotuner is left with that one configuration, so it runs it without benchmarking.
+
 Standard library at import; torch and triton only once the user's module imports them. Works on triton 3.6 and
 3.9; no pygls.
 """
@@ -58,8 +63,11 @@ def run(request: dict) -> dict:
     args = spec.inputs(shape, dtype, "cuda")
     args = tuple(args) if isinstance(args, (tuple, list)) else (args,)
     file_name = _jit_file(spec.kernel)
+    pinned = pin_config(spec.kernel, request["pin"]) if request.get("pin") else None
     spec.launcher(*args)
     torch.cuda.synchronize()
+    if request.get("mode") == "pick":
+        return {"ok": True, "kernel": spec.kernel_name, "config": chosen_config(spec.kernel)}
     torch.cuda.profiler.start()
     try:
         spec.launcher(*args)
@@ -68,7 +76,33 @@ def run(request: dict) -> dict:
         torch.cuda.profiler.stop()
     return {"ok": True, "kernel": spec.kernel_name, "shape": list(shape), "dtype": str(dtype).removeprefix("torch."),
             "device": torch.cuda.get_device_name(), "kernel_file": file_name,
-            "file_matches": bool(file_name) and os.path.abspath(file_name) == path}
+            "file_matches": bool(file_name) and os.path.abspath(file_name) == path, "pinned": pinned}
+
+
+def _config_json(config) -> dict:
+    return {"kwargs": {k: v for k, v in dict(config.kwargs).items()}, "num_warps": config.num_warps,
+            "num_stages": config.num_stages, "label": str(config)}
+
+
+def chosen_config(kernel) -> dict | None:
+    """The configuration an autotuned kernel chose in this run; None for a plain kernel."""
+    best = getattr(kernel, "best_config", None)
+    return _config_json(best) if best is not None else None
+
+
+def pin_config(kernel, pin: dict) -> str | None:
+    """Leave an autotuned kernel only the configuration `pin` describes (a `chosen_config` answer), so that it
+    runs that one without benchmarking; the pinned configuration's label, or None where the kernel is not
+    autotuned or has no such configuration."""
+    configs = getattr(kernel, "configs", None)
+    if not configs:
+        return None
+    for config in configs:
+        if (dict(config.kwargs) == pin.get("kwargs") and config.num_warps == pin.get("num_warps")
+                and config.num_stages == pin.get("num_stages")):
+            kernel.configs = [config]
+            return str(config)
+    return None
 
 
 def main(argv: list[str]) -> int:

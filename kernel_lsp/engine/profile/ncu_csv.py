@@ -275,6 +275,15 @@ def microseconds(value: float | None, unit: str) -> float | None:
     return value * scale if value is not None and scale is not None else None
 
 
+_FREQ = {"hz": 1e-6, "khz": 1e-3, "mhz": 1.0, "ghz": 1e3, "cycle/nsecond": 1e3, "cycle/usecond": 1.0,
+         "cycle/second": 1e-6}
+
+
+def megahertz(value: float | None, unit: str) -> float | None:
+    scale = _FREQ.get(unit.strip().lower())
+    return value * scale if value is not None and scale is not None else None
+
+
 def byte_count(value: float | None, unit: str) -> float | None:
     scale = _BYTES.get(unit.strip().lower().split("/")[0])
     return value * scale if value is not None and scale is not None else None

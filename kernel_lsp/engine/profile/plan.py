@@ -19,7 +19,7 @@ def plan(request: dict) -> dict:
     except UserModuleError as exc:
         return {"ok": False, "error": exc.message, "line": exc.line}
     points = [{"spec": s.name, "kernel": s.kernel_name, "shape": list(shape), "dtype": s.dtypes[0],
-               "line": s.line - 1}
+               "line": s.line - 1, "autotuned": hasattr(s.kernel, "configs") and hasattr(s.kernel, "fn")}
               for s in specs_in(module) for shape in s.bench_shapes]
     return {"ok": True, "points": points}
 

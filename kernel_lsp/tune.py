@@ -1,0 +1,108 @@
+"""`kernel-lsp tune FILE::KERNEL`: the tiling search of "Optimize tiling" from the command line.
+
+Prints the table of configurations (estimated, and measured where this machine has a GPU) and the winner; with
+`--format json`, `{"winner": {each tunable by name}, "measured": true|false, "table": [...], ...}` for scripts.
+The search runs the file's launcher and spec (in separate processes), as `check --run-checks` does.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+
+
+def add_parser(sub) -> None:
+    tune = sub.add_parser("tune", help="search a kernel's tiling (block sizes, num_warps, num_stages) and print the "
+                          "table and the winner; runs the file's launcher and spec in separate processes")
+    tune.add_argument("target", metavar="FILE::KERNEL", help="the file and the name of a kernel with a @spec")
+    tune.add_argument("--device", default="H200",
+                      help="the device the model estimates for (H200, H100, A100, B200, MI300X, sm_90, ...)")
+    tune.add_argument("--format", choices=["text", "json"], default="text")
+    tune.add_argument("--estimate-only", action="store_true",
+                      help="rank by the model only, even where a GPU could time the candidates")
+    tune.add_argument("--no-verify", action="store_true", help="do not check the winner against the reference")
+    tune.add_argument("--no-cache", action="store_true", help="search again even if this search was run before")
+    tune.add_argument("--quiet", "-q", action="store_true", help="no progress messages on stderr")
+
+
+def _split(target: str) -> tuple[str, str] | None:
+    path, sep, kernel = target.rpartition("::")
+    return (path, kernel) if sep and path and kernel.isidentifier() else None
+
+
+def _root(path: str) -> str:
+    """The workspace the search's cache belongs to: the current folder when the file is inside it."""
+    here = os.path.realpath(os.getcwd())
+    file_dir = os.path.dirname(os.path.realpath(path))
+    return here if (file_dir + os.sep).startswith(here + os.sep) else file_dir
+
+
+def to_json(found) -> dict:
+    current = next((t.overrides for t in found.tried if t.label == found.current), None)
+    return {
+        "kernel": found.kernel, "device": found.device,
+        "winner": dict(found.winner_overrides) if found.winner_overrides else None,
+        "measured": found.measured, "status": found.status,
+        "current": dict(current) if current else None,
+        "winner_us": found.winner_us, "current_us": found.current_us, "speedup": found.speedup,
+        "verified": found.verified, "verify_message": found.verify_message,
+        "space_size": found.space_size, "measured_fraction": found.measured_fraction,
+        "frozen": list(found.frozen), "cached": found.cached, "errors": list(found.errors),
+        "table": [{"config": dict(t.overrides), "label": t.label, "estimated_us": t.estimated_us,
+                   "measured_us": t.measured_us, "source": t.source, "note": t.note} for t in found.tried],
+    }
+
+
+def _us(value: float | None) -> str:
+    return f"{value:.1f} µs" if value else "-"
+
+
+def text(found) -> str:
+    rows = [("configuration", "estimated", "measured", "note")]
+    rows += [(t.label, _us(t.estimated_us), _us(t.measured_us), t.note or "") for t in found.tried]
+    widths = [max(len(r[i]) for r in rows) for i in range(3)]
+    lines = [f"{r[0]:<{widths[0]}}  {r[1]:>{widths[1]}}  {r[2]:>{widths[2]}}  {r[3]}".rstrip() for r in rows]
+    lines.append("")
+    if found.winner:
+        mark = "current configuration stays" if found.winner == found.current else f"from {found.current}"
+        speed = f", {found.speedup:.2f}x" if found.speedup and found.winner != found.current else ""
+        lines.append(f"winner for {found.kernel} on {found.device}: {found.winner} ({mark}{speed})")
+    lines.append(f"{found.status}" + (" [cached]" if found.cached else ""))
+    if found.frozen:
+        lines.append(f"kept at their values (the launch grid is computed from them): {', '.join(found.frozen)}")
+    if found.verified is not None:
+        lines.append(("verified: " if found.verified else "FAILS its check: ") + (found.verify_message or ""))
+    lines += [f"error: {e}" for e in found.errors]
+    return "\n".join(lines)
+
+
+def run(args: argparse.Namespace) -> int:
+    split = _split(args.target)
+    if split is None:
+        print(f"kernel-lsp tune: expected FILE::KERNEL, got {args.target!r}", file=sys.stderr)
+        return EXIT_USAGE
+    path, kernel = split
+    try:
+        with open(path, encoding="utf-8") as fh:
+            source = fh.read()
+    except (OSError, UnicodeDecodeError) as exc:
+        print(f"kernel-lsp tune: cannot read {path}: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    from .engine.latency import search_tiling
+
+    def progress(message: str, fraction: float) -> None:
+        if not args.quiet:
+            print(f"[{fraction:4.0%}] {message}", file=sys.stderr, flush=True)
+
+    found = search_tiling(os.path.abspath(path), source, kernel, args.device, _root(path),
+                          measure=False if args.estimate_only else None, verify=not args.no_verify,
+                          progress=progress, cache=not args.no_cache)
+    if args.format == "json":
+        print(json.dumps(to_json(found), indent=2, default=repr))
+    else:
+        print(text(found))
+    return EXIT_OK if found.winner else EXIT_FAILED

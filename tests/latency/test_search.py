@@ -1,0 +1,205 @@
+"""The tiling search without a GPU, through `search_tiling` and `kernel-lsp tune`: which block sizes are free, what
+its progress says, cancelling, and the cache of finished searches."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import threading
+from pathlib import Path
+
+import pytest
+
+from kernel_lsp.engine.latency import WorkerError
+from kernel_lsp.engine.latency import search as search_mod
+from kernel_lsp.engine.latency.search import search_tiling, tied_block_sizes
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLES = ROOT / "examples"
+
+ROWS = textwrap.dedent('''
+    import torch
+    import triton
+    import triton.language as tl
+    from kernel_lsp.spec import spec
+
+
+    @triton.jit
+    def row_scale_kernel(x_ptr, y_ptr, n_cols, BLOCK_SIZE: tl.constexpr):
+        row = tl.program_id(0)
+        for start in range(0, n_cols, BLOCK_SIZE):
+            cols = start + tl.arange(0, BLOCK_SIZE)
+            ok = cols < n_cols
+            x = tl.load(x_ptr + row * n_cols + cols, mask=ok)
+            tl.store(y_ptr + row * n_cols + cols, x * 2.0, mask=ok)
+
+
+    def row_scale(x):
+        y = torch.empty_like(x)
+        n_rows, n_cols = x.shape
+        block = 256
+        row_scale_kernel[(n_rows,)](x, y, n_cols, BLOCK_SIZE=block, num_warps=4)
+        return y
+
+
+    @spec(kernel=row_scale_kernel, launcher=row_scale, reference=lambda x: x * 2, shapes=[(3, 300)],
+          dtypes=["float32"], bench_shapes=[(64, 1024)])
+    def rows_inputs(shape, dtype, device):
+        return (torch.randn(shape, dtype=dtype, device=device),)
+''')
+
+
+def test_tuple_grids_tie_only_the_block_sizes_they_are_computed_from():
+    layernorm = (EXAMPLES / "layernorm.py").read_text()
+    assert tied_block_sizes(layernorm, "layernorm_fwd_kernel") == set()  # grid (n_rows,): BLOCK_SIZE is free
+    assert tied_block_sizes((EXAMPLES / "vector_add.py").read_text(), "add_kernel") == {"BLOCK_SIZE"}
+    source = textwrap.dedent('''
+        def through_names(x, n):
+            BLOCK = 1024
+            grid = (triton.cdiv(n, BLOCK),)
+            k[grid](x, n, BLOCK_SIZE=BLOCK, OTHER=64, num_warps=4)
+
+        def literal(x, n):
+            k[(triton.cdiv(n, 512),)](x, n, BLOCK_SIZE=512, OTHER=64)
+
+        def function_grid(x, n):
+            k[lambda meta: (triton.cdiv(n, meta["BLOCK_SIZE"]),)](x, n, BLOCK_SIZE=128)
+
+        def def_grid(x, n):
+            def grid(meta):
+                return (triton.cdiv(n, meta["OTHER"]),)
+            k[grid](x, n, OTHER=128)
+    ''')
+    assert tied_block_sizes(source, "k") == {"BLOCK_SIZE"}
+    assert tied_block_sizes(source, "not_launched_here") is None
+    assert tied_block_sizes("def broken(:\n", "k") is None
+
+
+def _rows_file(tmp_path: Path) -> Path:
+    path = tmp_path / "rows.py"
+    path.write_text(ROWS)
+    return path
+
+
+def test_search_without_a_gpu_ranks_by_the_model_and_says_so(tmp_path, monkeypatch):
+    monkeypatch.setattr(search_mod, "gpu_present", lambda: False)
+    path = _rows_file(tmp_path)
+    messages = []
+    found = search_tiling(str(path), path.read_text(), "row_scale_kernel", "H200", str(tmp_path), verify=False,
+                          progress=lambda m, f: messages.append(m))
+    assert found.errors == [], found.errors
+    assert found.source == "estimated" and not found.measured and found.measured_fraction == 0
+    assert found.status == "estimated; not measured"
+    # The grid (n_rows,) does not follow BLOCK_SIZE: it is searched, not frozen.
+    assert found.frozen == []
+    assert {t.overrides["BLOCK_SIZE"] for t in found.tried} == {128, 256, 512}
+    assert all(t.measured_us is None and t.estimated_us for t in found.tried)
+    assert not any("timing" in m or "GPU" in m and "no GPU" not in m for m in messages), messages
+    assert any("estimated; not measured" in m for m in messages), messages
+
+    # The same request again is answered from the cache, without counting anything.
+    def no_counting(*a, **k):
+        raise WorkerError("counted again")
+
+    monkeypatch.setattr(search_mod, "count_work", no_counting)
+    again = search_tiling(str(path), path.read_text(), "row_scale_kernel", "H200", str(tmp_path), verify=False)
+    assert again.cached and again.winner == found.winner and len(again.tried) == len(found.tried)
+    # A changed text is a different search.
+    changed = search_tiling(str(path), path.read_text() + "\n# edited\n", "row_scale_kernel", "H200",
+                            str(tmp_path), verify=False)
+    assert not changed.cached and "counted again" in changed.errors[0]
+
+
+def test_search_can_be_cancelled(tmp_path, monkeypatch):
+    monkeypatch.setattr(search_mod, "gpu_present", lambda: False)
+    path = _rows_file(tmp_path)
+    cancel = threading.Event()
+    found = search_tiling(str(path), path.read_text(), "row_scale_kernel", "H200", str(tmp_path), verify=False,
+                          progress=lambda m, f: cancel.set(), cancel=cancel)
+    assert found.winner is None and "cancelled" in found.errors[0], found.errors
+    # A cancelled search is not kept: the next one runs.
+    monkeypatch.setattr(search_mod, "count_work", lambda *a, **k: [])
+    assert not search_tiling(str(path), path.read_text(), "row_scale_kernel", "H200", str(tmp_path),
+                             verify=False).cached
+
+
+def _tune(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)}
+    return subprocess.run([sys.executable, "-P", "-m", "kernel_lsp", "tune", *args], cwd=cwd, capture_output=True,
+                          text=True, timeout=900, env=env, check=False)
+
+
+def test_tune_command_prints_the_table_and_a_json_winner(tmp_path):
+    _rows_file(tmp_path)
+    proc = _tune("rows.py::row_scale_kernel", "--format", "json", "--estimate-only", "--no-verify", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    answer = json.loads(proc.stdout)
+    assert set(answer["winner"]) == {"BLOCK_SIZE", "num_warps", "num_stages"}
+    assert answer["measured"] is False and answer["status"] == "estimated; not measured"
+    assert len(answer["table"]) == 27 and answer["table"][0]["config"] == {"BLOCK_SIZE": 256, "num_warps": 4,
+                                                                           "num_stages": 3}
+    assert all(row["measured_us"] is None and row["estimated_us"] > 0 for row in answer["table"])
+    assert "estimated; not measured" in proc.stderr  # the progress, on stderr
+
+    text = _tune("rows.py::row_scale_kernel", "--estimate-only", "--no-verify", "-q", cwd=tmp_path)
+    assert text.returncode == 0 and text.stderr == ""
+    assert text.stdout.splitlines()[0].split() == ["configuration", "estimated", "measured", "note"]
+    assert "estimated; not measured [cached]" in text.stdout
+
+
+@pytest.mark.parametrize("target, message", [("rows.py", "expected FILE::KERNEL"),
+                                             ("missing.py::k", "cannot read missing.py")])
+def test_tune_command_refuses_bad_targets(tmp_path, target, message):
+    _rows_file(tmp_path)
+    proc = _tune(target, cwd=tmp_path)
+    assert proc.returncode == 2 and message in proc.stderr
+
+
+ONE_BLOCK = textwrap.dedent('''
+    import torch
+    import triton
+    import triton.language as tl
+    from kernel_lsp.spec import spec
+
+
+    @triton.jit
+    def row_double_kernel(x_ptr, y_ptr, n_cols, BLOCK_SIZE: tl.constexpr):
+        row = tl.program_id(0)
+        cols = tl.arange(0, BLOCK_SIZE)  # one block must cover the whole row
+        ok = cols < n_cols
+        x = tl.load(x_ptr + row * n_cols + cols, mask=ok)
+        tl.store(y_ptr + row * n_cols + cols, x * 2.0, mask=ok)
+
+
+    def row_double(x):
+        y = torch.zeros_like(x)
+        n_rows, n_cols = x.shape
+        block = triton.next_power_of_2(n_cols)
+        row_double_kernel[(n_rows,)](x, y, n_cols, BLOCK_SIZE=block, num_warps=4)
+        return y
+
+
+    @spec(kernel=row_double_kernel, launcher=row_double, reference=lambda x: x * 2, shapes=[(3, 1000)],
+          dtypes=["float32"], seeds=1, bench_shapes=[(8192, 1024)])
+    def rows_inputs(shape, dtype, device):
+        return (torch.randn(shape, dtype=dtype, device=device),)
+''')
+
+
+def test_a_faster_block_that_breaks_the_kernel_is_not_proposed(tmp_path, monkeypatch):
+    """BLOCK_SIZE is free (the grid is (n_rows,)), but a block shorter than the row computes part of it: the
+    search verifies the best configurations in turn and proposes none that fails the spec's check."""
+    monkeypatch.setattr(search_mod, "gpu_present", lambda: False)
+    path = tmp_path / "one_block.py"
+    path.write_text(ONE_BLOCK)
+    found = search_tiling(str(path), ONE_BLOCK, "row_double_kernel", "H200", str(tmp_path))
+    assert found.frozen == []
+    failing = [t for t in found.tried if t.note and t.note.startswith("fails its check")]
+    assert failing and all(t.overrides["BLOCK_SIZE"] == 512 for t in failing), [(t.label, t.note) for t in failing]
+    if found.edits:  # a correct configuration the model ranks faster than the current one
+        assert found.verified is True and found.winner_overrides["BLOCK_SIZE"] >= 1024
+    else:
+        assert found.winner == found.current and "fail the spec's check" in found.errors[0], found.errors
