@@ -4,7 +4,9 @@ model, pick what to measure, choose the winner. No triton/torch import; never ra
 
 from __future__ import annotations
 
+import itertools
 import math
+import random
 from dataclasses import dataclass
 
 WARPS = (1, 2, 4, 8, 16)
@@ -71,24 +73,31 @@ def enumerate_space(constexprs: dict[str, object], tunable: list[str] | None = N
     stages = [s for s in STAGES if abs(s - num_stages) <= 1] if vary_launch else [num_stages]
     current = Candidate(tuple(sorted({**dict(fixed), **{n: int(constexprs[n]) for n in names}}.items())),
                         num_warps, num_stages)
+    everything = [Candidate(tuple(sorted({**dict(fixed), **dict(zip(names, values))}.items())), w, s)
+                  for values in itertools.islice(itertools.product(*choices), 20000) for w in warps for s in stages]
+    return _diverse(current, everything, limit)
+
+
+def _diverse(current: Candidate, everything: list[Candidate], limit: int) -> list[Candidate]:
+    """At most `limit` candidates, the current one first, then every single-tunable change of it (each value of
+    each tunable is seen), then an even, seeded sample of the rest: cutting a list sorted by size would keep only
+    the small tiles."""
     out = [current]
-
-    def rec(i: int, picked: dict):
+    seen = {current}
+    singles = [c for c in everything if sum(a != b for a, b in zip(_axes(c), _axes(current))) == 1]
+    rest = [c for c in everything if c not in seen and c not in singles]
+    random.Random(0).shuffle(rest)
+    for c in singles + rest:
         if len(out) >= limit:
-            return
-        if i == len(names):
-            ce = tuple(sorted({**dict(fixed), **picked}.items()))
-            for w in warps:
-                for s in stages:
-                    c = Candidate(ce, w, s)
-                    if c not in out and len(out) < limit:
-                        out.append(c)
-            return
-        for v in choices[i]:
-            rec(i + 1, {**picked, names[i]: v})
-
-    rec(0, {})
+            break
+        if c not in seen:
+            seen.add(c)
+            out.append(c)
     return out
+
+
+def _axes(c: Candidate) -> tuple:
+    return tuple(v for _, v in c.constexprs) + (c.num_warps, c.num_stages)
 
 
 @dataclass(frozen=True)

@@ -95,7 +95,7 @@ def test_search_without_a_gpu_ranks_by_the_model_and_says_so(tmp_path, monkeypat
     assert found.status == "estimated; not measured"
     # The grid (n_rows,) does not follow BLOCK_SIZE: it is searched, not frozen.
     assert found.frozen == []
-    assert {t.overrides["BLOCK_SIZE"] for t in found.tried} == {128, 256, 512}
+    assert {t.overrides["BLOCK_SIZE"] for t in found.tried} == {64, 128, 256, 512, 1024}  # 4x either way
     assert all(t.measured_us is None and t.estimated_us for t in found.tried)
     assert not any("timing" in m or "GPU" in m and "no GPU" not in m for m in messages), messages
     assert any("estimated; not measured" in m for m in messages), messages
@@ -139,7 +139,7 @@ def test_tune_command_prints_the_table_and_a_json_winner(tmp_path):
     answer = json.loads(proc.stdout)
     assert set(answer["winner"]) == {"BLOCK_SIZE", "num_warps", "num_stages"}
     assert answer["measured"] is False and answer["status"] == "estimated; not measured"
-    assert len(answer["table"]) == 27 and answer["table"][0]["config"] == {"BLOCK_SIZE": 256, "num_warps": 4,
+    assert len(answer["table"]) == 45 and answer["table"][0]["config"] == {"BLOCK_SIZE": 256, "num_warps": 4,
                                                                            "num_stages": 3}
     assert all(row["measured_us"] is None and row["estimated_us"] > 0 for row in answer["table"])
     assert "estimated; not measured" in proc.stderr  # the progress, on stderr
@@ -198,7 +198,7 @@ def test_a_faster_block_that_breaks_the_kernel_is_not_proposed(tmp_path, monkeyp
     found = search_tiling(str(path), ONE_BLOCK, "row_double_kernel", "H200", str(tmp_path))
     assert found.frozen == []
     failing = [t for t in found.tried if t.note and t.note.startswith("fails its check")]
-    assert failing and all(t.overrides["BLOCK_SIZE"] == 512 for t in failing), [(t.label, t.note) for t in failing]
+    assert failing and all(t.overrides["BLOCK_SIZE"] < 1000 for t in failing), [(t.label, t.note) for t in failing]
     if found.edits:  # a correct configuration the model ranks faster than the current one
         assert found.verified is True and found.winner_overrides["BLOCK_SIZE"] >= 1024
     else:

@@ -1,6 +1,8 @@
-"""Tiling search: enumerate a kernel's tiling space, rank it by the roofline model on counted work, time the best
-candidates on the GPU when there is one (at most 30% of the space), verify the winner with the correctness checker
-on the edited file, and propose the edit.
+"""Tiling search: enumerate a kernel's tiling space (block sizes up to 4x either way, a diverse sample when it is
+large), rank it by the model on counted work (analyzers.config_model where the device is calibrated, else the
+roofline), time candidates on the GPU when there is one by successive halving around the model's picks (at most
+30% of the space: analyzers.tiling.search_plan), verify the winner with the correctness checker on the edited file,
+and propose the edit.
 
 Every tunable is free unless the launch grid really uses it: a grid that is a function of the meta-parameters (a
 lambda over `meta`, or an autotuner) follows any block size; a tuple grid computed by the launcher ties the block
@@ -27,10 +29,11 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from analyzers import config_model
 from analyzers.analyze import analyze_source
 from analyzers.model import Span, TextEdit, apply_edits
 from analyzers.roofline import estimate
-from analyzers.tiling import Candidate, choose, enumerate_space, rank, to_measure
+from analyzers.tiling import Candidate, choose, config_key, enumerate_space, rank, search_plan
 
 from ..gpu import gpu_present
 from . import WorkerError, count_work, measure_file, resolve_device, work_from_json
@@ -92,7 +95,7 @@ Progress = Callable[[str, float], None]
 
 def search_tiling(path: str, source: str, kernel: str, target: str = "H200", root: str | None = None, *,
                   measure: bool | None = None, verify: bool = True, progress: Progress | None = None,
-                  cancel: threading.Event | None = None, radius: int = 1, limit: int = 48,
+                  cancel: threading.Event | None = None, radius: int = 2, limit: int = 48,
                   hardware=None, cache: bool = True) -> TilingProposal:
     """Search the tiling of `kernel` in the file `path` (buffer text `source`) for device `target`.
     `measure`: time candidates on the GPU (None: where this machine has one). `progress(message, 0..1)`.
@@ -187,19 +190,41 @@ def _search(path, source, kernel, hw, root, *, timed, verify, say, cancel, radiu
         estimated[c] = est[0].us if est and math.isfinite(est[0].us) else None
         if est and not est[0].launchable:
             notes[c] = est[0].notes[0] if est[0].notes else "cannot launch"
+        elif est and hw.name in config_model.CALIBRATIONS:
+            # The configuration model, calibrated on this device, tells configurations apart where the roofline
+            # gives a memory-bound kernel one figure for all of them.
+            ranked_by = config_model.estimate(config_model.launch_from_work(work_from_json(p["launches"][0]), hw),
+                                              hw)
+            if math.isfinite(ranked_by.us):
+                estimated[c] = ranked_by.us
     ranked = rank([c for c in space if estimated.get(c) is not None], estimated)
     measured: dict[Candidate, float] = {}
     if timed and ranked:
-        picked = to_measure(ranked, current=current, space_size=len(space))
-        say(f"timing {len(picked)} of {len(space)} configurations on the GPU", 0.4)
-        report = measure_file(path, source, root=root, cancel=cancel, history=False,
-                              points=[points[c] for c in picked], repetitions=20)
-        proposal.errors += report.errors
-        for c, e in zip(picked, report.entries):
-            if e.us is not None:
-                measured[c] = e.us
-            elif e.error:
-                notes[c] = e.error
+        # Successive halving around the model's picks (analyzers.tiling.search_plan): each round is timed in one
+        # GPU worker; at most 30% of the space is measured.
+        by_key = {config_key(c.overrides): c for c in ranked}
+        rounds = [0]
+
+        def time_round(batch: list[dict]) -> list[float | None]:
+            if cancel is not None and cancel.is_set():
+                return [None] * len(batch)
+            rounds[0] += 1
+            cands = [by_key[config_key(b)] for b in batch]
+            say(f"timing {len(cands)} configurations on the GPU (round {rounds[0]})",
+                min(0.75, 0.35 + 0.07 * rounds[0]))
+            report = measure_file(path, source, root=root, cancel=cancel, history=False,
+                                  points=[points[c] for c in cands], repetitions=20)
+            proposal.errors += [e for e in report.errors if e not in proposal.errors]
+            out: list[float | None] = []
+            for c, e in zip(cands, report.entries):
+                out.append(e.us)
+                if e.us is None and e.error:
+                    notes[c] = e.error
+            return out
+
+        plan = search_plan([c.overrides for c in ranked], lambda cfg: estimated[by_key[config_key(cfg)]],
+                           time_round, current=current.overrides if current in ranked else None)
+        measured = {by_key[k]: us for k, us in plan.measured.items() if math.isfinite(us)}
     elif ranked:
         say(f"ranked {len(ranked)} configurations by the model: estimated; not measured"
             + ("" if gpu_present() else " (no GPU on this machine)"), 0.8)
