@@ -13,7 +13,9 @@ says so ("kernel-lsp NKI model"). The limits come from analyzers/nki_limits.py, 
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import os
 import itertools
 import sys
 import types
@@ -211,5 +213,38 @@ def install() -> None:
     sys.modules.update(modules())
 
 
+@contextlib.contextmanager
+def installed():
+    """The model installed for the block; the modules it replaced come back after it."""
+    names = modules()
+    saved = {k: sys.modules.get(k) for k in names}
+    sys.modules.update(names)
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                sys.modules.pop(k, None)
+            else:
+                sys.modules[k] = v
+
+
+def load_file(path: str, name: str | None = None) -> types.ModuleType:
+    """Import a Python file whose NKI imports resolve to the model (a file of NKI kernels, not the user's
+    workspace: the checker's loader does that in its own process)."""
+    import importlib.util
+
+    name = name or "nki_model_" + os.path.splitext(os.path.basename(path))[0]
+    with installed():
+        found = importlib.util.spec_from_file_location(name, path)
+        module = importlib.util.module_from_spec(found)
+        sys.modules[name] = module
+        try:
+            found.loader.exec_module(module)
+        finally:
+            sys.modules.pop(name, None)
+    return module
+
+
 __all__ = ["CURRENT", "LEGACY", "MODEL_LABEL", "Kernel", "NkiRuleError", "Outcome", "Unsupported", "dtype_name",
-           "install", "modules", "run", "to_numpy"]
+           "install", "installed", "load_file", "modules", "run", "to_numpy"]
