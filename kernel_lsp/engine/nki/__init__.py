@@ -129,7 +129,7 @@ def run(kernel, *args, grid: tuple | None = None, allow_input_writes: bool = Fal
         written = [i for i, t in enumerate(tensors) if isinstance(t, Tensor) and t in state.written_inputs]
         for i in written:
             np.copyto(originals[i], tensors[i].data)
-        return Outcome(out, state.counters, unwritten[0], written, convert(value, True))
+        return Outcome(out, state.counters, unwritten[0], writers=convert(value, True), written_inputs=written)
     finally:
         _RUN.pop()
 
