@@ -39,6 +39,9 @@ class Outcome:
     written_inputs: list[int] = field(default_factory=list)  # positions of input arguments the kernel wrote
 
 
+OUTCOMES: list[Outcome] = []  # the latest top-level runs: how a checker sees what a launcher's kernel did
+
+
 class Kernel:
     """What `nki.jit` (or baremetal, benchmark, ...) makes of a function: called with arrays it runs in the model;
     called from inside a running kernel with tiles, it is a plain call."""
@@ -97,6 +100,7 @@ def run(kernel, *args, grid: tuple | None = None, allow_input_writes: bool = Fal
     if isinstance(kernel, BoundKernel):
         fn, grid = kernel.kernel.fn, kernel.grid
     state = Run(generation=generation, allow_input_writes=allow_input_writes)
+    top = not _RUN
     _RUN.append(state)
     try:
         originals = [to_numpy(a) for a in args]
@@ -129,7 +133,11 @@ def run(kernel, *args, grid: tuple | None = None, allow_input_writes: bool = Fal
         written = [i for i, t in enumerate(tensors) if isinstance(t, Tensor) and t in state.written_inputs]
         for i in written:
             np.copyto(originals[i], tensors[i].data)
-        return Outcome(out, state.counters, unwritten[0], writers=convert(value, True), written_inputs=written)
+        outcome = Outcome(out, state.counters, unwritten[0], writers=convert(value, True), written_inputs=written)
+        if top:
+            OUTCOMES.append(outcome)
+            del OUTCOMES[:-64]
+        return outcome
     finally:
         _RUN.pop()
 

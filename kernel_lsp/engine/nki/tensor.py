@@ -175,8 +175,9 @@ class Tensor:
         if not shape:
             return
         if shape[0] > limits.PMAX:
-            raise NkiRuleError("partition-dim", f"a {self.buffer.upper()} tile of shape {shape} has {shape[0]} "
-                               f"partitions; SBUF and PSUM have {limits.PMAX}: split the first dimension into tiles "
+            article = "an" if self.buffer == SBUF else "a"
+            raise NkiRuleError("partition-dim", f"{article} {self.buffer.upper()} tile of shape {shape} has "
+                               f"{shape[0]} partitions; SBUF and PSUM have {limits.PMAX}: split the first dimension into tiles "
                                f"of {limits.PMAX}", code="NK001")
         per_partition = int(np.prod(shape[1:], dtype=np.int64)) * self.data.dtype.itemsize
         if self.buffer == PSUM:
