@@ -86,3 +86,29 @@ def _compare(got, want, outcome, atol, rtol) -> dict:
              f"(got {got_f[first]:.6g}, expected {want_np[first]:.6g}), {where}"
     return {"ok": False, "detail": detail, "line": line if line >= 0 else None, "mismatched": int(bad.sum()),
             "total": int(bad.size), "first_index": list(first)}
+
+
+def is_nki_kernel(kernel) -> bool:
+    from . import BoundKernel, Kernel
+
+    return isinstance(kernel, (Kernel, BoundKernel))
+
+
+def spec_verdict(spec, kernel_line: int):
+    """The checker's Verdict for a spec whose kernel is an NKI kernel: its launcher run in the model."""
+    import time
+
+    from kernel_lsp.spec import kernel_name_of
+
+    from ..verify.results import CaseResult, Verdict
+
+    started = time.monotonic()
+    found = check_spec(spec, spec.launcher)
+    cases = tuple(CaseResult(tuple(c["shape"]), c["dtype"], c.get("seed", 0), bool(c.get("ok")), c.get("max_abs"),
+                             mismatched=c.get("mismatched", 0), total=c.get("total", 0),
+                             first_index=tuple(c["first_index"]) if c.get("first_index") else None)
+                  for c in found["cases"])
+    status = {"correct": "correct", "mismatch": "mismatch", "rule": "error", "rejected": "rejected",
+              "unsupported": "not-checked"}[found["status"]]
+    return Verdict(kernel_name_of(spec.kernel), spec.name, spec.line - 1, kernel_line, status, MODEL_LABEL,
+                   found["message"], found.get("line"), cases=cases, duration_s=time.monotonic() - started)

@@ -1,0 +1,52 @@
+"""`kernel-lsp check --run-checks` on files whose specs name NKI kernels: run in the NKI model, with its label."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("torch")
+
+SPEC_FILE = Path(__file__).parent / "specs" / "scale_rows_nki.py"
+REPO = Path(__file__).resolve().parents[2]
+
+
+def check(tmp_path, text: str) -> dict:
+    path = tmp_path / "kernel_nki.py"
+    path.write_text(text)
+    done = subprocess.run([sys.executable, "-m", "kernel_lsp.cli", "check", "--run-checks", "--format", "json",
+                           str(path)], capture_output=True, text=True, timeout=300, cwd=REPO)
+    return json.loads(done.stdout)
+
+
+def verdicts(report: dict) -> list[dict]:
+    found = []
+    for f in report.get("files", []):
+        found += f.get("checks", []) or f.get("verdicts", [])
+    return found or report.get("checks", []) or report.get("verdicts", [])
+
+
+def test_a_right_nki_kernel_is_correct_in_the_model(tmp_path):
+    report = check(tmp_path, SPEC_FILE.read_text())
+    (v,) = verdicts(report)
+    assert v["status"] == "correct" and v["message"] == "correct on 8 cases (kernel-lsp NKI model)", v
+
+
+def test_a_wrong_nki_kernel_is_a_mismatch_at_the_store(tmp_path):
+    text = SPEC_FILE.read_text().replace("operand0=3.0", "operand0=2.0")
+    (v,) = verdicts(check(tmp_path, text))
+    lines = text.splitlines()
+    assert v["status"] == "mismatch" and "(kernel-lsp NKI model)" in v["message"]
+    assert lines[v["line"]].strip().startswith("nisa.dma_copy(dst=out[")
+
+
+def test_a_rule_broken_while_running_is_an_error_at_its_line(tmp_path):
+    text = SPEC_FILE.read_text().replace("rows = min(128, n - t * 128)", "rows = min(256, n - t * 128)")
+    (v,) = verdicts(check(tmp_path, text))
+    lines = text.splitlines()
+    assert v["status"] == "error" and "[NK001]" in v["message"], v
+    assert lines[v["line"]].strip().startswith("tile = nl.ndarray((rows, d)")
