@@ -197,6 +197,29 @@ def _isa_module(name: str, generation: str) -> types.ModuleType:
     return _module(name, attrs)
 
 
+class _Allocator:
+    """nki.compiler.sbuf / psum: allocation helpers whose result names the memory a tile lives in."""
+
+    def __init__(self, buffer: str):
+        self.buffer = buffer
+
+    def __call__(self, *args, **kwargs):
+        return self
+
+    mod_alloc = alloc = auto_alloc = __call__
+
+
+def _identity_decorator(fn=None, *args, **kwargs):
+    return fn if callable(fn) else (lambda f: f)
+
+
+def _compiler_module(name: str) -> types.ModuleType:
+    return _module(name, {"sbuf": _Allocator("sbuf"), "psum": _Allocator("psum"),
+                          "skip_middle_end_transformations": _identity_decorator,
+                          "enable_stack_allocator": _identity_decorator, "force_auto_alloc": _identity_decorator,
+                          "no_reorder": lambda *a, **k: None})
+
+
 def modules() -> dict[str, types.ModuleType]:
     """The model's `nki` and `neuronxcc.nki` module trees, keyed by import name."""
     out = {}
@@ -206,11 +229,14 @@ def modules() -> dict[str, types.ModuleType]:
         typing_m = _module(f"{root}.typing", {"tensor": _AnyType(), "mutable_tensor": _AnyType(),
                                               "scalar": _AnyType()})
         deco = _decorator(generation)
+        compiler_m = _compiler_module(f"{root}.compiler")
         top = _module(root, {"jit": deco, "baremetal": deco, "benchmark": deco, "profile": deco, "trace": deco,
                              "simulate_kernel": _simulate_kernel, "simulate": _simulate, "language": language_m,
-                             "isa": isa_m, "typing": typing_m, "tensor": _AnyType()})
+                             "isa": isa_m, "typing": typing_m, "tensor": _AnyType(),
+                             "compiler": compiler_m})
         top.__path__ = []  # a package, so `import nki.language` works
-        out.update({root: top, f"{root}.language": language_m, f"{root}.isa": isa_m, f"{root}.typing": typing_m})
+        out.update({root: top, f"{root}.language": language_m, f"{root}.isa": isa_m, f"{root}.typing": typing_m,
+                    f"{root}.compiler": compiler_m})
     out["neuronxcc"] = _module("neuronxcc", {"nki": out["neuronxcc.nki"]})
     out["neuronxcc"].__path__ = []
     return out

@@ -25,6 +25,10 @@ matmul_perf_mode = _Enum(none="none", double_row="double_row")
 nc_version = _Enum(gen2="gen2", gen3="gen3", gen4="gen4")
 
 
+tensor_engine, vector_engine, scalar_engine, gpsimd_engine, unknown_engine = (
+    "tensor", "vector", "scalar", "gpsimd", "unknown")
+
+
 def get_nc_version():
     return nc_version.gen3
 
@@ -39,8 +43,8 @@ def _raw(op, where):
     raise Unsupported(f"{where}: op {op!r}")
 
 
-def _f32(x, operand):
-    v = value_of(x, operand=operand)
+def _f32(x, operand, mask=None):
+    v = value_of(x, operand=operand, mask=mask)
     return np.asarray(v, np.float32) if isinstance(v, np.ndarray) else np.float32(v)
 
 
@@ -64,9 +68,9 @@ def nc_transpose(data, engine=None, mask=None, dtype=None, **_):
 
 
 def activation(op, data, bias=None, scale=1.0, reduce_op=None, reduce_res=None, dtype=None, mask=None, **_):
-    x = _f32(data, "data")
-    s = _f32(scale, "scale")
-    b = 0.0 if bias is None else _f32(bias, "bias")
+    x = _f32(data, "data", mask)
+    s = nl.align(_f32(scale, "scale"), x)[0]
+    b = 0.0 if bias is None else nl.align(_f32(bias, "bias"), x)[0]
     try:
         with np.errstate(all="ignore"):
             values = np.asarray(_raw(op, "nisa.activation")(x * s + b), np.float32)
@@ -87,7 +91,7 @@ def activation_reduce(op, data, reduce_op, reduce_res, bias=None, scale=1.0, dty
 
 
 def tensor_tensor(data1, data2, op, dtype=None, mask=None, **_):
-    a, b = _f32(data1, "data1"), _f32(data2, "data2")
+    a, b = _f32(data1, "data1", mask), _f32(data2, "data2", mask)
     if np.shape(a) != np.shape(b):
         raise NkiRuleError("shape", f"nisa.tensor_tensor: operands of shapes {np.shape(a)} and {np.shape(b)}; "
                            "the two tiles must have the same shape")
@@ -112,7 +116,7 @@ def _scalar_step(values, op, operand, reverse, where):
 
 def tensor_scalar(data, op0, operand0, reverse0=False, op1=None, operand1=None, reverse1=False, dtype=None,
                   mask=None, **_):
-    values = _f32(data, "data")
+    values = _f32(data, "data", mask)
     values = _scalar_step(values, op0, operand0, reverse0, "nisa.tensor_scalar")
     values = _scalar_step(values, op1, operand1, reverse1, "nisa.tensor_scalar")
     return nl.result(values, nl._result_dtype(dtype, data), mask)
@@ -165,6 +169,50 @@ def iota(expr, dtype=None, mask=None, **_):
 def affine_select(pred, on_true_tile, on_false_value, dtype=None, mask=None, **_):
     values = np.where(np.asarray(pred, bool), _f32(on_true_tile, "on_true_tile"), np.float32(on_false_value))
     return nl.result(values, nl._result_dtype(dtype, on_true_tile), mask)
+
+
+def tensor_tensor_scan(data0, data1, initial, op0, op1, reverse0=False, reverse1=False, dtype=None, mask=None,
+                       **_):
+    """Along the free axis: r[i] = (r[i-1] op0 data0[i]) op1 data1[i], from r[-1] = initial (per partition)."""
+    a, b = _f32(data0, "data0"), _f32(data1, "data1")
+    f0, f1 = _raw(op0, "nisa.tensor_tensor_scan"), _raw(op1, "nisa.tensor_tensor_scan")
+    a2, b2 = a.reshape(a.shape[0], -1), b.reshape(b.shape[0], -1)
+    prev = np.broadcast_to(np.asarray(_f32(initial, "initial"), np.float32).reshape(-1, 1)
+                           if np.ndim(initial) else np.float32(initial), (a2.shape[0], 1)).astype(np.float32)
+    out = np.empty_like(a2)
+    for i in range(a2.shape[1]):
+        step = f0(a2[:, i:i + 1], prev) if reverse0 else f0(prev, a2[:, i:i + 1])
+        prev = f1(b2[:, i:i + 1], step) if reverse1 else f1(step, b2[:, i:i + 1])
+        out[:, i:i + 1] = prev
+    current_run().counters.vector_elements += int(a2.size)
+    return nl.result(out.reshape(a.shape), nl._result_dtype(dtype, data0, data1), mask)
+
+
+def bn_stats(data, dtype=None, mask=None, **_):
+    """Per partition, the (count, mean, variance) of the even and of the odd free elements: 6 values that only
+    bn_aggr reads (their exact layout on the device is not observable through it)."""
+    x = _f32(data, "data", mask).reshape(np.shape(value_of(data, mask=mask))[0], -1).astype(np.float64)
+    if x.shape[1] > 512:
+        raise NkiRuleError("shape", f"nisa.bn_stats reads at most 512 free elements per partition "
+                           f"(nl.tile_size.bn_stats_fmax), got {x.shape[1]}")
+    out = []
+    for half in (x[:, 0::2], x[:, 1::2]):
+        n = (~np.isnan(half)).sum(axis=1)  # elements under the mask
+        with np.errstate(all="ignore"):
+            out += [n, np.where(n > 0, np.nanmean(np.where(n[:, None] > 0, half, 0.0), axis=1), 0.0),
+                    np.where(n > 0, np.nanvar(np.where(n[:, None] > 0, half, 0.0), axis=1), 0.0)]
+    return nl.result(np.stack(out, axis=1), dtype or nl.float32)
+
+
+def bn_aggr(data, dtype=None, mask=None, **_):
+    """(mean, variance) per partition from bn_stats groups, combined as the parallel variance formula does."""
+    s = _f32(data, "data").astype(np.float64)
+    s = s.reshape(s.shape[0], -1, 3)
+    n, mean, var = s[..., 0], s[..., 1], s[..., 2]
+    total = n.sum(axis=1, keepdims=True)
+    mu = (n * mean).sum(axis=1, keepdims=True) / np.maximum(total, 1)
+    m2 = (n * (var + (mean - mu) ** 2)).sum(axis=1, keepdims=True) / np.maximum(total, 1)
+    return nl.result(np.concatenate([mu, m2], axis=1), dtype or nl.float32, mask)
 
 
 def dma_copy(dst, src, mask=None, dge_mode=None, **_):
@@ -251,5 +299,5 @@ def _current_form(name):
 
 for _name in ("nc_transpose", "activation", "activation_reduce", "tensor_tensor", "tensor_scalar",
               "scalar_tensor_tensor", "tensor_reduce", "tensor_partition_reduce", "tensor_copy", "reciprocal",
-              "iota", "affine_select"):
+              "iota", "affine_select", "tensor_tensor_scan", "bn_stats", "bn_aggr"):
     setattr(current, _name, _current_form(_name))

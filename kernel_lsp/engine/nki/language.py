@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import builtins
 import math
+import warnings
 
 import numpy as np
 
@@ -44,13 +45,23 @@ class tile_size:  # noqa: N801 - the NKI name
     gemm_moving_fmax = limits.MOVING_FMAX
     psum_fmax = limits.PSUM_BANK_BYTES // 4
     psum_bank_fmax = limits.PSUM_BANK_BYTES // 4
+    bn_stats_fmax = 512
+
+
+class NKIObject:
+    """Base class of the plain objects NKI kernels pass around (tile descriptions, configs)."""
+
+
+class _ParDim(int):
+    """A size marked as the partition dimension (nl.par_dim): dimensions before it are blocks of tiles."""
 
 
 def par_dim(n):
-    return int(n)
+    return _ParDim(int(n))
 
 
 def _buffer(buffer) -> str:
+    buffer = getattr(buffer, "buffer", buffer)  # an allocator of nki.compiler names its memory
     if buffer is None or buffer == sbuf:
         return SBUF
     if buffer == psum:
@@ -65,7 +76,13 @@ def _shape(shape) -> tuple[int, ...]:
     return tuple(int(s) for s in shape)
 
 
+def _partition_axis(shape) -> int:
+    shape = shape if isinstance(shape, (tuple, list)) else (shape,)
+    return next((i for i, s in enumerate(shape) if isinstance(s, _ParDim)), 0)
+
+
 def _allocate(shape, dtype, buffer, fill=None, name=None) -> Tensor:
+    partition_axis = _partition_axis(shape)
     shape, dt, where = _shape(shape), dtype_of(dtype if dtype is not None else float32), _buffer(buffer)
     from .tensor import _uninitialized
 
@@ -78,7 +95,7 @@ def _allocate(shape, dtype, buffer, fill=None, name=None) -> Tensor:
             if i < len(run.shared):
                 return run.shared[i]
     data = _uninitialized(shape, dt) if fill is None else np.full(shape, fill, dtype=np.float64).astype(dt)
-    t = Tensor(data, where, init=fill is not None, name=name)
+    t = Tensor(data, where, init=fill is not None, name=name, partition_axis=partition_axis)
     if where == HBM and buffer == shared_hbm and builtins.all(p == 0 for p in current_run().program_id):
         current_run().shared.append(t)
     return t
@@ -248,6 +265,17 @@ def result(values, dtype, mask=None, buffer=sbuf) -> Tensor:
     """A new on-chip tile holding `values` (computed in float32), cast to `dtype`."""
     values = np.asarray(values)
     out = _allocate(values.shape, dtype, buffer)
+    if mask is not None:
+        mask = np.asarray(mask, bool)
+        try:
+            np.broadcast_to(mask, values.shape)
+        except ValueError:
+            # A mask over a reduction's input space: keep the axes the result still has.
+            squeezed = mask.reshape([d for d in mask.shape if d != 1] or [1])
+            mask = squeezed if squeezed.ndim <= values.ndim and np.broadcast_shapes(
+                _pad(squeezed.shape, values.ndim), values.shape) == values.shape else None
+            if mask is not None:
+                mask = mask.reshape(_pad(mask.shape, values.ndim))
     if mask is None:
         out.data[...] = cast(values, out.dtype)
         out.init[...] = True
@@ -261,8 +289,12 @@ def result(values, dtype, mask=None, buffer=sbuf) -> Tensor:
     return out
 
 
-def _f32(x, operand="operand"):
-    v = value_of(x, operand=operand)
+def _pad(shape, ndim):
+    return tuple(shape) + (1,) * (ndim - len(shape))
+
+
+def _f32(x, operand="operand", mask=None):
+    v = value_of(x, operand=operand, mask=mask)
     if isinstance(v, np.ndarray):
         return v.astype(np.float32) if is_float(v.dtype) or v.dtype.kind in "iub" else v
     return np.float32(v) if isinstance(v, (float, np.floating)) else v
@@ -275,10 +307,21 @@ def _check_tile_args(*xs):
                                f"{limits.PMAX}", code="NK001")
 
 
+def align(a, b):
+    """NKI broadcasts tiles from the partition axis: a [128] operand against [128, 512] is [128, 1]."""
+    na, nb = np.ndim(a), np.ndim(b)
+    if na and nb and na != nb:
+        if na < nb and np.shape(b)[:na] == np.shape(a):
+            a = np.reshape(a, np.shape(a) + (1,) * (nb - na))
+        elif nb < na and np.shape(a)[:nb] == np.shape(b):
+            b = np.reshape(b, np.shape(b) + (1,) * (na - nb))
+    return a, b
+
+
 def _binary(np_fn, name):
     def op(x, y, dtype=None, mask=None, **_):
         _check_tile_args(x, y)
-        a, b = _f32(x), _f32(y)
+        a, b = align(_f32(x, mask=mask), _f32(y, mask=mask))
         try:
             values = np_fn(a, b)
         except ValueError:
@@ -296,7 +339,7 @@ def _unary(np_fn, name):
     def op(x, dtype=None, mask=None, **_):
         _check_tile_args(x)
         with np.errstate(all="ignore"):
-            values = np_fn(np.asarray(_f32(x), np.float32))
+            values = np_fn(np.asarray(_f32(x, mask=mask), np.float32))
         return result(values, _result_dtype(dtype, x), mask)
     op.__name__ = name
     op._np = np_fn
@@ -350,6 +393,11 @@ relu = _unary(lambda x: np.maximum(x, 0.0), "relu")
 gelu = _unary(_gelu, "gelu")
 gelu_apprx_tanh = _unary(_gelu_tanh, "gelu_apprx_tanh")
 silu = _unary(lambda x: x / (1.0 + np.exp(-x)), "silu")
+gelu_apprx_sigmoid = _unary(lambda x: x / (1.0 + np.exp(-1.702 * x)), "gelu_apprx_sigmoid")
+softplus = _unary(lambda x: np.logaddexp(0.0, x), "softplus")
+mish = _unary(lambda x: x * np.tanh(np.logaddexp(0.0, x)), "mish")
+arctan = _unary(np.arctan, "arctan")
+tan = _unary(np.tan, "tan")
 square = _unary(np.square, "square")
 abs = _unary(np.abs, "abs")  # noqa: A001 - the NKI name
 negative = _unary(np.negative, "negative")
@@ -374,12 +422,15 @@ def copy(x, dtype=None, mask=None, **_):
     return result(values if is_float(np.asarray(values).dtype) else values, dt, mask)
 
 
-def _reducer(np_fn, name):
+def _reducer(np_fn, name, nan_fn=None):
     def op(x, axis, dtype=None, keepdims=False, mask=None, **_):
         _check_tile_args(x)
         axes = _axes(axis, x, name)
-        with np.errstate(all="ignore"):
-            values = np_fn(np.asarray(_f32(x), np.float32), axis=axes, keepdims=keepdims)
+        with np.errstate(all="ignore"), warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # rows the mask leaves empty
+            # Under a mask, the elements it leaves out are NaN and are left out of the reduction.
+            fn = nan_fn if mask is not None and nan_fn is not None else np_fn
+            values = fn(np.asarray(_f32(x, mask=mask), np.float32), axis=axes, keepdims=keepdims)
         return result(values, _result_dtype(dtype, x), mask)
     op.__name__ = name
     op._np = np_fn
@@ -395,11 +446,11 @@ def _axes(axis, x, name):
     return axes
 
 
-sum = _reducer(np.sum, "sum")  # noqa: A001
-max = _reducer(np.max, "max")  # noqa: A001
-min = _reducer(np.min, "min")  # noqa: A001
-mean = _reducer(np.mean, "mean")
-prod = _reducer(np.prod, "prod")
+sum = _reducer(np.sum, "sum", np.nansum)  # noqa: A001
+max = _reducer(np.max, "max", np.nanmax)  # noqa: A001
+min = _reducer(np.min, "min", np.nanmin)  # noqa: A001
+mean = _reducer(np.mean, "mean", np.nanmean)
+prod = _reducer(np.prod, "prod", np.nanprod)
 all = _reducer(np.all, "all")  # noqa: A001
 any = _reducer(np.any, "any")  # noqa: A001
 
@@ -417,7 +468,13 @@ def where(condition, x, y, dtype=None, mask=None, **_):
 
 
 def broadcast_to(x, shape, **_):
-    return result(np.broadcast_to(value_of(x), _shape(shape)), x.dtype if hasattr(x, "dtype") else float32)
+    shape = _shape(shape)
+    v = np.asarray(value_of(x))
+    v = v.reshape(_pad(v.shape, len(shape))) if v.ndim < len(shape) and v.shape == shape[:v.ndim] else v
+    try:
+        return result(np.broadcast_to(v, shape), x.dtype if hasattr(x, "dtype") else float32)
+    except ValueError:
+        raise NkiRuleError("shape", f"a tile of shape {v.shape} does not broadcast to {shape}") from None
 
 
 def expand_dims(x, axis, **_):
@@ -448,12 +505,13 @@ def _matmul_checks(stat_shape, mov_shape, stat_dt, mov_dt, where):
     return k, m, n
 
 
-def tensor_engine_matmul(stationary, moving, where) -> np.ndarray:
-    """stationary.T @ moving in float32, after the Tensor Engine's checks: [K, M] x [K, N] -> [M, N]."""
+def tensor_engine_matmul(stationary, moving, where, strict=True) -> np.ndarray:
+    """stationary.T @ moving in float32, after the Tensor Engine's checks: [K, M] x [K, N] -> [M, N]. `strict`:
+    operands must already be in SBUF (nisa); nl.matmul leaves the copy out of PSUM to the compiler."""
     for name, x in (("stationary", stationary), ("moving", moving)):
         if not isinstance(x, (Tensor, Access)):
             raise Unsupported(f"{where}: a {type(x).__name__} as the {name} operand")
-        if x.buffer != SBUF:
+        if x.buffer != SBUF and (strict or x.buffer == HBM):
             raise NkiRuleError("buffer", f"{where}: the {name} operand must be an SBUF tile, not "
                                f"{x.buffer.upper()}", code="NK006" if x.buffer == HBM else None)
     k, m, n = _matmul_checks(stationary.shape, moving.shape, stationary.dtype, moving.dtype, where)
@@ -469,7 +527,7 @@ def tensor_engine_matmul(stationary, moving, where) -> np.ndarray:
 def matmul(x, y, transpose_x=False, mask=None, **_):
     """Legacy nl.matmul: x @ y (or x.T @ y with transpose_x) into a new float32 PSUM tile."""
     if transpose_x:
-        values = tensor_engine_matmul(x, y, "nl.matmul")
+        values = tensor_engine_matmul(x, y, "nl.matmul", strict=False)
     else:
         if not isinstance(x, (Tensor, Access)) or x.ndim != 2:
             raise Unsupported("nl.matmul of a non-2-D operand")
@@ -478,7 +536,7 @@ def matmul(x, y, transpose_x=False, mask=None, **_):
             raise NkiRuleError("matmul-shape", f"nl.matmul: x of shape {x.shape} exceeds the Tensor Engine's "
                                f"[{limits.STATIONARY_FMAX}, {limits.PMAX}] stationary limit", code="NK003")
         xt = Tensor(np.ascontiguousarray(np.asarray(value_of(x)).T), SBUF, init=True, account=False)
-        values = tensor_engine_matmul(xt, y, "nl.matmul")
+        values = tensor_engine_matmul(xt, y, "nl.matmul", strict=False)
     return result(values, float32, mask, buffer=psum)
 
 
@@ -488,8 +546,19 @@ def transpose(x, dtype=None, mask=None, **_):
     if builtins.max(x.shape) > limits.PMAX:
         raise NkiRuleError("transpose-shape", f"a transpose of shape {x.shape}: both sizes must be at most "
                            f"{limits.PMAX}", code="NK001")
-    return result(np.asarray(value_of(x)).T, _result_dtype(dtype, x), mask,
-                  buffer=psum if x.buffer == SBUF else sbuf)
+    return result(np.asarray(value_of(x)).T, _result_dtype(dtype, x), mask)
+
+
+class _LoopReduced:
+    def __init__(self, value, op):
+        self.value, self.loop_reduce_op = value, op
+
+
+def loop_reduce(x, op, loop_indices=None, dtype=None, mask=None, **_):
+    """The value of `x` combined by `op` with what earlier iterations assigned to the same destination."""
+    from .isa import _raw
+
+    return _LoopReduced(x, _raw(op, "nl.loop_reduce"))
 
 
 def static_cast(x, dtype):

@@ -157,8 +157,9 @@ class Tensor:
     """A tensor in HBM or a tile in SBUF/PSUM. The first dimension of an on-chip tile is its partition axis."""
 
     def __init__(self, data: np.ndarray, buffer: str, *, init: np.ndarray | bool = False, is_input: bool = False,
-                 name: str | None = None, account: bool = True):
+                 name: str | None = None, account: bool = True, partition_axis: int = 0):
         self.data = data
+        self.partition_axis = partition_axis  # > 0 after leading block dimensions (nl.par_dim)
         self.buffer = buffer
         self.init = np.broadcast_to(np.asarray(init, bool), data.shape).copy()
         self.is_input = is_input
@@ -174,16 +175,19 @@ class Tensor:
         shape = self.data.shape
         if not shape:
             return
-        if shape[0] > limits.PMAX:
+        p = self.partition_axis
+        if shape[p] > limits.PMAX:
             article = "an" if self.buffer == SBUF else "a"
             raise NkiRuleError("partition-dim", f"{article} {self.buffer.upper()} tile of shape {shape} has "
-                               f"{shape[0]} partitions; SBUF and PSUM have {limits.PMAX}: split the first dimension into tiles "
+                               f"{shape[p]} partitions; SBUF and PSUM have {limits.PMAX}: split the first dimension into tiles "
                                f"of {limits.PMAX}", code="NK001")
-        per_partition = int(np.prod(shape[1:], dtype=np.int64)) * self.data.dtype.itemsize
+        per_partition = int(np.prod(shape[:p] + shape[p + 1:], dtype=np.int64)) * self.data.dtype.itemsize
         if self.buffer == PSUM:
-            if per_partition > limits.PSUM_BANK_BYTES:
-                raise NkiRuleError("psum-bank", f"a PSUM tile of shape {shape} ({dtype_name(self.data.dtype)}) "
-                                   f"needs {per_partition} bytes per partition; one PSUM bank holds "
+            # Dimensions before the partition axis are separate tiles: each must fit a bank.
+            tile = int(np.prod(shape[p + 1:], dtype=np.int64)) * self.data.dtype.itemsize
+            if tile > limits.PSUM_BANK_BYTES:
+                raise NkiRuleError("psum-bank", f"a PSUM tile of shape {shape[p:]} ({dtype_name(self.data.dtype)}) "
+                                   f"needs {tile} bytes per partition; one PSUM bank holds "
                                    f"{limits.PSUM_BANK_BYTES}", code="NK002")
             if run.psum_live + per_partition > limits.PSUM_PARTITION_BYTES:
                 raise NkiRuleError("psum-capacity", f"live PSUM tiles need {run.psum_live + per_partition} bytes "
@@ -226,6 +230,15 @@ class Tensor:
         if self.buffer == HBM:
             raise NkiRuleError("buffer", "an HBM tensor is written only by a DMA: use nl.store / nisa.dma_copy, "
                                "not an assignment")
+        reduce = getattr(value, "loop_reduce_op", None)
+        if reduce is not None:  # nl.loop_reduce: combined with what earlier iterations wrote
+            new = np.asarray(value_of(value.value), np.float32)
+            old, _ = access.read()
+            init = self.init[access.index]
+            new = np.broadcast_to(new.reshape(new.shape + (1,) * (len(access.shape) - new.ndim))
+                                  if new.ndim < len(access.shape) else new, access.shape)
+            access.write(np.where(init, reduce(old.astype(np.float32), new), new))
+            return
         access.write(value_of(value))
 
     def reshape(self, shape) -> Tensor:
@@ -235,8 +248,14 @@ class Tensor:
         view.init = self.init.reshape(shape)
         view.writer = self.writer.reshape(shape) if self.writer is not None else None
         view.buffer, view.is_input, view.name = self.buffer, self.is_input, self.name
+        view.partition_axis = 0
         view._base = self
         return view
+
+    def broadcast_to(self, shape):
+        from . import language
+
+        return language.broadcast_to(self, shape)
 
     def view(self, dtype) -> Tensor:
         return Tensor(self.data.view(dtype_of(dtype)), self.buffer, init=True, account=False)
@@ -340,6 +359,8 @@ class Access:
                 run.written_inputs.append(t)
         m, index = self._masked(mask)
         values = np.asarray(values)
+        if 0 < values.ndim < len(self.shape) and values.shape == tuple(self.shape[:values.ndim]):
+            values = values.reshape(values.shape + (1,) * (len(self.shape) - values.ndim))  # partition-aligned
         try:
             values = np.broadcast_to(values, self.shape)
         except ValueError:
@@ -400,9 +421,10 @@ def cast(values, dt) -> np.ndarray:
     return _cast(np.asarray(values), np.dtype(dt))
 
 
-def value_of(x, *, operand: str = "operand") -> np.ndarray | float | int:
+def value_of(x, *, operand: str = "operand", mask=None) -> np.ndarray | float | int:
     """The values of an instruction operand: a tile, an access of a tile, a scalar or an index expression.
-    Compute engines read SBUF and PSUM only: an HBM operand is a rule error."""
+    Compute engines read SBUF and PSUM only: an HBM operand is a rule error. Under an instruction's mask only the
+    elements it selects are read (the others are NaN for floats: they must not reach a result)."""
     if isinstance(x, Tensor):
         if x.buffer == HBM:
             raise NkiRuleError("buffer", f"the {operand} is an HBM tensor; compute engines read SBUF/PSUM tiles: "
@@ -412,7 +434,17 @@ def value_of(x, *, operand: str = "operand") -> np.ndarray | float | int:
         if x.buffer == HBM:
             raise NkiRuleError("buffer", f"the {operand} is a slice of an HBM tensor; compute engines read "
                                "SBUF/PSUM tiles: load it (nl.load / nisa.dma_copy) first", code="NK006")
-        return x.read()[0]
+        if mask is not None:
+            try:
+                np.broadcast_to(np.asarray(mask, bool), x.shape)
+            except ValueError:
+                mask = None  # a mask over the result's space only
+        if mask is None:
+            return x.read()[0]
+        values, m = x.read(mask)
+        if is_float(values.dtype):
+            return np.where(m, values, np.nan).astype(values.dtype)
+        return values
     if isinstance(x, (bool, int, float, np.number, np.ndarray)):
         return x
     raise Unsupported(f"an operand of type {type(x).__name__}")
