@@ -83,7 +83,14 @@ def _softmax(s):
     return e / e.sum(axis=1, keepdims=True)
 
 
+def _bilinear2x(x):
+    import torch
+
+    return torch.nn.functional.interpolate(torch.from_numpy(x), scale_factor=2, mode="bilinear").numpy()
+
+
 REFERENCES = {
+    "bilinear2x": _bilinear2x,
     "mamba": _mamba,
     # q, k, v as [seq, d]: softmax(q k^T / 8) v (the tutorial's fixed scale for its head size of 64)
     "attention_rows": lambda q, k, v: _softmax(q.astype(np.float64) * 0.125 @ k.T) @ v,

@@ -122,6 +122,19 @@ def tensor_scalar(data, op0, operand0, reverse0=False, op1=None, operand1=None, 
     return nl.result(values, nl._result_dtype(dtype, data), mask)
 
 
+def _reduce_rows(op, values, where):
+    fn = _raw(op, where)
+    rows = values.reshape(values.shape[0], -1)
+    return fn.reduce(rows, axis=1, keepdims=True) if isinstance(fn, np.ufunc) else fn(rows, axis=1, keepdims=True)
+
+
+def tensor_scalar_reduce(data, op0, operand0, reduce_op, reduce_res, reverse0=False, dtype=None, mask=None, **_):
+    """tensor_scalar with one operator, and its result reduced along the free axes into `reduce_res`."""
+    values = _scalar_step(_f32(data, "data", mask), op0, operand0, reverse0, "nisa.tensor_scalar_reduce")
+    _write(reduce_res, _reduce_rows(reduce_op, values, "nisa.tensor_scalar_reduce"))
+    return nl.result(values, nl._result_dtype(dtype, data), mask)
+
+
 def scalar_tensor_tensor(data, op0, operand0, op1, operand1, reverse0=False, reverse1=False, dtype=None, mask=None,
                          **_):
     values = _scalar_step(_f32(data, "data"), op0, operand0, reverse0, "nisa.scalar_tensor_tensor")
@@ -299,5 +312,5 @@ def _current_form(name):
 
 for _name in ("nc_transpose", "activation", "activation_reduce", "tensor_tensor", "tensor_scalar",
               "scalar_tensor_tensor", "tensor_reduce", "tensor_partition_reduce", "tensor_copy", "reciprocal",
-              "iota", "affine_select", "tensor_tensor_scan", "bn_stats", "bn_aggr"):
+              "iota", "affine_select", "tensor_tensor_scan", "bn_stats", "bn_aggr", "tensor_scalar_reduce"):
     setattr(current, _name, _current_form(_name))

@@ -137,6 +137,13 @@ def full_like(a, fill_value, dtype=None, buffer=None, **_):
     return _allocate(a.shape, dtype or a.dtype, buffer, float(fill_value))
 
 
+def shared_constant(constant, dtype=None, **_):
+    """A constant HBM tensor built from a NumPy array at trace time; read-only, like an input."""
+    data = np.asarray(constant)
+    data = cast(data, dtype_of(dtype)) if dtype is not None else data.copy()
+    return Tensor(data, HBM, init=True, is_input=True, account=False)
+
+
 # -- indices and loops -----------------------------------------------------------------------------------------
 
 def arange(*args):

@@ -81,6 +81,15 @@ class NkiRuleError(Exception):
         return f"{where}{self.message} [{self.code or self.rule}]"
 
 
+def _user_site() -> tuple:
+    frame = sys._getframe(1)
+    while frame is not None:
+        if os.path.dirname(os.path.abspath(frame.f_code.co_filename)) != _PACKAGE_DIR:
+            return (frame.f_code.co_filename, frame.f_lineno)
+        frame = frame.f_back
+    return (None, 0)
+
+
 def _user_file() -> str | None:
     frame = sys._getframe(1)
     while frame is not None:
@@ -118,8 +127,9 @@ class Run:
 
     generation: str = limits.DEFAULT_GENERATION
     allow_input_writes: bool = False
-    sbuf_live: int = 0
-    psum_live: int = 0
+    # Live on-chip bytes per partition by (buffer, allocation line): a tile allocated again at the same line
+    # (the next loop iteration) takes the place of the one before, as the compiler reuses its space.
+    live: dict = field(default_factory=dict)
     counters: Counters = field(default_factory=Counters)
     program_id: tuple[int, ...] = (0,)
     grid: tuple[int, ...] = (1,)
@@ -137,11 +147,13 @@ def current_run() -> Run:
     return _RUN[-1]
 
 
-def _free(run: Run, buffer: str, nbytes: int) -> None:
-    if buffer == SBUF:
-        run.sbuf_live -= nbytes
-    elif buffer == PSUM:
-        run.psum_live -= nbytes
+def _free(run: Run, key: tuple, token: object) -> None:
+    if run.live.get(key, (None, 0))[0] is token:
+        del run.live[key]
+
+
+def _live(run: Run, buffer: str, without: tuple) -> int:
+    return sum(n for (b, line), (_, n) in run.live.items() if b == buffer and (b, line) != without)
 
 
 def _uninitialized(shape, dt) -> np.ndarray:
@@ -181,7 +193,10 @@ class Tensor:
             raise NkiRuleError("partition-dim", f"{article} {self.buffer.upper()} tile of shape {shape} has "
                                f"{shape[p]} partitions; SBUF and PSUM have {limits.PMAX}: split the first dimension into tiles "
                                f"of {limits.PMAX}", code="NK001")
-        per_partition = int(np.prod(shape[:p] + shape[p + 1:], dtype=np.int64)) * self.data.dtype.itemsize
+        # Capacity is checked on what must be live at least: one block of a blocked tile (nl.par_dim after
+        # block dimensions), since the compiler may rotate blocks through fewer buffers; so the error is certain.
+        per_partition = int(np.prod(shape[p + 1:], dtype=np.int64)) * self.data.dtype.itemsize
+        key = (self.buffer, _user_site())
         if self.buffer == PSUM:
             # Dimensions before the partition axis are separate tiles: each must fit a bank.
             tile = int(np.prod(shape[p + 1:], dtype=np.int64)) * self.data.dtype.itemsize
@@ -189,18 +204,20 @@ class Tensor:
                 raise NkiRuleError("psum-bank", f"a PSUM tile of shape {shape[p:]} ({dtype_name(self.data.dtype)}) "
                                    f"needs {tile} bytes per partition; one PSUM bank holds "
                                    f"{limits.PSUM_BANK_BYTES}", code="NK002")
-            if run.psum_live + per_partition > limits.PSUM_PARTITION_BYTES:
-                raise NkiRuleError("psum-capacity", f"live PSUM tiles need {run.psum_live + per_partition} bytes "
+            live = _live(run, PSUM, key) + per_partition
+            if live > limits.PSUM_PARTITION_BYTES:
+                raise NkiRuleError("psum-capacity", f"live PSUM tiles need {live} bytes "
                                    f"per partition; PSUM holds {limits.PSUM_PARTITION_BYTES} "
                                    f"({limits.PSUM_BANKS} banks of {limits.PSUM_BANK_BYTES})")
-            run.psum_live += per_partition
         else:
             cap = limits.SBUF_PARTITION_BYTES[run.generation]
-            if run.sbuf_live + per_partition > cap:
-                raise NkiRuleError("sbuf-capacity", f"live SBUF tiles need {run.sbuf_live + per_partition} bytes "
+            live = _live(run, SBUF, key) + per_partition
+            if live > cap:
+                raise NkiRuleError("sbuf-capacity", f"live SBUF tiles need {live} bytes "
                                    f"per partition; SBUF holds {cap} per partition on {run.generation}")
-            run.sbuf_live += per_partition
-        weakref.finalize(self, _free, run, self.buffer, per_partition)
+        token = object()
+        run.live[key] = (token, per_partition)
+        weakref.finalize(self, _free, run, key, token)
 
     # -- array protocol ------------------------------------------------------------------------------------------
 
