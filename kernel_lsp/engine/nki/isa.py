@@ -50,8 +50,7 @@ def _f32(x, operand, mask=None):
 
 def nc_matmul(stationary, moving, is_stationary_onezero=False, is_moving_onezero=False, is_transpose=False,
               mask=None, **_):
-    if is_transpose:
-        return nc_transpose(moving)
+    # is_transpose (moving = identity) is stationary.T @ identity: the product is the transpose.
     return nl.result(nl.tensor_engine_matmul(stationary, moving, "nisa.nc_matmul"), nl.float32, mask,
                      buffer=nl.psum)
 
@@ -289,9 +288,6 @@ class current:  # noqa: N801 - a namespace the module builder copies from
         if dtype_name(dst.dtype) not in limits.PSUM_ACCUMULATE_DTYPES:
             raise NkiRuleError("dtype", f"nisa.nc_matmul accumulates in float32 (or bfloat16) PSUM; dst is "
                                f"{dtype_name(dst.dtype)}")
-        if is_transpose:
-            _write(dst, nc_transpose(moving))
-            return
         values = nl.tensor_engine_matmul(stationary, moving, "nisa.nc_matmul")
         # Successive matmuls into one PSUM tile accumulate; fresh PSUM starts from zero.
         _write(dst, values, accumulate=accumulate is not False)
