@@ -50,3 +50,10 @@ def test_a_rule_broken_while_running_is_an_error_at_its_line(tmp_path):
     lines = text.splitlines()
     assert v["status"] == "error" and "[NK001]" in v["message"], v
     assert lines[v["line"]].strip().startswith("tile = nl.ndarray((rows, d)")
+
+
+def test_an_nki_call_the_model_lacks_is_not_checked_not_failed(tmp_path):
+    text = SPEC_FILE.read_text().replace("nisa.tensor_scalar(dst=res,", "nisa.dropout(dst=res,")
+    (v,) = verdicts(check(tmp_path, text))
+    assert v["status"] == "not-checked", v
+    assert "the NKI model does not implement nki.isa.dropout" in v["message"]

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from . import isa, language
-from .tensor import HBM, Counters, NkiRuleError, Run, Tensor, Unsupported, _RUN, dtype_name
+from .tensor import _RUN, HBM, Counters, NkiRuleError, Run, Tensor, Unsupported, UnsupportedName, dtype_name
 
 MODEL_LABEL = "kernel-lsp NKI model"
 LEGACY, CURRENT = "legacy", "current"
@@ -176,6 +176,12 @@ def _module(name: str, attrs: dict) -> types.ModuleType:
     m = types.ModuleType(name, f"{name} ({MODEL_LABEL})")
     m.__dict__.update(attrs)
     m.__kernel_lsp_model__ = True
+
+    def missing(attr: str):
+        if attr.startswith("__"):
+            raise AttributeError(attr)
+        raise UnsupportedName(f"the NKI model does not implement {name}.{attr}")
+    m.__getattr__ = missing
     return m
 
 

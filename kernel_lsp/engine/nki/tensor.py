@@ -106,6 +106,10 @@ class Unsupported(NkiRuleError):
         super().__init__("unsupported", message)
 
 
+class UnsupportedName(Unsupported, AttributeError):
+    """A name of the NKI API that the model does not implement (AttributeError too, so hasattr() answers)."""
+
+
 @dataclass
 class Counters:
     """Work the model saw, per engine: the input of the Trainium2 latency estimate and of the benchmarks."""
