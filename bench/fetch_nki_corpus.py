@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from fetch_corpus import _git, _source_repo  # noqa: E402
+from fetch_corpus import _git, _source_repo
 
 HERE = Path(__file__).resolve().parent
 MANIFEST = HERE / "nki_corpus_manifest.json"

@@ -28,8 +28,8 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 sys.path.insert(0, str(REPO))
 
-from kernel_lsp.engine import nki as model  # noqa: E402
-from tests.nki.cases import close, inputs  # noqa: E402
+from kernel_lsp.engine import nki as model
+from tests.nki.cases import close, inputs
 
 CORPUS = HERE / ".nki-corpus"
 MANIFEST = HERE / "nki_corpus_manifest.json"
@@ -176,7 +176,7 @@ def run_corpus(only: str | None = None) -> list[dict]:
         row["ms"] = round((time.perf_counter() - start) * 1e3, 1)
         ref = entry["reference"]
         names = {f"a{i}": a for i, a in enumerate(args)}
-        want = REFERENCES[ref](*args) if ref in REFERENCES else eval(ref, {"np": np}, names)  # noqa: S307
+        want = REFERENCES[ref](*args) if ref in REFERENCES else eval(ref, {"np": np}, names)
         got = np.asarray(got).astype(np.float64)
         want = np.asarray(want, np.float64)
         tol = entry.get("tolerance", 1e-4)

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import os
 import itertools
+import os
 import sys
 import types
 from dataclasses import dataclass, field

@@ -9,7 +9,7 @@ import numpy as np
 from analyzers import nki_limits as limits
 
 from . import language as nl
-from .tensor import HBM, ON_CHIP, PSUM, SBUF, Access, NkiRuleError, Tensor, Unsupported, current_run, value_of
+from .tensor import HBM, PSUM, Access, NkiRuleError, Tensor, Unsupported, current_run, value_of
 
 
 class _Enum:
@@ -271,7 +271,7 @@ def _write(dst, value, accumulate=False):
 
 # -- the current generation (NKI >= 0.4): results go to `dst` ---------------------------------------------------
 
-class current:  # noqa: N801 - a namespace the module builder copies from
+class current:
     engine, reduce_cmd, dge_mode, matmul_perf_mode, nc_version = engine, reduce_cmd, dge_mode, matmul_perf_mode, \
         nc_version
     get_nc_version = staticmethod(get_nc_version)

@@ -39,7 +39,7 @@ bool_ = DTYPES["bool_"]
 sbuf, psum, hbm, shared_hbm, private_hbm = "sbuf", "psum", "hbm", "shared_hbm", "private_hbm"
 
 
-class tile_size:  # noqa: N801 - the NKI name
+class tile_size:
     pmax = limits.PMAX
     gemm_stationary_fmax = limits.STATIONARY_FMAX
     gemm_moving_fmax = limits.MOVING_FMAX
@@ -406,7 +406,7 @@ mish = _unary(lambda x: x * np.tanh(np.logaddexp(0.0, x)), "mish")
 arctan = _unary(np.arctan, "arctan")
 tan = _unary(np.tan, "tan")
 square = _unary(np.square, "square")
-abs = _unary(np.abs, "abs")  # noqa: A001 - the NKI name
+abs = _unary(np.abs, "abs")
 negative = _unary(np.negative, "negative")
 reciprocal = _unary(lambda x: 1.0 / x, "reciprocal")
 sin = _unary(np.sin, "sin")
@@ -426,7 +426,7 @@ def copy(x, dtype=None, mask=None, **_):
         raise NkiRuleError("buffer", "nl.copy copies on-chip tiles; load HBM data with nl.load", code="NK006")
     values = value_of(x)
     dt = dtype_of(dtype) if dtype is not None else (x.dtype if isinstance(x, (Tensor, Access)) else float32)
-    return result(values if is_float(np.asarray(values).dtype) else values, dt, mask)
+    return result(values, dt, mask)
 
 
 def _reducer(np_fn, name, nan_fn=None):
@@ -453,13 +453,13 @@ def _axes(axis, x, name):
     return axes
 
 
-sum = _reducer(np.sum, "sum", np.nansum)  # noqa: A001
-max = _reducer(np.max, "max", np.nanmax)  # noqa: A001
-min = _reducer(np.min, "min", np.nanmin)  # noqa: A001
+sum = _reducer(np.sum, "sum", np.nansum)
+max = _reducer(np.max, "max", np.nanmax)
+min = _reducer(np.min, "min", np.nanmin)
 mean = _reducer(np.mean, "mean", np.nanmean)
 prod = _reducer(np.prod, "prod", np.nanprod)
-all = _reducer(np.all, "all")  # noqa: A001
-any = _reducer(np.any, "any")  # noqa: A001
+all = _reducer(np.all, "all")
+any = _reducer(np.any, "any")
 
 
 def softmax(x, axis, dtype=None, mask=None, **_):
