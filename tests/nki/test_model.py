@@ -81,3 +81,13 @@ def test_bfloat16_rounds_like_the_format():
     x = np.full((1, 1), 1.0, ml_dtypes.bfloat16)
     y = np.full((1, 1), 2.0 ** -9, ml_dtypes.bfloat16)  # below bf16's half-ulp at 1.0: rounds away
     assert float(model.run(module.kernel, x, y).value[0, 0]) == 1.0
+
+
+def test_an_instruction_writes_its_float32_result_in_the_destination_dtype():
+    module = model.load_file(str(FIXTURES / "correct" / "row_sum_current.py"))
+    import ml_dtypes
+
+    x = np.full((1, 3), 1.0, ml_dtypes.bfloat16)
+    x[0, 1] = 2.0 ** -8  # 1 + 2^-8 + 1 needs more than bf16's 8 bits; the fp32 destination keeps it
+    x[0, 2] = 1.0
+    assert float(model.run(module.kernel, x).value[0, 0]) == 2.0 + 2.0 ** -8

@@ -301,6 +301,9 @@ def _current_form(name):
     legacy = globals()[name]
 
     def instruction(dst, *args, **kwargs):
+        # The engine writes its float32 result straight in dst's dtype: no rounding through the inputs' dtype.
+        if isinstance(dst, (Tensor, Access)):
+            kwargs.setdefault("dtype", dst.dtype)
         _write(dst, legacy(*args, **kwargs))
     instruction.__name__ = name
     return staticmethod(instruction)
