@@ -57,3 +57,31 @@ def test_an_nki_call_the_model_lacks_is_not_checked_not_failed(tmp_path):
     (v,) = verdicts(check(tmp_path, text))
     assert v["status"] == "not-checked", v
     assert "the NKI model does not implement nki.isa.dropout" in v["message"]
+
+
+def test_a_launcher_may_return_a_view_of_the_kernels_output_but_not_its_own_array(tmp_path):
+    text = SPEC_FILE.read_text()
+    text += '''
+
+def flat(x):
+    return scale_rows(x).reshape(-1)
+
+
+def numpy_instead(x):
+    scale_rows(x)
+    return x * 3  # computed by the launcher, not by the kernel
+
+
+@spec(kernel=scale_rows, launcher=flat, reference=lambda x: (x * 3).reshape(-1), shapes=[(5, 7)])
+def flat_inputs(shape, dtype, device):
+    return (torch.randn(shape, dtype=dtype, device=device),)
+
+
+@spec(kernel=scale_rows, launcher=numpy_instead, reference=scale_reference, shapes=[(5, 7)])
+def numpy_inputs(shape, dtype, device):
+    return (torch.randn(shape, dtype=dtype, device=device),)
+'''
+    by_spec = {v["spec"]: v for v in verdicts(check(tmp_path, text))}
+    assert by_spec["flat_inputs"]["status"] == "correct", by_spec["flat_inputs"]
+    assert by_spec["numpy_inputs"]["status"] == "rejected"
+    assert "not an output of the NKI kernel" in by_spec["numpy_inputs"]["message"]

@@ -44,9 +44,10 @@ def check_spec(spec, call, *, label: str = MODEL_LABEL, defaults: dict | None = 
                 outcome = OUTCOMES[-1]
                 atol, rtol = spec.tolerance(dtype, defaults)
                 verdict = _compare(got, want, outcome, atol, rtol)
-                cases.append({**case, **{k: v for k, v in verdict.items() if k != "line"}})
+                cases.append({**case, **{k: v for k, v in verdict.items() if k not in ("line", "rejected")}})
                 if not verdict["ok"]:
-                    return {"ok": False, "status": "mismatch", "line": verdict.get("line"), "cases": cases,
+                    status = "rejected" if verdict.get("rejected") else "mismatch"
+                    return {"ok": False, "status": status, "line": verdict.get("line"), "cases": cases,
                             "message": f"differs from the reference at shape {tuple(shape)} {dtype} (seed {seed}): "
                                        f"{verdict['detail']} ({label})"}
     n = len(cases)
@@ -59,13 +60,17 @@ def _compare(got, want, outcome, atol, rtol) -> dict:
 
     want_np = want.detach().float().cpu().numpy() if isinstance(want, torch.Tensor) else np.asarray(want, np.float32)
     got_np = np.asarray(to_numpy(got))
-    from_kernel = outcome.value is got or isinstance(outcome.value, (tuple, list)) and any(v is got for v in
-                                                                                           outcome.value)
-    if not from_kernel:
-        return {"ok": False, "detail": "the result is not an output of the NKI kernel (the launcher must return "
-                "what the kernel returns)"}
-    writers = outcome.writers if outcome.value is got else next(
-        w for v, w in zip(outcome.value, outcome.writers) if v is got)
+    values = list(outcome.value) if isinstance(outcome.value, (tuple, list)) else [outcome.value]
+    writer_list = list(outcome.writers) if isinstance(outcome.writers, (tuple, list)) else [outcome.writers]
+    # The launcher returns what the kernel returned, or a view of it (a reshape, a transpose).
+    source = next((i for i, v in enumerate(values) if v is got), None)
+    if source is None:
+        source = next((i for i, v in enumerate(values) if isinstance(v, np.ndarray) and isinstance(got, np.ndarray)
+                       and np.shares_memory(v, got)), None)
+    if source is None:
+        return {"ok": False, "rejected": True, "detail": "the result is not an output of the NKI kernel (the "
+                "launcher must return what the kernel returns, or a view of it)"}
+    writers = writer_list[source] if values[source] is got else None
     got_f = got_np.astype(np.float32)
     if got_f.shape != want_np.shape:
         return {"ok": False, "detail": f"the kernel returned shape {got_f.shape}, the reference {want_np.shape}"}

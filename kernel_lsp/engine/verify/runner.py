@@ -791,13 +791,10 @@ def main() -> int:
     with contextlib.suppress(Exception):  # a broken torch is the user module's import error, reported there
         import numpy  # noqa: F401
         import torch  # noqa: F401
-    if "nki" in source:  # NKI kernels run in kernel-lsp's NKI model (engine/nki) unless AWS's nki is installed
-        from kernel_lsp.engine.assistant.nki_sim import simulator_available
+    if "nki" in source:  # NKI specs run in kernel-lsp's NKI model (engine/nki); verdicts say so
+        from kernel_lsp.engine import nki as nki_model
 
-        if not simulator_available():
-            from kernel_lsp.engine import nki as nki_model
-
-            nki_model.install()
+        nki_model.install()
     snapshot = Snapshot()
     try:
         module = load_user_module(path, source, request.get("root"))
