@@ -55,8 +55,8 @@ COMMANDS: tuple[ServerCommand, ...] = (
                   "under the cursor faster; after `refine` with \"go\", candidates are compiled, checked against the "
                   "spec and timed, and the fastest correct one is proposed as an edit to confirm.", "position"),
     ServerCommand(PORT_TO_NKI, "Port to NKI (assistant)", "Ask the model for a plan, then an NKI port of the Triton "
-                  "kernel under the cursor (current `nki` API), checked by the NK rules and, where installed, AWS's "
-                  "NKI simulator.", "position"),
+                  "kernel under the cursor (current `nki` API), checked by the NK rules and run against the kernel's "
+                  "spec in kernel-lsp's NKI model (AWS's simulator where installed).", "position"),
     ServerCommand(FIX_THIS, "Fix this (assistant)", "Ask the model to fix the problem at the cursor (a compile "
                   "error, a failed check, a rule); the fix is verified before it is proposed.", "position"),
     ServerCommand(EXPLAIN_TIME, "Explain where the time goes (assistant)", "The model explains the kernel's "

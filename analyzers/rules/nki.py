@@ -14,18 +14,9 @@ from dataclasses import dataclass
 
 from ..model import Fix, NkiKernel, Related, Severity, Span, TextEdit
 from ..nki_discovery import CURRENT, LEGACY, NkiDiscovery, is_type_only, nki_name
+from ..nki_limits import DTYPE_BYTES, MOVING_FMAX, PMAX, PSUM_BANK_BYTES, STATIONARY_FMAX, TILE_SIZES
 from . import FileContext, Rule, file_check, register
 
-PMAX = 128  # partitions of SBUF and PSUM
-PSUM_BANK_BYTES = 2048  # one PSUM bank, per partition
-STATIONARY_FMAX, MOVING_FMAX = 128, 512
-TILE_SIZES = {"pmax": PMAX, "gemm_stationary_fmax": STATIONARY_FMAX, "gemm_moving_fmax": MOVING_FMAX,
-              "psum_bank_fmax": PSUM_BANK_BYTES // 4}
-DTYPE_BYTES = {
-    "float32": 4, "fp32": 4, "tfloat32": 4, "int32": 4, "uint32": 4, "float16": 2, "fp16": 2, "bfloat16": 2,
-    "bf16": 2, "int16": 2, "uint16": 2, "int8": 1, "uint8": 1, "bool_": 1, "float8_e4m3": 1, "float8_e5m2": 1,
-    "float8_e4m3fn": 1, "float8_e5m2_x4": 4, "float8_e4m3fn_x4": 4,
-}
 # Allocation functions of nki.language -> position of the dtype argument.
 ALLOCATORS = {"ndarray": 1, "zeros": 1, "ones": 1, "empty": 1, "rand": 1, "full": 2,
               "zeros_like": None, "empty_like": None, "ones_like": None, "full_like": None}

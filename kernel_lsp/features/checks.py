@@ -75,7 +75,7 @@ def code_lenses(ls: "KernelLanguageServer", path: str) -> list[types.CodeLens]:
     running = ls.is_checking(path)
     timings = ls.latency_report(path)
     lenses = []
-    for kernel in entry.analysis.kernels:
+    for kernel in [*entry.analysis.kernels, *entry.analysis.nki_kernels]:  # an NKI spec runs in the NKI model
         if kernel.name not in specced:
             continue
         line = kernel.name_span.start_line  # the def line, below any decorators

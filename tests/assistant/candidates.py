@@ -109,3 +109,26 @@ assert TAUTOLOGY != SPEC and TAUTOLOGY_LAMBDA != SPEC
 # buffer, so a check that only skips the launches would see NaN and pass it.
 GATED_FALLBACK = "Faster kernel, same answer.\n\n```python\n" + KERNEL.replace("x + y, mask", "x - y, mask") + \
     "\n\n" + ONE_LAUNCH_ADD.replace("    return out\n", "    return (x + y) + 0 * out\n") + "```\n"
+
+# A port that is right for every length: one row of 512-element tiles, the last one masked.
+NKI_RIGHT = '''```python
+import nki
+import nki.language as nl
+
+
+@nki.jit
+def add_kernel_nki(a_tensor, b_tensor):
+    n = a_tensor.shape[0]
+    out = nl.ndarray((n,), dtype=a_tensor.dtype, buffer=nl.shared_hbm)
+    a_row, b_row, out_row = a_tensor.reshape((1, n)), b_tensor.reshape((1, n)), out.reshape((1, n))
+    i_p = nl.arange(1)[:, None]
+    for t in nl.affine_range((n + 511) // 512):
+        i_f = t * 512 + nl.arange(512)[None, :]
+        a = nl.load(a_row[i_p, i_f], mask=(i_f < n))
+        b = nl.load(b_row[i_p, i_f], mask=(i_f < n))
+        nl.store(out_row[i_p, i_f], value=nl.add(a, b), mask=(i_f < n))
+    return out
+```
+'''
+NKI_SUBTRACTS = NKI_RIGHT.replace("nl.add(a, b)", "nl.subtract(a, b)")
+NKI_NO_TAIL = NKI_RIGHT.replace("(n + 511) // 512", "n // 512")

@@ -239,29 +239,47 @@ async def test_write_a_spec_after_a_rate_limit(start, fake):
     assert_nothing_applied(s, "vector_add.py", c.WITHOUT_SPEC)
 
 
-async def test_port_to_nki_is_checked_by_the_nki_rules_and_says_it_was_not_simulated(start, fake):
-    fake.script += [answer(c.NKI_PLAN), answer(c.NKI_TOO_WIDE), answer(c.NKI_PORT)]
+async def test_port_to_nki_is_run_in_the_nki_model_and_a_wrong_one_is_fed_back(start, fake):
+    fake.script += [answer(c.NKI_PLAN), answer(c.NKI_SUBTRACTS), answer(c.NKI_RIGHT)]
     s = await start({"vector_add.py": EXAMPLE}, options=options(fake))
     uri = s.open("vector_add.py")
     plan = await s.command("kernel-lsp.portToNki", at(uri))
     assert plan["plan"] == c.NKI_PLAN
-    result = await s.command("kernel-lsp.refine", at(uri, instruction="Use one tile; no loop."))
+    result = await s.command("kernel-lsp.refine", at(uri, instruction="Use one row of 512-element tiles."))
     proposal = result["proposal"]
-    assert "Use one tile; no loop." in fake.requests[1].text  # the user's edited plan replaced the model's
-    assert "NK001 at line" in fake.requests[2].text and "256 partitions" in fake.requests[2].text
+    assert "Use one row of 512-element tiles." in fake.requests[1].text  # the edited plan replaced the model's
+    # The subtraction ran in the model and was turned down, at the store that wrote the wrong values.
+    feedback = fake.requests[2].text
+    assert "That candidate was turned down: differs from the reference at shape" in feedback
+    assert "(kernel-lsp NKI model)" in feedback
+    assert "nl.store(out_row[i_p, i_f], value=nl.subtract(a, b)" in feedback
     summary = proposal["summary"]
-    assert "NKI rules NK001-NK006 pass for add_kernel_nki" in summary
-    assert "not simulated: AWS's NKI simulator (nki.simulate) is not installed here" in summary
-    # Nothing ran the port: "unverified" in the summary, the table, the count, the title and the session alike.
-    assert summary.startswith("unverified: NKI rules") and "2 attempts, 0 verified, 1 unverified" in summary
-    assert [row[1] for row in proposal["table"][1:]] == ["NKI rules", "unverified"]
-    assert proposal["status"] == "unverified" and proposal["verified"] is False
-    assert proposal["title"] == "Port to NKI (add_kernel), unverified"
-    assert [c["status"] for c in session_file(s)["turns"][0]["candidates"]] == ["NKI rules", "unverified"]
+    assert summary.startswith("correct on 12 cases (kernel-lsp NKI model)") and "2 attempts, 1 verified" in summary
+    assert [row[1] for row in proposal["table"][1:]] == ["mismatch", "correct"]
+    assert proposal["status"] == "correct" and proposal["verified"] is True
+    assert proposal["title"] == "Port to NKI (add_kernel)"
+    assert [c["status"] for c in session_file(s)["turns"][0]["candidates"]] == ["mismatch", "correct"]
     new_text = apply(EXAMPLE, proposal["edit"])
     assert "import nki\nimport nki.language as nl\n" in new_text and "def add_kernel_nki(" in new_text
     assert new_text.index("def add_kernel_nki(") < new_text.index("@spec(")
     assert KERNEL_TEXT_OF(new_text) == KERNEL_TEXT_OF(EXAMPLE)  # the Triton kernel is left as it was
+
+
+async def test_port_to_nki_that_breaks_a_neuroncore_rule_or_misses_the_tail_is_turned_down(start, fake):
+    fake.script += [answer(c.NKI_PLAN), answer(c.NKI_TOO_WIDE), answer(c.NKI_PORT), answer(c.NKI_NO_TAIL)]
+    s = await start({"vector_add.py": EXAMPLE}, options=options(fake, assistantMaxAttempts=3))
+    uri = s.open("vector_add.py")
+    await s.command("kernel-lsp.portToNki", at(uri))
+    result = await s.command("kernel-lsp.refine", at(uri, instruction="go"))
+    assert "proposal" not in result
+    # The static rules catch the literal 256 partitions; the model catches the 1000-element load while it runs.
+    assert "NK001 at line" in fake.requests[2].text and "256 partitions" in fake.requests[2].text
+    ran = fake.requests[3].text
+    assert "breaks a NeuronCore rule at shape (1000,) float32" in ran and "1000 partitions" in ran
+    assert "[NK001] at line" in ran and "a = nl.load(a_tensor)" in ran
+    rows = [c["status"] for c in session_file(s)["turns"][0]["candidates"]]
+    assert rows == ["NKI rules", "NKI rule", "mismatch"]
+    assert "never written by the kernel" in session_file(s)["turns"][0]["candidates"][2]["reason"]
 
 
 def KERNEL_TEXT_OF(text: str) -> str:

@@ -10,8 +10,8 @@
 `anthropic` SDK, imported on first use; token use and cost), `code.py` (code blocks spliced into the file by
 definition name; the spec may not change), `integrity.py` (what a candidate may change, and references that would
 certify their own kernel), `verify.py` (compile, check, time, speed evidence), `session.py` (the per-kernel
-session under `.kernel-lsp/assistant/`, and the one function candidates' labels come from), `prompts.py` (what the model is told), `nki_sim.py` (NKI ports on
-AWS's simulator where it is installed). No LSP imports; docs/assistant.md describes what leaves the machine.
+session under `.kernel-lsp/assistant/`, and the one function candidates' labels come from), `prompts.py` (what the model is told), `nki_sim.py` (NKI ports run
+against the spec in the NKI model, or AWS's simulator where it is installed). No LSP imports; docs/assistant.md describes what leaves the machine.
 """
 
 from __future__ import annotations

@@ -392,7 +392,7 @@ class Assistant:
             verified.reason = f"correct, but not faster: {verified.speed}; the tiling must beat the current one"
 
     async def _verify_port(self, path: str, new_text: str, kernel: str, names: list[str]) -> Verified:
-        from .nki_sim import simulate, simulator_available
+        from .nki_sim import simulate
 
         kernels, problems = nki_problems(new_text, names)
         if not kernels:
@@ -410,17 +410,18 @@ class Assistant:
                 for p in errors[:5]))
         rules = f"NKI rules NK001-NK006 pass for {', '.join(k.name for k in kernels)}"
         notes = [f"{p.code}: {p.message}" for p in problems]
-        # Without a simulation nothing ran the port: it may be proposed, but only labelled unverified.
-        if not simulator_available():
-            return Verified(True, "", f"{rules}; not simulated: AWS's NKI simulator (nki.simulate) is not "
-                            "installed here, so the port's results are unverified", notes=notes)
         if not has_spec(new_text, kernel):
-            return Verified(True, "", f"{rules}; not simulated: {kernel} has no spec to compare with",
-                            notes=notes)
+            return Verified(True, "", f"{rules}; not run: {kernel} has no spec to compare with", notes=notes)
         sim = await in_thread(self.env, simulate, path, new_text, kernel, kernels[0].name, self.env.root,
                               self.env.check_timeout_s, self.env.cancel)
+        if sim.get("status") == "unsupported":  # a limit of the model, not the port's fault: unverified
+            return Verified(True, "", f"{rules}; not run: {sim.get('message')}", notes=notes)
         if not sim.get("ok"):
-            return Verified(False, "mismatch", f"nki.simulate: {sim.get('message')}")
+            failure = {"rule": "NKI rule", "rejected": "rejected"}.get(sim.get("status"), "mismatch")
+            line = sim.get("line")
+            where = f" at line {line + 1} (`{lines[line].strip()}`)" if isinstance(line, int) and 0 <= line < len(
+                lines) else ""
+            return Verified(False, failure, f"{sim.get('message')}{where}")
         return Verified(True, "", f"{rules}; {sim.get('message')}", check=sim.get("message"), ran=True,
                         notes=notes)
 

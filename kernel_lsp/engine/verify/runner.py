@@ -791,6 +791,10 @@ def main() -> int:
     with contextlib.suppress(Exception):  # a broken torch is the user module's import error, reported there
         import numpy  # noqa: F401
         import torch  # noqa: F401
+    if "nki" in source:  # NKI specs run in kernel-lsp's NKI model (engine/nki); verdicts say so
+        from kernel_lsp.engine import nki as nki_model
+
+        nki_model.install()
     snapshot = Snapshot()
     try:
         module = load_user_module(path, source, request.get("root"))
@@ -827,7 +831,12 @@ def main() -> int:
         kernel_line = _def_line(_raw_function(s.kernel))
         emit("start", spec=s.name, kernel=kernel_name_of(s.kernel), spec_line=s.line - 1, kernel_line=kernel_line)
         try:
-            v = SpecCheck(s, path, device, interpreter, label, kernel_line, snapshot, source).run()
+            from kernel_lsp.engine.nki.check import is_nki_kernel, spec_verdict
+
+            if is_nki_kernel(s.kernel):
+                v = spec_verdict(s, kernel_line)
+            else:
+                v = SpecCheck(s, path, device, interpreter, label, kernel_line, snapshot, source).run()
         except BaseException as exc:  # noqa: BLE001 - a checker bug must not hide the other specs' verdicts
             if isinstance(exc, MemoryError) or _is_oom(exc):
                 emit("oom", spec=s.name, message=_describe(exc))

@@ -55,7 +55,7 @@ return {
     user = "KernelPortToNki",
     argument = "position",
     title = "Port to NKI (assistant)",
-    description = "Ask the model for a plan, then an NKI port of the Triton kernel under the cursor (current `nki` API), checked by the NK rules and, where installed, AWS's NKI simulator.",
+    description = "Ask the model for a plan, then an NKI port of the Triton kernel under the cursor (current `nki` API), checked by the NK rules and run against the kernel's spec in kernel-lsp's NKI model (AWS's simulator where installed).",
   },
   {
     name = "kernel-lsp.fixThis",

@@ -1,0 +1,1 @@
+from tests.server.conftest import client, start  # noqa: F401 - the server tests' fixtures, reused

@@ -1,0 +1,92 @@
+"""`kernel-lsp check --run-checks` on a file whose specs name NKI kernels: run in the NKI model, with its label.
+One file holds every variant (one checking process for all of them: CI has two cores)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("torch")
+
+SPEC_FILE = Path(__file__).parent / "specs" / "scale_rows_nki.py"
+REPO = Path(__file__).resolve().parents[2]
+BASE = SPEC_FILE.read_text()
+
+
+def variant(name: str, old: str, new: str) -> str:
+    """The spec file's kernel and spec under new names, with one change in the kernel."""
+    kernel = BASE[BASE.index("@nki.jit"):BASE.index("def scale_reference")]
+    spec_block = BASE[BASE.index("@spec("):]
+    assert old in kernel
+    return (kernel.replace(old, new).replace("scale_rows", name) + "\n" +
+            spec_block.replace("scale_rows", name).replace("scale_inputs", f"{name}_inputs"))
+
+
+EXTRA = "\n\n" + "\n\n".join([
+    variant("wrong_scale", "operand0=3.0", "operand0=2.0"),
+    variant("too_tall", "rows = min(128, n - t * 128)", "rows = min(256, n - t * 128)"),
+    variant("uses_dropout", "nisa.tensor_scalar(dst=res,", "nisa.dropout(dst=res,"),
+]) + '''
+
+def flat(x):
+    return scale_rows(x).reshape(-1)
+
+
+def numpy_instead(x):
+    scale_rows(x)
+    return x * 3  # computed by the launcher, not by the kernel
+
+
+@spec(kernel=scale_rows, launcher=flat, reference=lambda x: (x * 3).reshape(-1), shapes=[(5, 7)])
+def flat_inputs(shape, dtype, device):
+    return (torch.randn(shape, dtype=dtype, device=device),)
+
+
+@spec(kernel=scale_rows, launcher=numpy_instead, reference=scale_reference, shapes=[(5, 7)])
+def numpy_inputs(shape, dtype, device):
+    return (torch.randn(shape, dtype=dtype, device=device),)
+'''
+TEXT = BASE + EXTRA
+LINES = TEXT.splitlines()
+
+
+@pytest.fixture(scope="module")
+def verdicts(tmp_path_factory) -> dict[str, dict]:
+    path = tmp_path_factory.mktemp("nki") / "kernels_nki.py"
+    path.write_text(TEXT)
+    done = subprocess.run([sys.executable, "-m", "kernel_lsp.cli", "check", "--run-checks", "--format", "json",
+                           str(path)], check=False, capture_output=True, text=True, timeout=600, cwd=REPO)
+    return {v["spec"]: v for v in json.loads(done.stdout)["checks"]}
+
+
+def test_a_right_nki_kernel_is_correct_in_the_model(verdicts):
+    v = verdicts["scale_inputs"]
+    assert v["status"] == "correct" and v["message"] == "correct on 8 cases (kernel-lsp NKI model)", v
+
+
+def test_a_wrong_nki_kernel_is_a_mismatch_at_the_store(verdicts):
+    v = verdicts["wrong_scale_inputs"]
+    assert v["status"] == "mismatch" and "(kernel-lsp NKI model)" in v["message"], v
+    assert LINES[v["line"]].strip().startswith("nisa.dma_copy(dst=out[")
+
+
+def test_a_rule_broken_while_running_is_an_error_at_its_line(verdicts):
+    v = verdicts["too_tall_inputs"]
+    assert v["status"] == "error" and "[NK001]" in v["message"], v
+    assert LINES[v["line"]].strip().startswith("tile = nl.ndarray((rows, d)")
+
+
+def test_an_nki_call_the_model_lacks_is_not_checked_not_failed(verdicts):
+    v = verdicts["uses_dropout_inputs"]
+    assert v["status"] == "not-checked", v
+    assert "the NKI model does not implement nki.isa.dropout" in v["message"]
+
+
+def test_a_launcher_may_return_a_view_of_the_kernels_output_but_not_its_own_array(verdicts):
+    assert verdicts["flat_inputs"]["status"] == "correct", verdicts["flat_inputs"]
+    assert verdicts["numpy_inputs"]["status"] == "rejected"
+    assert "not an output of the NKI kernel" in verdicts["numpy_inputs"]["message"]
