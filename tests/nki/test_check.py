@@ -71,13 +71,13 @@ def test_a_right_nki_kernel_is_correct_in_the_model(verdicts):
 def test_a_wrong_nki_kernel_is_a_mismatch_at_the_store(verdicts):
     v = verdicts["wrong_scale_inputs"]
     assert v["status"] == "mismatch" and "(kernel-lsp NKI model)" in v["message"], v
-    assert LINES[v["line"]].strip().startswith("nisa.dma_copy(dst=out[")
+    assert LINES[v["line"] - 1].strip().startswith("nisa.dma_copy(dst=out[")  # the JSON's lines are 1-based
 
 
 def test_a_rule_broken_while_running_is_an_error_at_its_line(verdicts):
     v = verdicts["too_tall_inputs"]
     assert v["status"] == "error" and "[NK001]" in v["message"], v
-    assert LINES[v["line"]].strip().startswith("tile = nl.ndarray((rows, d)")
+    assert LINES[v["line"] - 1].strip().startswith("tile = nl.ndarray((rows, d)")
 
 
 def test_an_nki_call_the_model_lacks_is_not_checked_not_failed(verdicts):
