@@ -6,8 +6,26 @@ import ast
 import re
 import threading
 from dataclasses import dataclass, field
+from typing import Literal, overload
 
 from .model import Span
+
+# CPython 3.11 tracks the depth of its C-to-Python AST conversion in interpreter-wide state, so two threads parsing
+# at once can fail with "SystemError: AST constructor recursion depth mismatch". The server parses from its
+# analysis and compile-planning threads: every parse goes through `parse_python`, or holds PARSE_LOCK, one at a time.
+PARSE_LOCK = threading.Lock()
+
+
+@overload
+def parse_python(text: str, mode: Literal["exec"] = "exec") -> ast.Module: ...
+@overload
+def parse_python(text: str, mode: Literal["eval"]) -> ast.Expression: ...
+
+
+def parse_python(text: str, mode: str = "exec") -> ast.Module | ast.Expression:
+    """`ast.parse`, safe to call from several threads at once."""
+    with PARSE_LOCK:
+        return ast.parse(text, mode=mode)  # type: ignore[call-overload]  # mode is one of the two above
 
 
 class SourceText:
@@ -232,7 +250,7 @@ def _parse_groups(source: SourceText, reuse=None, remember=None) -> ParseResult:
         parsed = stmts is None
         if stmts is None:
             try:
-                stmts = ast.parse(text).body
+                stmts = parse_python(text).body
             except (SyntaxError, ValueError) as exc:
                 result.skipped_lines.append((start, end))
                 if result.error is None:
@@ -263,7 +281,7 @@ def parse_recovering(source: SourceText, cache: ParseCache | None = None) -> Par
     if cache is not None:
         return cache.parse(source)
     try:
-        return ParseResult(ast.parse(source.text).body)
+        return ParseResult(parse_python(source.text).body)
     except (SyntaxError, ValueError):
         return _parse_groups(source)
 
