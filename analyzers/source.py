@@ -6,7 +6,7 @@ import ast
 import re
 import threading
 from dataclasses import dataclass, field
-from typing import Literal, overload
+from typing import Any, Literal, overload
 
 from .model import Span
 
@@ -25,7 +25,9 @@ def parse_python(text: str, mode: Literal["eval"]) -> ast.Expression: ...
 def parse_python(text: str, mode: str = "exec") -> ast.Module | ast.Expression:
     """`ast.parse`, safe to call from several threads at once."""
     with PARSE_LOCK:
-        return ast.parse(text, mode=mode)  # type: ignore[call-overload]  # mode is one of the two above
+        tree = ast.parse(text, mode=mode)
+    assert isinstance(tree, (ast.Module, ast.Expression))
+    return tree
 
 
 class SourceText:
@@ -191,8 +193,9 @@ def _positioned(stmts: list[ast.stmt]) -> list[ast.AST]:
     return [n for stmt in stmts for n in ast.walk(stmt) if "lineno" in n._attributes]
 
 
-def _move(nodes: list[ast.AST], lines: int) -> None:
-    # A flat loop over nodes listed once at parse time: moving half a file must stay cheap while typing.
+def _move(nodes: list[Any], lines: int) -> None:
+    # A flat loop over nodes listed once at parse time (every one has a lineno): moving half a file must stay
+    # cheap while typing.
     for node in nodes:
         node.lineno += lines
         if node.end_lineno is not None:
@@ -288,7 +291,7 @@ def parse_recovering(source: SourceText, cache: ParseCache | None = None) -> Par
 
 def statements(body: list[ast.stmt]):
     """Every statement in source order, nested ones included, without descending into expressions."""
-    stack = list(reversed(body))
+    stack: list[ast.AST] = list(reversed(body))
     while stack:
         node = stack.pop()
         yield node

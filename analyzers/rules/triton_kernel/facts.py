@@ -599,15 +599,24 @@ class KernelFacts:
                 return None
             try:
                 op = type(e.op)
-                if op is ast.Add: return a + b
-                if op is ast.Sub: return a - b
-                if op is ast.Mult: return a * b
-                if op is ast.FloorDiv: return a // b
-                if op is ast.Div: return a / b
-                if op is ast.Mod: return a % b
-                if op is ast.Pow and abs(b) <= 64: return a ** b
-                if op is ast.LShift and 0 <= b <= 64: return a << b
-                if op is ast.RShift and 0 <= b <= 64: return a >> b
+                if op is ast.Add:
+                    return a + b
+                if op is ast.Sub:
+                    return a - b
+                if op is ast.Mult:
+                    return a * b
+                if op is ast.FloorDiv:
+                    return a // b
+                if op is ast.Div:
+                    return a / b
+                if op is ast.Mod:
+                    return a % b
+                if op is ast.Pow and abs(b) <= 64:
+                    return a ** b
+                if op is ast.LShift and 0 <= b <= 64:
+                    return a << b
+                if op is ast.RShift and 0 <= b <= 64:
+                    return a >> b
             except (ZeroDivisionError, TypeError, OverflowError):
                 return None
             return None

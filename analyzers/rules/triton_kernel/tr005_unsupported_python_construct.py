@@ -81,7 +81,7 @@ def _tr005_constructs(k: KernelFacts) -> None:
                 fix = _once(k, f"Use {tl}device_print with a prefix", edits) if k.f.can_fix else None
                 rep("TR005", c.node, f"print(...) in a kernel is {tl}device_print, whose first argument must be a "
                     f"string: write {tl}device_print(\"{label}\", ...)", fix=fix, kernel=k.name)
-    for node, ifs in k.ops:
+    for node, _ifs in k.ops:
         if isinstance(node, ast.BinOp) and isinstance(node.op, ast.MatMult):
             text = f"{tl}dot({k.ctx.src.segment(node.left)}, {k.ctx.src.segment(node.right)})"
             fix = _once(k, f"Use {tl}dot", [TextEdit(_span(k, node), text)]) if k.f.can_fix else None
