@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import logging
+from typing import cast
 
 from ...model import Span
 from ...source import StatementMemo
@@ -52,6 +53,7 @@ def check_triton_kernels(ctx: FileContext) -> None:
             names = (called, frozenset(n.id for n in ast.walk(ks.node) if isinstance(n, ast.Name)))
             if memo:
                 memo.put("names", ks.node, None, names)
+        names = cast(tuple[frozenset[str], frozenset[str]], names)  # what the memo holds under "names"
         f.called.update(names[0])
         referenced[id(ks.node)] = names[1]
     shared = _file_fingerprint(ctx, f) if memo else None

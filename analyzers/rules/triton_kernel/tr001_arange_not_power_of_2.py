@@ -39,9 +39,10 @@ def _check_extent(k: KernelFacts, call: ast.Call, end: ast.expr, start: ast.expr
     p2 = next_power_of_2(n)
     more = _more_configs(len(failing))
     literal = isinstance(end, ast.Constant) and (start is None or isinstance(start, ast.Constant))
+    start_value = start.value if isinstance(start, ast.Constant) and isinstance(start.value, int) else 0
     fix = None
     if literal:
-        new_end = p2 + (start.value if start is not None else 0)
+        new_end = p2 + start_value
         fix = _once(k, f"Round up to {new_end}", [TextEdit(_span(k, end), str(new_end))])
     names = list(dict.fromkeys(u[0] for u in used))
     if isinstance(end, ast.Name) and names == [end.id]:
@@ -56,7 +57,7 @@ def _check_extent(k: KernelFacts, call: ast.Call, end: ast.expr, start: ast.expr
     seg = k.ctx.src.segment
     subject = f"{tl}arange({_short(seg(start))}, {_short(seg(end))}) has {n} elements"
     if literal:
-        advice = f"use {tl}arange({start.value}, {new_end})"
+        advice = f"use {tl}arange({start_value}, {new_end})"
     else:
         subject += f" ({k.describe(end, e, used)})"
     # Name the offsets the way the code does (`cols = tl.arange(0, 100)`); never a name it does not have.

@@ -54,7 +54,7 @@ def _tr007_names(k: KernelFacts) -> None:
     for node in attrs:
         module = k.callee(node.value)
         known = _ALL_MODULES.get(module) if module else None
-        if known is None or module == f"{TL}.extra" or node.attr.startswith("_") and node.attr not in _HINTS:
+        if known is None or module is None or module == f"{TL}.extra" or node.attr.startswith("_") and node.attr not in _HINTS:
             continue  # tl.extra.<backend> depends on the installed backends (vendor forks add their own)
         _check_name(k.ctx, k.f, node, module, node.attr, known, k)
 

@@ -33,6 +33,7 @@ register(Rule(
 def _tr009_overflow(k: KernelFacts) -> None:
     tl = k.f.tl
     for node, _ifs in k.ops:
+        pairs: tuple[tuple[ast.expr, ast.expr], ...]
         if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult):
             pairs = ((node.left, node.right), (node.right, node.left))
         elif isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name):
@@ -43,7 +44,8 @@ def _tr009_overflow(k: KernelFacts) -> None:
             pf, of = k.expr_facts(p), k.expr_facts(o)
             if not (pf & PID) or pf & (I64 | AR) or not (of & RTP) or of & (I64 | AR | PID):
                 continue
-            pid_text = _short(k.ctx.src.segment(p), 30) if hasattr(p, "lineno") else p.id
+            # The name bound by an augmented assignment was made here: it has no position in the text.
+            pid_text = p.id if isinstance(p, ast.Name) and not hasattr(p, "lineno") else _short(k.ctx.src.segment(p), 30)
             o_text = _short(k.ctx.src.segment(o), 30)
             edit = _pid_cast_edit(k, p)
             fix = _once(k, f"Cast to {tl}int64", [edit]) if edit is not None and k.f.can_fix else None
