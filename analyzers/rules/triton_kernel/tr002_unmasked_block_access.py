@@ -7,7 +7,7 @@ from __future__ import annotations
 import ast
 import re
 
-from ...model import Severity
+from ...model import Related, Severity
 from .. import Rule, register
 from .facts import (
     AR,
@@ -58,6 +58,7 @@ def _tr002_unmasked(k: KernelFacts) -> None:
     tl = k.f.tl
     guards: dict[int, list[ast.AST]] | None = None
     launcher = None
+    found: dict[tuple[str, bool, str], list[tuple[ast.Call, str]]] = {}
     for c in k.calls:
         if c.name is None or not c.name.startswith(TL + "."):
             continue
@@ -108,13 +109,18 @@ def _tr002_unmasked(k: KernelFacts) -> None:
             continue
         what = "reads" if short == "load" else "writes"
         other = ", other=0.0" if short == "load" else ""
-        # Name offsets, not pointers: a pointer is a sum with a bare parameter (the base address) in it.
-        offs = next((n for n in names if not any(isinstance(t, ast.Name) and t.id in k.args
-                                                 for t in _terms(k, ast.Name(n, ast.Load()), set()))), None)
+        # Name offsets, not pointers: a pointer is a sum with a bare parameter (the base address) in it, or a
+        # name the kernel loads from or stores to (`A = A + ...; tl.load(A)`).
+        pointers = _pointer_names(k)
+        # The offsets that place this program's block come first: they are what overhangs the end.
+        names.sort(key=lambda n: not k.name_facts(n) & PIDOFF)
+        offs = next((n for n in names if n not in pointers and not n.lower().endswith(("ptr", "ptrs"))
+                     and not any(isinstance(t, ast.Name) and t.id in k.args
+                                 for t in _terms(k, ast.Name(n, ast.Load()), set()))), None)
         if check is not None:
             hint = f"add mask={_short(k.ctx.src.segment(check), 40)}{other}"
         else:
-            size = _size_param(k)
+            size = _size_param(k, offs)
             subject = offs or "the offsets"
             hint = f"add mask={subject} < {size}{other}" if size and offs else \
                 f"add a mask comparing {subject} with the size{other and ' (and other=0.0)'}"
@@ -125,7 +131,16 @@ def _tr002_unmasked(k: KernelFacts) -> None:
         else:
             msg = (f"{tl}{short} {what} a row without a mask although this kernel bounds-checks the same offsets "
                    f"elsewhere ({_short(k.ctx.src.segment(check), 40)}): {hint}")
-        k.ctx.report("TR002", node, msg, kernel=k.name)
+        found.setdefault((short, tile, hint), []).append((node, msg))
+    # Accesses with the same cause and the same fix (the k and v loads of one loop) are one finding: the first
+    # carries the message, the others are listed with it.
+    for (short, _, _), group in found.items():
+        (node, msg), rest = group[0], group[1:]
+        if rest:
+            lines = ", ".join(str(n.lineno) for n, _ in rest)
+            msg += f" (the same at line{'s' * (len(rest) > 1)} {lines})"
+        related = tuple(Related(k.ctx.src.span(n), f"{tl}{short} with the same unmasked offsets") for n, _ in rest)
+        k.ctx.report("TR002", node, msg, kernel=k.name, related=related)
 
 
 # Compile-time flags that name a bounds property (`EVEN_K`, `DIVISIBLE_N`, `NO_MASK`): an `if` on one is the
@@ -177,8 +192,9 @@ def _access_guards(k: KernelFacts) -> dict[int, list[ast.AST]]:
         if isinstance(st, ast.If):
             mark(st.test, tests)
             inner = tests + [st.test] if _guard_test(k, st.test) else tests
-            block(st.body, inner)
-            block(st.orelse, inner)
+            overflows = _overflow_branch(k, st.test)
+            block(st.body, tests if overflows == "body" else inner)
+            block(st.orelse, tests if overflows == "orelse" else inner)
         elif isinstance(st, (ast.For, ast.While)):
             mark(st.iter if isinstance(st, ast.For) else st.test, tests)
             block(st.body, tests)
@@ -214,16 +230,56 @@ def _covers_tile(k: KernelFacts, test: ast.AST, extents: set) -> bool:
     `num_tokens_post_padded`, `EVEN_K`). `if pid * BLOCK >= n: return` alone leaves the last tile overhanging."""
     if k.expr_facts(test) & AR:
         return True
+
+    def extent(x: ast.AST) -> bool:
+        return isinstance(x, ast.Name) and x.id in extents or isinstance(x, ast.Constant) and x.value in extents
+
+    def tile_end(n: ast.AST) -> bool:
+        # `start + BLOCK`, or `(pid + 1) * BLOCK`: where the tile ends
+        if isinstance(n, ast.BinOp) and isinstance(n.op, ast.Add) and (extent(n.left) or extent(n.right)):
+            return True
+        return (isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mult) and any(
+            extent(a) and isinstance(b, ast.BinOp) and isinstance(b.op, ast.Add) and isinstance(b.right, ast.Constant)
+            and b.right.value == 1 for a, b in ((n.left, n.right), (n.right, n.left))))
+
     for n in _iter_expr(test):
         if isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mod):
             return True
         if isinstance(n, ast.Name) and _BOUNDS_FLAG.search(n.id):
             return True
-        if isinstance(n, ast.BinOp) and isinstance(n.op, ast.Add) and any(
-                isinstance(x, ast.Name) and x.id in extents or isinstance(x, ast.Constant) and x.value in extents
-                for x in (n.left, n.right)):
+        if tile_end(n):
             return True
-    return False
+    # Through the name an overflow test reads: `overflow = (start_m + 1) * BLOCK_M - seqlen; if overflow > 0: ...`
+    return _overflow_branch(k, test) is not None and any(tile_end(n) for n in _closure_nodes(k, test))
+
+
+def _overflow_branch(k: KernelFacts, test: ast.AST) -> str | None:
+    """For `if overflow > 0:` with `overflow = <tile end> - size`, the branch where the tile overhangs ("body";
+    "orelse" for `overflow <= 0`): only the other one is in bounds. None for any other test."""
+    if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.left, ast.Name)
+            and isinstance(test.comparators[0], ast.Constant) and test.comparators[0].value == 0):
+        return None
+    bound = [v for kind, v, _ in k.assigns.get(test.left.id, ()) if kind == PLAIN]
+    if len(bound) != 1 or not (isinstance(bound[0], ast.BinOp) and isinstance(bound[0].op, ast.Sub)):
+        return None
+    op = test.ops[0]
+    return "body" if isinstance(op, (ast.Gt, ast.GtE)) else "orelse" if isinstance(op, (ast.Lt, ast.LtE)) else None
+
+
+def _closure_nodes(k: KernelFacts, e: ast.AST) -> list[ast.AST]:
+    """The expressions the plain assignments of the names in `e` bind, transitively (not `e` itself)."""
+    out: list[ast.AST] = []
+    seen: set[str] = set()
+    stack = [e]
+    while stack and len(seen) < 100:
+        for n in _iter_expr(stack.pop()):
+            if isinstance(n, ast.Name) and n.id not in seen:
+                seen.add(n.id)
+                for kind, v, _ in k.assigns.get(n.id, ()):
+                    if kind in (PLAIN, CONSTEXPR) and isinstance(v, ast.AST):
+                        stack.append(v)
+                        out.extend(_iter_expr(v))
+    return out
 
 
 def _part_names(k: KernelFacts, ptr: ast.AST, part: ast.AST) -> set[str]:
@@ -242,6 +298,8 @@ def _relevant(k: KernelFacts, test: ast.AST, related: set[str]) -> bool:
     compile-time bounds flag (`if EVEN_N`)."""
     names = {n.id for n in _iter_expr(test) if isinstance(n, ast.Name)}
     if names & related:
+        return True
+    if _overflow_branch(k, test) is not None and _closure(k, test)[0] & related - set(k.constexpr):
         return True
     return not k.expr_facts(test) & RT and any(_BOUNDS_FLAG.search(n) for n in names)
 
@@ -332,17 +390,33 @@ def _vacuous(check: ast.Compare, extents: set) -> bool:
         isinstance(check.comparators[0], ast.Name) and check.comparators[0].id in extents)
 
 
-def _size_param(k: KernelFacts) -> str | None:
-    """A runtime size parameter of this kernel to name in a mask hint (never one the kernel does not have)."""
+def _pointer_names(k: KernelFacts) -> set[str]:
+    """Names a load or store of this kernel takes its address from."""
     pointers = set()
     for c in k.calls:
         if c.name in (f"{TL}.load", f"{TL}.store") and c.node.args:
             pointers.update(t.id for t in _terms(k, c.node.args[0], set()) if isinstance(t, ast.Name))
+            if isinstance(c.node.args[0], ast.Name):
+                pointers.add(c.node.args[0].id)
+    return pointers
+
+
+def _size_param(k: KernelFacts, offs: str | None = None) -> str | None:
+    """A runtime size parameter of this kernel to name in a mask hint (never one the kernel does not have).
+
+    With several sizes, the one of the offsets' dimension (`offs_bn` -> `N`, `offs_cm` -> `M`); None when that is
+    not clear: a hint naming the wrong dimension is worse than none."""
+    pointers = _pointer_names(k)
     sizes = [n for n in k.args if n not in k.constexpr and n not in pointers and "stride" not in n.lower()
              and not n.lower().endswith("ptr") and _SIZE_NAME.search(n)]
-    compared = [n for n in sizes if any(isinstance(x, ast.Name) and x.id == n for cmp in k.compared.values()
-                                        for x in _iter_expr(cmp))]
-    return (compared or sizes or [None])[0]
+    if len(sizes) <= 1:
+        return sizes[0] if sizes else None
+    if offs:
+        dim = offs.lower().rsplit("_", 1)[-1][-1:]
+        same = [n for n in sizes if n.lower() in (dim, f"n_{dim}", f"size_{dim}", f"{dim}_size", f"num_{dim}")]
+        if len(same) == 1:
+            return same[0]
+    return None
 
 
 _SIZE_NAME = re.compile(r"(?i)^(n|m|k|l|size|numel|length|len|total)$|^n_|^num_|_size$|numel|elements|^len|_len$|"
