@@ -88,7 +88,53 @@ def test_the_import_check_sees_relative_and_lazy_imports(tmp_path):
     bad.write_text("from ...kernel_lsp import server\n\ndef f():\n    import lsprotocol.types\n"
                    "    from .. import model\n")
     found = violations([bad], {"kernel_lsp", "lsprotocol", "analyzers.model"}, root=tmp_path)
-    assert found == ["analyzers/rules/bad.py:1 imports kernel_lsp", "analyzers/rules/bad.py:1 imports kernel_lsp.server",
+    assert found == ["analyzers/rules/bad.py:1 imports kernel_lsp",
+                     "analyzers/rules/bad.py:1 imports kernel_lsp.server",
                      "analyzers/rules/bad.py:4 imports lsprotocol.types",
                      "analyzers/rules/bad.py:5 imports analyzers.model"]
 
+
+
+# What a user sees, built from analysis results: only convert.py makes these (through the negotiated position
+# encoding). Requests, options and report envelopes around them are the features' own plumbing.
+RESULT_TYPES = {"Diagnostic", "DiagnosticRelatedInformation", "CodeAction", "CodeActionDisabled", "CodeLens",
+                "Command", "Hover", "MarkupContent", "InlayHint", "DocumentSymbol", "WorkspaceSymbol", "Location",
+                "TextEdit", "AnnotatedTextEdit", "TextDocumentEdit", "WorkspaceEdit"}
+
+
+def protocol_objects_built(path: Path) -> list[tuple[str, int]]:
+    """(type, line) of each lsprotocol result type constructed in a file, however `types` is imported."""
+    tree = ast.parse(path.read_text(), str(path))
+    modules: set[str] = set()
+    names: dict[str, str] = {}  # local name -> lsprotocol type
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module == "lsprotocol":
+            modules |= {a.asname or a.name for a in node.names if a.name == "types"}
+        elif isinstance(node, ast.ImportFrom) and node.module == "lsprotocol.types":
+            names.update({a.asname or a.name: a.name for a in node.names})
+        elif isinstance(node, ast.Import):
+            modules |= {a.asname or a.name for a in node.names if a.name == "lsprotocol.types"}
+    built = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        f = node.func
+        if isinstance(f, ast.Attribute) and ast.unparse(f.value) in modules and f.attr in RESULT_TYPES:
+            built.append((f.attr, node.lineno))
+        elif isinstance(f, ast.Name) and names.get(f.id) in RESULT_TYPES:
+            built.append((names[f.id], node.lineno))
+    return built
+
+
+def test_protocol_results_are_built_only_in_convert():
+    found = [f"{p.relative_to(ROOT)}:{line} builds {kind}" for p in sources("kernel_lsp")
+             if p.name != "convert.py" or p.parent.name != "kernel_lsp" for kind, line in protocol_objects_built(p)]
+    assert found == [], "add a function to kernel_lsp/convert.py and call it"
+
+
+def test_the_protocol_object_check_sees_every_spelling(tmp_path):
+    path = tmp_path / "feature.py"
+    path.write_text("from lsprotocol import types\nfrom lsprotocol.types import Hover as H\nimport lsprotocol.types\n"
+                    "a = types.CodeLens(range=None)\nb = H(contents='')\nc = lsprotocol.types.InlayHint()\n"
+                    "d = types.CodeLensOptions(resolve_provider=False)\n")
+    assert sorted(protocol_objects_built(path)) == [("CodeLens", 4), ("Hover", 5), ("InlayHint", 6)]

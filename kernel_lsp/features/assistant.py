@@ -246,10 +246,8 @@ def assistant_actions(ls: KernelLanguageServer, params: types.CodeActionParams) 
             if why_not:
                 return  # nothing the user could do from this client: leave it out
             title += " (needs ANTHROPIC_API_KEY)"  # still listed; running it says why it cannot start
-        actions.append(types.CodeAction(
-            title=title, kind=kind, diagnostics=diagnostics,
-            command=types.Command(title=title, command=command, arguments=[arguments]),
-            disabled=types.CodeActionDisabled(reason=reason) if reason and disabled_support else None))
+        actions.append(convert.command_action(title, kind, command, [arguments], diagnostics=diagnostics,
+                                              disabled=reason if disabled_support else None))
 
     if wants(types.CodeActionKind.QuickFix):
         for d in params.context.diagnostics[:3]:

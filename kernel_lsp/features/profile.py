@@ -14,6 +14,7 @@ import analyzers.rules.profile  # noqa: F401 - registers KP001
 from analyzers.model import Problem, Span
 from analyzers.rules import make_problem
 
+from .. import convert
 from ..background import background_job
 from ..commands import PROFILE_LINES
 
@@ -54,10 +55,8 @@ def line_hints(ls: KernelLanguageServer, path: str, visible: types.Range) -> lis
     hints = []
     for line, labels in sorted(by_line.items()):
         text = " | ".join(f"{k} {lab}" if len(shown) > 1 else lab for k, lab in labels)
-        end = len(pos.lines[line].rstrip("\r\n"))
-        hints.append(types.InlayHint(position=pos.position(line, end), label=text, padding_left=True,
-                                     tooltip="warp-stall samples at this line (Nsight Compute); hover for the "
-                                             "breakdown"))
+        hints.append(convert.line_end_hint(pos, line, text, "warp-stall samples at this line (Nsight Compute); "
+                                                            "hover for the breakdown"))
     return hints
 
 
@@ -87,7 +86,7 @@ def line_hover(ls: KernelLanguageServer, path: str, line: int) -> types.Hover | 
     text = hover_text(report, line) if report else None
     if text is None:
         return None
-    return types.Hover(contents=types.MarkupContent(kind=types.MarkupKind.Markdown, value=text))
+    return convert.markdown_hover(text)
 
 
 def advice_message(p: KernelProfile, a) -> str:
