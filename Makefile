@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test test-vscode bench docs clean
+.PHONY: demo test lint test-vscode bench docs clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -22,7 +22,13 @@ $(VENV)/.installed-dev: pyproject.toml | $(BIN)/python
 demo: $(VENV)/.installed
 	$(BIN)/kernel-lsp check examples/ --target sm_90 --run-checks --exit-zero
 
-test: $(VENV)/.installed-dev
+# Lint (ruff: pyflakes, pycodestyle errors, bugbear, blind except) and type-check analyzers/ and
+# the engine (mypy); the configuration of both is in pyproject.toml.
+lint: $(VENV)/.installed-dev
+	$(BIN)/ruff check .
+	$(BIN)/mypy
+
+test: lint
 	$(BIN)/python -m pytest -q
 	$(MAKE) test-vscode
 
@@ -41,4 +47,4 @@ docs: $(VENV)/.installed
 	$(BIN)/python -m kernel_lsp.docs
 
 clean:
-	rm -rf $(VENV) .pytest_cache
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -180,8 +180,8 @@ def launch_from_work(work, hw: Hardware, registers: int | None = None, shared_by
     load_per_program = work.load_bytes / programs
     iterations, per_iteration, warp_tile = 1.0, load_per_program, None
     tensor = sum(work.tensor_flops.values())
-    if tensor and all(by_axis.values()):
-        bm, bn, bk = by_axis["M"], by_axis["N"], by_axis["K"]
+    bm, bn, bk = by_axis["M"], by_axis["N"], by_axis["K"]
+    if tensor and bm and bn and bk:
         iterations = max(1.0, tensor / programs / (2.0 * bm * bn * bk))
         per_iteration = load_per_program / iterations
         warp_tile = bm * bn / max(1, work.num_warps)

@@ -6,8 +6,28 @@ import ast
 import re
 import threading
 from dataclasses import dataclass, field
+from typing import Any, Literal, overload
 
 from .model import Span
+
+# CPython 3.11 tracks the depth of its C-to-Python AST conversion in interpreter-wide state, so two threads parsing
+# at once can fail with "SystemError: AST constructor recursion depth mismatch". The server parses from its
+# analysis and compile-planning threads: every parse goes through `parse_python`, or holds PARSE_LOCK, one at a time.
+PARSE_LOCK = threading.Lock()
+
+
+@overload
+def parse_python(text: str, mode: Literal["exec"] = "exec") -> ast.Module: ...
+@overload
+def parse_python(text: str, mode: Literal["eval"]) -> ast.Expression: ...
+
+
+def parse_python(text: str, mode: str = "exec") -> ast.Module | ast.Expression:
+    """`ast.parse`, safe to call from several threads at once."""
+    with PARSE_LOCK:
+        tree = ast.parse(text, mode=mode)
+    assert isinstance(tree, (ast.Module, ast.Expression))
+    return tree
 
 
 class SourceText:
@@ -173,8 +193,9 @@ def _positioned(stmts: list[ast.stmt]) -> list[ast.AST]:
     return [n for stmt in stmts for n in ast.walk(stmt) if "lineno" in n._attributes]
 
 
-def _move(nodes: list[ast.AST], lines: int) -> None:
-    # A flat loop over nodes listed once at parse time: moving half a file must stay cheap while typing.
+def _move(nodes: list[Any], lines: int) -> None:
+    # A flat loop over nodes listed once at parse time (every one has a lineno): moving half a file must stay
+    # cheap while typing.
     for node in nodes:
         node.lineno += lines
         if node.end_lineno is not None:
@@ -232,7 +253,7 @@ def _parse_groups(source: SourceText, reuse=None, remember=None) -> ParseResult:
         parsed = stmts is None
         if stmts is None:
             try:
-                stmts = ast.parse(text).body
+                stmts = parse_python(text).body
             except (SyntaxError, ValueError) as exc:
                 result.skipped_lines.append((start, end))
                 if result.error is None:
@@ -263,14 +284,14 @@ def parse_recovering(source: SourceText, cache: ParseCache | None = None) -> Par
     if cache is not None:
         return cache.parse(source)
     try:
-        return ParseResult(ast.parse(source.text).body)
+        return ParseResult(parse_python(source.text).body)
     except (SyntaxError, ValueError):
         return _parse_groups(source)
 
 
 def statements(body: list[ast.stmt]):
     """Every statement in source order, nested ones included, without descending into expressions."""
-    stack = list(reversed(body))
+    stack: list[ast.AST] = list(reversed(body))
     while stack:
         node = stack.pop()
         yield node

@@ -367,7 +367,7 @@ def noise_files(n_git: int = 1500, n_venv: int = 1500, seed: int = 0) -> dict[st
         ".git/HEAD": "ref: refs/heads/main\n", ".git/config": "[core]\n\trepositoryformatversion = 0\n",
         ".git/hooks/pre-commit.sample": "#!/bin/sh\nexit 0\n",
     }
-    for i in range(n_git):
+    for _ in range(n_git):
         h = f"{rng.getrandbits(160):040x}"
         files[f".git/objects/{h[:2]}/{h[2:]}"] = rng.randbytes(rng.randint(100, 4000))
     files[".venv/pyvenv.cfg"] = "home = /usr/bin\n"

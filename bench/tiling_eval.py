@@ -165,13 +165,13 @@ def main() -> None:
         for seed in range(1, 6):  # five noise draws: the worst is reported
             rng = random.Random(seed)
 
-            def measure(cfg: dict) -> float:
+            def measure(cfg: dict, by_cfg=by_cfg, rng=rng) -> float:
                 r = by_cfg[json.dumps(cfg, sort_keys=True)]
                 half = max(1e-9, (r["us_q80"] - r["us_q20"]) / 2)
                 return r["us"] + rng.gauss(0.0, half)
 
-            plan = search_plan(space, lambda c: est[json.dumps(c, sort_keys=True)],
-                           lambda cfgs: [measure(c) for c in cfgs],
+            plan = search_plan(space, lambda c, est=est: est[json.dumps(c, sort_keys=True)],
+                           lambda cfgs, measure=measure: [measure(c) for c in cfgs],
                                    current=start)
             reached.append(best / by_cfg[json.dumps(plan.winner, sort_keys=True)]["us"])
             measured.append(len(plan.measured))

@@ -130,3 +130,72 @@ def semantic_tokens(pos: Positions, tokens: Sequence[tuple[Span, int, int]]) -> 
         data += [start.line - prev_line, delta_col, end.character - start.character, kind, modifiers]
         prev_line, prev_col = start.line, start.character
     return types.SemanticTokens(data=data)
+def document_edit(uri: str, version: int | None, pos: Positions, edits: Sequence[TextEdit]) -> types.WorkspaceEdit:
+    """Analysis edits (code-point spans) as one versioned edit of the document."""
+    return text_edits(uri, version, [types.TextEdit(range=pos.range(e.span), new_text=e.new_text) for e in edits])
+
+
+# -- what the features show ---------------------------------------------------------------------------------------
+
+def edit_action(title: str, kind: str, edit: types.WorkspaceEdit, *, diagnostics: list | None = None,
+                preferred: bool | None = None) -> types.CodeAction:
+    """A code action that carries its edit (a quick fix, a suppression comment, a starter spec)."""
+    return types.CodeAction(title=title, kind=kind, diagnostics=diagnostics, is_preferred=preferred, edit=edit)
+
+
+def command_action(title: str, kind: str, command: str, arguments: list, *, diagnostics: list | None = None,
+                   disabled: str | None = None) -> types.CodeAction:
+    """A code action that runs a workspace command when picked: the work happens then, not while listing.
+    `disabled`: why it cannot run (for clients that show disabled actions)."""
+    return types.CodeAction(title=title, kind=kind, diagnostics=diagnostics,
+                            command=types.Command(title=title, command=command, arguments=arguments),
+                            disabled=types.CodeActionDisabled(reason=disabled) if disabled else None)
+
+
+def code_lens(pos: Positions, line: int, title: str, command: str = "", arguments: list | None = None
+              ) -> types.CodeLens:
+    """A lens at the start of `line`; an empty command only shows its title."""
+    at = pos.position(line, 0)
+    return types.CodeLens(range=types.Range(at, at), command=types.Command(title=title, command=command,
+                                                                           arguments=arguments))
+
+
+def line_end_hint(pos: Positions, line: int, label: str, tooltip: str | None = None) -> types.InlayHint:
+    """An inlay hint after the last character of `line` (a line past the known text gets column 0)."""
+    end = len(pos.lines[line].rstrip("\r\n")) if line < len(pos.lines) else 0
+    return types.InlayHint(position=pos.position(line, end), label=label, padding_left=True, tooltip=tooltip)
+
+
+def markdown_hover(text: str, pos: Positions | None = None, span: Span | None = None) -> types.Hover:
+    """A Markdown hover, over `span` where given."""
+    rng = pos.range(span) if pos is not None and span is not None else None
+    return types.Hover(contents=types.MarkupContent(kind=types.MarkupKind.Markdown, value=text), range=rng)
+
+
+def kernel_symbol(pos: Positions, name: str, detail: str, span: Span, name_span: Span,
+                  params: Sequence[tuple[str, str, bool, Span]] | None = None) -> types.DocumentSymbol:
+    """A kernel as a document symbol; `params`: (name, detail, is constexpr, span) of each parameter."""
+    children = None if params is None else [
+        types.DocumentSymbol(name=p_name, detail=p_detail,
+                             kind=types.SymbolKind.Constant if constexpr else types.SymbolKind.Variable,
+                             range=pos.range(p_span), selection_range=pos.range(p_span))
+        for p_name, p_detail, constexpr, p_span in params
+    ]
+    return types.DocumentSymbol(name=name, detail=detail, kind=types.SymbolKind.Function, range=pos.range(span),
+                                selection_range=pos.range(name_span), children=children)
+
+
+def kernel_workspace_symbol(uri: str, pos: Positions, name: str, container: str, name_span: Span
+                            ) -> types.WorkspaceSymbol:
+    return types.WorkspaceSymbol(name=name, kind=types.SymbolKind.Function, container_name=container,
+                                 location=types.Location(uri=uri, range=pos.range(name_span)))
+
+
+def markdown(value: str) -> types.MarkupContent:
+    """Markdown documentation of a completion item, a signature or one of its parameters."""
+    return types.MarkupContent(kind=types.MarkupKind.Markdown, value=value)
+
+
+def hover_over(value: str, rng: types.Range | None) -> types.Hover:
+    """A Markdown hover over a range the feature already converted."""
+    return types.Hover(contents=markdown(value), range=rng)

@@ -27,6 +27,7 @@ from analyzers.model import FileAnalysis
 from analyzers.source import ParseCache
 
 from . import __version__
+from .background import background_job
 from .convert import Positions
 from .engine.files import PRIVATE_DIR, oversize, path_is_excluded, read_source, untrusted_private_dir, walk_sources
 from .engine.index import WorkspaceIndex
@@ -409,23 +410,11 @@ class KernelLanguageServer(LanguageServer):
         request = CheckRequest(path, text, kernels, device=settings.check_device,
                                timeout_s=float(settings.check_timeout_s),
                                root=self.state.roots[0] if self.state.roots else None)
-        previous = self.state.checking.get(path)
-        if previous is not None:
-            previous.set()  # superseded: its process is killed
-        cancel = self.state.checking[path] = threading.Event()
-        self.refresh_lenses()
         title = f"checking {', '.join(kernels) if kernels else os.path.basename(path)}"
-        token = await self.begin_progress(title)
-        try:
-            report = await asyncio.to_thread(run_checks, request, cancel)
-        except asyncio.CancelledError:
-            cancel.set()
-            raise
-        finally:
-            self.end_progress(token)
-            if self.state.checking.get(path) is cancel:
-                del self.state.checking[path]
-        if cancel.is_set():
+        async with background_job(self, title, running=self.state.checking, key=path,
+                                  started=self.refresh_lenses) as job:  # a newer check supersedes this one
+            report = await job.run(run_checks, request, job.cancel)
+        if job.cancelled:
             return None
         self.state.checks_run += 1
         before = self.state.checks.get(path)
@@ -457,29 +446,20 @@ class KernelLanguageServer(LanguageServer):
 
         settings = self.state.settings
         root = self.state.roots[0] if self.state.roots else None
-        previous = self.state.timing.get(path)
-        if previous is not None:
-            previous.set()
-        cancel = threading.Event()
-        self.state.timing[path] = cancel
         if gpu is None:
             gpu = runs_on_gpu(settings.check_device)
-        token = await self.begin_progress(f"{'timing' if gpu else 'estimating'} {', '.join(kernels)}")
-        try:
+        title = f"{'timing' if gpu else 'estimating'} {', '.join(kernels)}"
+        async with background_job(self, title, running=self.state.timing, key=path,
+                                  current=lambda: self.current_text(path) == text) as job:
             if gpu:
-                report = await asyncio.to_thread(measure_file, path, text, list(kernels), root, cancel=cancel)
+                report = await job.run(measure_file, path, text, list(kernels), root, cancel=job.cancel)
             else:
                 table, _ = parse_hardware_overrides(settings.hardware or None)
-                report = await asyncio.to_thread(
-                    estimate_file, path, text, list(settings.targets), list(kernels), root, hardware=table,
-                    resources=self._compiled_resources(path), cancel=cancel)
-                if root and not cancel.is_set():
-                    await asyncio.to_thread(record_estimates, report, root)
-        finally:
-            self.end_progress(token)
-            if self.state.timing.get(path) is cancel:
-                del self.state.timing[path]
-        if cancel.is_set() or self.current_text(path) != text:
+                report = await job.run(estimate_file, path, text, list(settings.targets), list(kernels), root,
+                                       hardware=table, resources=self._compiled_resources(path), cancel=job.cancel)
+                if root and not job.cancelled:
+                    await job.run(record_estimates, report, root)
+        if not job.still_current():
             return None  # superseded, or the text changed meanwhile: a newer check times it again
         before = self.state.latency.get(path)
         if before is not None and before[0] == text:

@@ -347,11 +347,21 @@ class _Unconvertible(Exception):
 _ENVELOPE = ("jsonrpc", "id", "method", "params", "result", "error")
 
 
+class RequestTable(dict):
+    """pygls' table of the requests in flight. At shutdown pygls cancels them while iterating over `items()`, and
+    cancelling a request run in a thread calls back at once, which removes its entry: "dictionary changed size
+    during iteration". Iterating over a snapshot lets shutdown cancel every one."""
+
+    def items(self) -> list[tuple[Any, Any]]:  # type: ignore[override]  # a snapshot, not a live view
+        return list(super().items())
+
+
 class KernelProtocol(LanguageServerProtocol):
     """pygls' language server protocol, answering what it would drop and holding to one session."""
 
     def __init__(self, server: "LanguageServer", converter: cattrs.Converter):
         super().__init__(server, converter)
+        self._request_futures = RequestTable()
         self.session_started = False  # an initialize was accepted (from its arrival: a second one is refused)
         self._initialize_id: int | str | None = None
 

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.slow import scaled
+
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
 BUGGY_CODES = {"TR001", "TR002", "TR004", "TR007", "TR008", "TR009", "TR010", "TR011"}
@@ -140,7 +142,7 @@ def test_serve_over_tcp():
     proc = subprocess.Popen([sys.executable, "-m", "kernel_lsp", "serve", "--tcp", f"127.0.0.1:{port}"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
-        deadline = time.monotonic() + 20
+        deadline = time.monotonic() + scaled(20)
         while True:
             try:
                 conn = socket.create_connection(("127.0.0.1", port), timeout=5)

@@ -9,10 +9,14 @@ from __future__ import annotations
 
 import ast
 from dataclasses import dataclass, field
-from typing import Callable, Iterable
+from typing import TYPE_CHECKING, Callable, Iterable
 
 from ..model import Fix, LaunchSite, Problem, Related, Severity, Span, TritonKernel, shift_problem
 from ..source import ImportMap, SourceText, StatementMemo
+
+if TYPE_CHECKING:  # discovery imports nothing of the rules; the rules are loaded by analyze.py
+    from ..discovery import TritonDiscovery
+    from ..nki_discovery import NkiDiscovery
 
 
 @dataclass(frozen=True)
@@ -46,8 +50,8 @@ class FileContext:
     src: SourceText
     imports: ImportMap
     body: list[ast.stmt]
-    triton: object  # discovery.TritonDiscovery
-    nki: object  # nki_discovery.NkiDiscovery
+    triton: TritonDiscovery
+    nki: NkiDiscovery
     problems: list[Problem] = field(default_factory=list)
     # Per-document memo of per-statement results (None when analysing a file once): see StatementMemo.
     memo: StatementMemo | None = None

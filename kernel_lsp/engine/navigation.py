@@ -93,9 +93,9 @@ def target_at(index: WorkspaceIndex, path: str, text: str, line: int, col: int) 
     for kernel in analysis.kernels:  # the kernel's own name in its def line
         if _point_in(kernel.name_span, line, col):
             return Target(path, kernel)
-    found = kernel_named(index, path, text, dotted)
-    if found is not None:
-        return Target(found[0], found[1])
+    named = kernel_named(index, path, text, dotted)
+    if named is not None:
+        return Target(named[0], named[1])
     return None
 
 

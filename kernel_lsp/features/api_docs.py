@@ -10,6 +10,8 @@ from typing import TYPE_CHECKING
 
 from lsprotocol import types
 
+from .. import convert
+
 if TYPE_CHECKING:
     from ..engine.apidocs import ApiDocsStore, ApiEntry
     from ..server import KernelLanguageServer
@@ -71,5 +73,4 @@ async def hover(ls: "KernelLanguageServer", path: str, text: str, line: int, col
     found = await entry_for(ls, qualname)
     if found is None or (found[0].kind == "module" and not found[0].doc):
         return None
-    return types.Hover(contents=types.MarkupContent(kind=types.MarkupKind.Markdown, value=markdown(*found)),
-                       range=rng(line, start, end))
+    return convert.hover_over(markdown(*found), rng(line, start, end))

@@ -21,6 +21,7 @@ from pygls.uris import to_fs_path
 from analyzers.specs import specced_kernels
 
 from .. import convert
+from ..background import background_job
 from ..commands import (ASSISTANT_OPTIMIZE, CANCEL_ASSISTANT, EXPLAIN_TIME, FIX_THIS, PORT_TO_NKI, POSITION, REFINE,
                         WRITE_SPEC, command_arguments)
 from ..engine.gpu import runs_on_gpu
@@ -77,7 +78,7 @@ def _problem_at(ls: KernelLanguageServer, path: str, line: int) -> dict | None:
     return {"code": p.code, "message": p.message, "line": p.span.start_line}
 
 
-def _environment(ls: KernelLanguageServer, root: str):
+def _environment(ls: KernelLanguageServer, root: str, cancel: threading.Event):
     from ..engine.assistant import Environment
 
     settings = ls.state.settings
@@ -95,10 +96,10 @@ def _environment(ls: KernelLanguageServer, root: str):
 
     gpu = runs_on_gpu(settings.check_device)
     return Environment(root, tuple(settings.targets), settings.check_device, float(settings.check_timeout_s),
-                       compile_fn, gpu, threading.Event())
+                       compile_fn, gpu, cancel)
 
 
-def _assistant(ls: KernelLanguageServer, root: str, progress):
+def _assistant(ls: KernelLanguageServer, root: str, progress, cancel: threading.Event):
     from ..engine.assistant import Assistant, AssistantConfig, ModelConfig
     from ..engine.assistant.model import resolve_key
 
@@ -106,7 +107,7 @@ def _assistant(ls: KernelLanguageServer, root: str, progress):
     model = ModelConfig(s.assistant_model, resolve_key(s.assistant_api_key), s.assistant_base_url,
                         float(s.assistant_timeout_s), s.assistant_max_tokens)
     config = AssistantConfig(model, s.assistant_max_attempts, s.assistant_candidates)
-    return Assistant(config, _environment(ls, root), progress=progress)
+    return Assistant(config, _environment(ls, root, cancel), progress=progress)
 
 
 async def run_action(ls: KernelLanguageServer, action: str, args: tuple) -> dict[str, Any]:
@@ -144,32 +145,34 @@ async def run_action(ls: KernelLanguageServer, action: str, args: tuple) -> dict
             return {"error": "no problem reported at this line for the assistant to fix"}
     title = TITLES.get(action, "Assistant")
     root = ls.state.roots[0] if ls.state.roots else os.path.dirname(path)
-    token = await ls.begin_progress(f"{title}: {kernel.name}")
-
-    assistant = _assistant(ls, root, lambda message: ls.report_progress(token, message[:200]))
-    if action == "refine":
-        work = assistant.refine(path, text, kernel.name, instruction)
-    else:
-        work = assistant.start(action, path, text, kernel.name, diagnostic)
     state = state_of(ls)
-    task = asyncio.ensure_future(work)
-    state.tasks[task] = kernel.name
-    state.actions_run += 1
-    ls.follow_cancel(task)
-    ended = "failed"
-    try:
-        result = await task
-        ended = f"{result.kind} ({result.status})" if result.status else result.kind
-    except asyncio.CancelledError:
-        assistant.env.cancel.set()
-        ended = "cancelled"
-        if task.cancelled() and not _current_task_cancelling():
-            return {"cancelled": True, "message": f"{title} for {kernel.name} was cancelled; nothing was proposed"}
-        raise
-    finally:
-        ls.end_progress(token, ended)  # whatever happened: the editor's spinner must stop
-        state.tasks.pop(task, None)
-        await assistant.close()
+    async with background_job(ls, f"{title}: {kernel.name}") as job:
+        assistant = _assistant(ls, root, lambda message: job.report(message[:200]), job.cancel)
+        if action == "refine":
+            work = assistant.refine(path, text, kernel.name, instruction)
+        else:
+            work = assistant.start(action, path, text, kernel.name, diagnostic)
+        # The work is a task of its own, so that kernel-lsp.cancelAssistant can cancel it and this command
+        # still answers.
+        task = asyncio.ensure_future(work)
+        state.tasks[task] = kernel.name
+        state.actions_run += 1
+        ls.follow_cancel(task)
+        job.end_message = "failed"  # whatever happened: the editor's spinner stops with what it was
+        try:
+            result = await task
+            job.end_message = f"{result.kind} ({result.status})" if result.status else result.kind
+        except asyncio.CancelledError:
+            job.cancel.set()
+            job.end_message = "cancelled"
+            if not (task.cancelled() and not _current_task_cancelling()):
+                raise
+            result = None  # the work alone was cancelled (cancelAssistant): this command answers
+        finally:
+            state.tasks.pop(task, None)
+            await assistant.close()
+    if result is None:
+        return {"cancelled": True, "message": f"{title} for {kernel.name} was cancelled; nothing was proposed"}
     return _answer(ls, uri, path, version, text, result, doc, given)
 
 
@@ -243,10 +246,8 @@ def assistant_actions(ls: KernelLanguageServer, params: types.CodeActionParams) 
             if why_not:
                 return  # nothing the user could do from this client: leave it out
             title += " (needs ANTHROPIC_API_KEY)"  # still listed; running it says why it cannot start
-        actions.append(types.CodeAction(
-            title=title, kind=kind, diagnostics=diagnostics,
-            command=types.Command(title=title, command=command, arguments=[arguments]),
-            disabled=types.CodeActionDisabled(reason=reason) if reason and disabled_support else None))
+        actions.append(convert.command_action(title, kind, command, [arguments], diagnostics=diagnostics,
+                                              disabled=reason if disabled_support else None))
 
     if wants(types.CodeActionKind.QuickFix):
         for d in params.context.diagnostics[:3]:

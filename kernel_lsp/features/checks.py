@@ -12,6 +12,7 @@ from pygls.uris import from_fs_path, to_fs_path
 
 from analyzers.specs import specced_kernels
 
+from .. import convert
 from ..commands import RUN_CHECKS, position_argument
 from ..server import log_task_failure
 from .latency import lens_title
@@ -81,22 +82,18 @@ def code_lenses(ls: "KernelLanguageServer", path: str) -> list[types.CodeLens]:
         line = kernel.name_span.start_line  # the def line, below any decorators
         where = {"uri": from_fs_path(path) or path, "line": line, "character": 0}
         verdicts = [v for v in (report.verdicts if report else ()) if v.kernel == kernel.name]
-        at = types.Range(pos.position(line, 0), pos.position(line, 0))
         if running:
-            lenses.append(types.CodeLens(range=at, command=types.Command(title="checking…", command="")))
+            lenses.append(convert.code_lens(pos, line, "checking…"))
         elif verdicts:
             from ..engine.checks import summary
 
             for v in verdicts:
-                lenses.append(types.CodeLens(range=at, command=types.Command(
-                    title=summary(v), command=RUN_CHECKS, arguments=[where])))
+                lenses.append(convert.code_lens(pos, line, summary(v), RUN_CHECKS, [where]))
         else:
-            lenses.append(types.CodeLens(range=at, command=types.Command(
-                title="▶ check against the reference", command=RUN_CHECKS, arguments=[where])))
+            lenses.append(convert.code_lens(pos, line, "▶ check against the reference", RUN_CHECKS, [where]))
         timing = lens_title(timings, kernel.name)
         if timing:  # clicking it checks and times again
-            lenses.append(types.CodeLens(range=at, command=types.Command(
-                title=timing, command=RUN_CHECKS, arguments=[where])))
+            lenses.append(convert.code_lens(pos, line, timing, RUN_CHECKS, [where]))
     return lenses
 
 

@@ -77,21 +77,14 @@ def _own_actions(ls: "KernelLanguageServer", params: types.CodeActionParams) -> 
         diag = sent.get((problem.code, pos.range(problem.span).start.line))
         diags = [diag] if diag else None
         if problem.fix is not None:
-            actions.append(types.CodeAction(
-                title=problem.fix.title,
-                kind=types.CodeActionKind.QuickFix,
-                diagnostics=diags,
-                is_preferred=True,
-                edit=convert.fix_edit(problem.fix, uri, doc.version, pos),
-            ))
+            actions.append(convert.edit_action(problem.fix.title, types.CodeActionKind.QuickFix,
+                                               convert.fix_edit(problem.fix, uri, doc.version, pos),
+                                               diagnostics=diags, preferred=True))
         line = problem.span.start_line
         edit = _suppress_edit(doc.lines[line] if line < len(doc.lines) else "", line, problem.code)
-        suppressions.append(types.CodeAction(
-            title=f"Ignore {problem.code} on this line",
-            kind=types.CodeActionKind.QuickFix,
-            diagnostics=diags,
-            edit=convert.text_edits(uri, doc.version, [types.TextEdit(pos.range(edit.span), edit.new_text)]),
-        ))
+        suppressions.append(convert.edit_action(f"Ignore {problem.code} on this line", types.CodeActionKind.QuickFix,
+                                                convert.document_edit(uri, doc.version, pos, [edit]),
+                                                diagnostics=diags))
     return actions + suppressions + extra or None
 
 
@@ -106,8 +99,8 @@ def _tiling_action(ls: "KernelLanguageServer", path: str, uri: str, doc, line: i
     if kernel is None or kernel.name not in specced_kernels(doc.source):
         return None
     title = f"Optimize tiling of {kernel.name}"
-    return types.CodeAction(title=title, kind=types.CodeActionKind.RefactorRewrite, command=types.Command(
-        title=title, command=OPTIMIZE_TILING, arguments=[{"uri": uri, "line": line, "character": 0}]))
+    return convert.command_action(title, types.CodeActionKind.RefactorRewrite, OPTIMIZE_TILING,
+                                  [{"uri": uri, "line": line, "character": 0}])
 
 
 def _starter_spec_action(ls: "KernelLanguageServer", path: str, uri: str, doc, pos: convert.Positions,
@@ -128,11 +121,10 @@ def _starter_spec_action(ls: "KernelLanguageServer", path: str, uri: str, doc, p
             if isinstance(node, ast.FunctionDef) and node.lineno - 1 <= site.span.start_line < node.end_lineno:
                 after = max(after, node.end_lineno - 1)
     at = min(after + 1, len(doc.lines))
-    insert = pos.position(at, 0)
     if at < len(doc.lines):
         new_text = "\n\n" + text + "\n"
     else:  # at the end of the file
         new_text = ("" if doc.lines and doc.lines[-1].endswith("\n") else "\n") + "\n\n" + text
-    edit = types.TextEdit(types.Range(insert, insert), new_text)
-    return types.CodeAction(title=f"Write a correctness spec for {kernel.name}", kind=types.CodeActionKind.Refactor,
-                            edit=convert.text_edits(uri, doc.version, [edit]))
+    edit = TextEdit(Span(at, 0, at, 0), new_text)
+    return convert.edit_action(f"Write a correctness spec for {kernel.name}", types.CodeActionKind.Refactor,
+                               convert.document_edit(uri, doc.version, pos, [edit]))

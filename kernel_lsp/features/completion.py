@@ -8,6 +8,8 @@ from typing import TYPE_CHECKING
 
 from lsprotocol import types
 
+from .. import convert
+
 from .api_docs import markdown, store
 
 if TYPE_CHECKING:
@@ -44,7 +46,7 @@ def register(server: "KernelLanguageServer") -> None:
         items = [types.CompletionItem(
             label=name, kind=_KINDS.get(entry.kind, types.CompletionItemKind.Text),
             detail=entry.label() if entry.signature else entry.kind,
-            documentation=types.MarkupContent(kind=types.MarkupKind.Markdown, value=markdown(entry, docs.version)),
+            documentation=convert.markdown(markdown(entry, docs.version)),
             sort_text=("1" if name[0].isupper() else "0") + name,
         ) for name, entry in sorted(members.items())]
         return types.CompletionList(is_incomplete=False, items=items)

@@ -80,7 +80,7 @@ def register(server: "KernelLanguageServer") -> None:
         items: list = []
         if ls.pushes_closed_files:
             return types.WorkspaceDiagnosticReport(items=items)  # closed files' problems are pushed instead
-        for path, entry in sorted(ls.state.index.files.items()):
+        for path in sorted(ls.state.index.files):
             if ls.open_document(path) is not None:
                 continue  # open documents are pulled one by one
             uri = from_fs_path(path)

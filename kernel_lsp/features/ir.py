@@ -18,6 +18,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from lsprotocol import types
+
+from .. import convert
 from pygls.uris import from_fs_path, to_fs_path
 
 from analyzers.model import Span
@@ -170,8 +172,8 @@ def source_of_ir_line(ls: "KernelLanguageServer", uri: str, line: int) -> list[t
         return None
     pos = ls.positions(source)
     source_uri = from_fs_path(source) or source
-    return [types.Location(uri=source_uri, range=pos.range(Span(u, 0, u, len(pos.lines[u].rstrip("\r\n"))
-                                                                 if u < len(pos.lines) else 0)))
+    return [convert.location(source_uri, pos, Span(u, 0, u, len(pos.lines[u].rstrip("\r\n"))
+                                                   if u < len(pos.lines) else 0))
             for u in users if isinstance(u, int)]
 
 

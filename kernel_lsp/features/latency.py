@@ -4,16 +4,14 @@ tiling the search found (measured on a GPU, else ranked by the model and labelle
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import math
-import threading
 from typing import TYPE_CHECKING, Any
-
 
 from analyzers.model import Span, TextEdit
 
 from .. import convert
+from ..background import background_job
 from ..commands import OPTIMIZE_TILING, position_argument
 
 if TYPE_CHECKING:
@@ -140,18 +138,14 @@ async def optimize_tiling(ls: "KernelLanguageServer", *args: Any) -> dict[str, A
 
     settings = ls.state.settings
     table, _ = parse_hardware_overrides(settings.hardware or None)
-    cancel = threading.Event()
-    token = await ls.begin_progress(f"optimizing the tiling of {kernel.name}")
-    try:
-        found = await asyncio.to_thread(search_tiling, path, text, kernel.name, settings.targets[0],
-                                        ls.state.roots[0] if ls.state.roots else None,
-                                        progress=ls.thread_progress(token),
-                                        cancel=cancel, hardware=table)
-    except asyncio.CancelledError:
-        cancel.set()
-        raise
-    finally:
-        ls.end_progress(token)
+    def unchanged() -> bool:
+        doc_now = ls.workspace.text_documents.get(uri)
+        return doc_now is not None and doc_now.version == version
+
+    async with background_job(ls, f"optimizing the tiling of {kernel.name}", current=unchanged) as job:
+        found = await job.run(search_tiling, path, text, kernel.name, settings.targets[0],
+                              ls.state.roots[0] if ls.state.roots else None,
+                              progress=job.thread_progress(), cancel=job.cancel, hardware=table)
     rows = [["configuration", "estimated", "measured", "note"]] + [
         [t.label, f"{t.estimated_us:.1f} µs" if t.estimated_us else "-",
          f"{t.measured_us:.1f} µs" if t.measured_us else "-", t.note or ""] for t in found.tried]
@@ -164,7 +158,7 @@ async def optimize_tiling(ls: "KernelLanguageServer", *args: Any) -> dict[str, A
     if found.verified is False:
         return {"error": f"the best configuration ({found.winner}) fails its check: {found.verify_message}",
                 "table": rows}
-    if ls.workspace.text_documents.get(uri) is None or ls.workspace.text_documents[uri].version != version:
+    if not job.still_current():
         return {"error": "the document changed during the search: run it again"}
     speed = f"{found.current_us:.1f} -> {found.winner_us:.1f} µs ({found.winner_us / found.current_us - 1:+.0%})" \
         if found.current_us and found.winner_us else "no timing"

@@ -5,9 +5,7 @@ kernel's def line. Shown while the text is the one that was profiled."""
 
 from __future__ import annotations
 
-import asyncio
 import logging
-import threading
 from typing import TYPE_CHECKING, Any
 
 from lsprotocol import types
@@ -16,6 +14,8 @@ import analyzers.rules.profile  # noqa: F401 - registers KP001
 from analyzers.model import Problem, Span
 from analyzers.rules import make_problem
 
+from .. import convert
+from ..background import background_job
 from ..commands import PROFILE_LINES
 
 if TYPE_CHECKING:
@@ -55,10 +55,8 @@ def line_hints(ls: KernelLanguageServer, path: str, visible: types.Range) -> lis
     hints = []
     for line, labels in sorted(by_line.items()):
         text = " | ".join(f"{k} {lab}" if len(shown) > 1 else lab for k, lab in labels)
-        end = len(pos.lines[line].rstrip("\r\n"))
-        hints.append(types.InlayHint(position=pos.position(line, end), label=text, padding_left=True,
-                                     tooltip="warp-stall samples at this line (Nsight Compute); hover for the "
-                                             "breakdown"))
+        hints.append(convert.line_end_hint(pos, line, text, "warp-stall samples at this line (Nsight Compute); "
+                                                            "hover for the breakdown"))
     return hints
 
 
@@ -88,7 +86,7 @@ def line_hover(ls: KernelLanguageServer, path: str, line: int) -> types.Hover | 
     text = hover_text(report, line) if report else None
     if text is None:
         return None
-    return types.Hover(contents=types.MarkupContent(kind=types.MarkupKind.Markdown, value=text))
+    return convert.markdown_hover(text)
 
 
 def advice_message(p: KernelProfile, a) -> str:
@@ -139,24 +137,12 @@ async def profile_lines(ls: KernelLanguageServer, *args: Any) -> dict[str, Any]:
     path, text, kernels = found
     from ..engine.profile import profile_file
 
-    previous = ls.state.profiling.get(path)
-    if previous is not None:
-        previous.set()  # superseded
-    cancel = threading.Event()
-    ls.state.profiling[path] = cancel
-    token = await ls.begin_progress(f"profiling {', '.join(kernels) if kernels else 'the file'} with Nsight Compute")
+    title = f"profiling {', '.join(kernels) if kernels else 'the file'} with Nsight Compute"
     root = ls.state.roots[0] if ls.state.roots else None
-    try:
-        report = await asyncio.to_thread(profile_file, path, text, kernels, root, cancel=cancel,
-                                         progress=ls.thread_progress(token))
-    except asyncio.CancelledError:
-        cancel.set()
-        raise
-    finally:
-        ls.end_progress(token)
-        if ls.state.profiling.get(path) is cancel:
-            del ls.state.profiling[path]
-    if cancel.is_set():
+    async with background_job(ls, title, running=ls.state.profiling, key=path) as job:  # a newer one supersedes
+        report = await job.run(profile_file, path, text, kernels, root, cancel=job.cancel,
+                               progress=job.thread_progress())
+    if job.cancelled:
         return {"error": "the profile was superseded by a newer one"}
     if report.profiles:
         before = ls.state.profiles.get(path)

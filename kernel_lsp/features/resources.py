@@ -8,6 +8,7 @@ from lsprotocol import types
 
 from analyzers.model import Span
 
+from .. import convert
 from ..server import is_cuda
 from . import api_docs, latency, profile
 
@@ -140,8 +141,7 @@ def register(server: "KernelLanguageServer") -> None:
         path = ls.ensure_current(params.text_document.uri)
         if path and is_cuda(path):
             pos = ls.positions(path)
-            return [types.InlayHint(position=pos.position(line, len(pos.lines[line].rstrip("\r\n"))),
-                                    label=cuda_hint_label(kernels), padding_left=True)
+            return [convert.line_end_hint(pos, line, cuda_hint_label(kernels))
                     for line, (_, kernels) in sorted(_cuda_kernels_by_line(ls, path).items())
                     if params.range.start.line <= line <= params.range.end.line and line < len(pos.lines)]
         entry = ls.state.index.get(path) if path else None
@@ -159,9 +159,8 @@ def register(server: "KernelLanguageServer") -> None:
             label = " | ".join(x for x in (timing, hint_label(by_kernel.get(kernel.name, []))) if x)
             if not label:
                 continue
-            end = len(pos.lines[line].rstrip("\r\n")) if line < len(pos.lines) else 0
-            hints.append(types.InlayHint(position=pos.position(line, end), label=label, padding_left=True,
-                                         tooltip=f"{kernel.name}: hover the name for every configuration and shape"))
+            hints.append(convert.line_end_hint(pos, line, label,
+                                               f"{kernel.name}: hover the name for every configuration and shape"))
         return hints + profile.line_hints(ls, path, params.range)  # per-line hot spots (features/profile.py)
 
     @server.feature(types.TEXT_DOCUMENT_HOVER)
@@ -171,8 +170,7 @@ def register(server: "KernelLanguageServer") -> None:
             found = _cuda_kernels_by_line(ls, path).get(params.position.line)
             if found is None:
                 return None
-            return types.Hover(contents=types.MarkupContent(kind=types.MarkupKind.Markdown,
-                                                            value=cuda_hover_table(*found)))
+            return convert.markdown_hover(cuda_hover_table(*found))
         entry = ls.state.index.get(path) if path else None
         if entry is None or entry.analysis is None:
             return None
@@ -187,8 +185,7 @@ def register(server: "KernelLanguageServer") -> None:
                 if not reports and not timing:
                     return None
                 text = "\n".join(x for x in (hover_table(kernel.name, reports) if reports else None, timing) if x)
-                return types.Hover(contents=types.MarkupContent(kind=types.MarkupKind.Markdown, value=text),
-                                   range=pos.range(s))
+                return convert.markdown_hover(text, pos, s)
         found = profile.line_hover(ls, path, at.start_line)  # a profiled line's stall breakdown (features/profile.py)
         if found is not None:
             return found

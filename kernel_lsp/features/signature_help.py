@@ -8,6 +8,8 @@ from typing import TYPE_CHECKING
 
 from lsprotocol import types
 
+from .. import convert
+
 from analyzers.model import TritonKernel
 
 from .api_docs import entry_for, markdown
@@ -39,11 +41,11 @@ def _signature(label: str, params: list[tuple[str, str | None]], doc: str | None
             # Offsets into the label where the text is found there (it always is for signatures built here);
             # the text itself otherwise, which clients look up in the label.
             label=(start, start + len(text)) if start >= 0 else text,
-            documentation=types.MarkupContent(kind=types.MarkupKind.Markdown, value=note) if note else None))
+            documentation=convert.markdown(note) if note else None))
         offset = start + len(text) if start >= 0 else offset
     sig = types.SignatureInformation(
         label=label, parameters=infos, active_parameter=active,
-        documentation=types.MarkupContent(kind=types.MarkupKind.Markdown, value=doc) if doc else None)
+        documentation=convert.markdown(doc) if doc else None)
     return types.SignatureHelp(signatures=[sig], active_signature=0, active_parameter=active)
 
 

@@ -9,6 +9,7 @@ from pygls.uris import from_fs_path
 
 from analyzers.model import NkiKernel, TritonKernel
 
+from .. import convert
 from ..convert import Positions
 
 if TYPE_CHECKING:
@@ -28,26 +29,11 @@ def _detail(kernel: TritonKernel | NkiKernel) -> str:
 
 
 def _document_symbols(pos: Positions, kernel: TritonKernel | NkiKernel) -> types.DocumentSymbol:
-    children = None
+    params = None
     if isinstance(kernel, TritonKernel):
-        children = [
-            types.DocumentSymbol(
-                name=p.name,
-                detail="tl.constexpr" if p.is_constexpr else (p.annotation or ""),
-                kind=types.SymbolKind.Constant if p.is_constexpr else types.SymbolKind.Variable,
-                range=pos.range(p.span),
-                selection_range=pos.range(p.span),
-            )
-            for p in kernel.params
-        ]
-    return types.DocumentSymbol(
-        name=kernel.name,
-        detail=_detail(kernel),
-        kind=types.SymbolKind.Function,
-        range=pos.range(kernel.span),
-        selection_range=pos.range(kernel.name_span),
-        children=children,
-    )
+        params = [(p.name, "tl.constexpr" if p.is_constexpr else (p.annotation or ""), p.is_constexpr, p.span)
+                  for p in kernel.params]
+    return convert.kernel_symbol(pos, kernel.name, _detail(kernel), kernel.span, kernel.name_span, params)
 
 
 def register(server: "KernelLanguageServer") -> None:
@@ -76,8 +62,5 @@ def register(server: "KernelLanguageServer") -> None:
             pos = ls.positions(path)
             uri = from_fs_path(path) or path
             for k in matching:
-                found.append(types.WorkspaceSymbol(
-                    name=k.name, kind=types.SymbolKind.Function, container_name=_detail(k),
-                    location=types.Location(uri=uri, range=pos.range(k.name_span)),
-                ))
+                found.append(convert.kernel_workspace_symbol(uri, pos, k.name, _detail(k), k.name_span))
         return found

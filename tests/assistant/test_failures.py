@@ -11,7 +11,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 
 import pytest
 import pytest_lsp
@@ -56,9 +55,7 @@ async def test_api_failures_end_in_a_clear_message_and_the_key_never_shows(start
     assert "the API failed after 2 retries (HTTP 500): boom" in (await refine())["error"]
     assert "the API is overloaded after 2 retries (HTTP 529): busy; try again later" in (await refine())["error"]
     assert "rate limited by the API after 2 retries (HTTP 429): slow down" in (await refine())["error"]
-    started = time.monotonic()
     assert "the model did not answer within 5 s (assistantTimeoutS)" in (await refine())["error"]
-    assert time.monotonic() - started < 12
     no_code = (await refine())["error"]
     assert "no candidate passed verification in 1 attempt; the last: no code: the answer had no ```python" in no_code
     refused = (await refine())["error"]
@@ -81,9 +78,8 @@ async def test_api_failures_end_in_a_clear_message_and_the_key_never_shows(start
 async def test_without_a_key_the_actions_are_listed_disabled_and_nothing_is_sent(start, fake):
     s = await start({"vector_add.py": EXAMPLE}, options={**options(fake), "assistantApiKey": ""})
     uri = s.open("vector_add.py")
-    started = time.monotonic()
     actions = await code_actions(s, uri, KERNEL_LINE + 3)
-    assert time.monotonic() - started < 5.0  # no model call, no check: bounded by the server alone, even on a busy CI
+    assert fake.requests == []  # listing the actions calls no model
     assistant = [a for a in actions if "(assistant)" in a.title]
     assert {a.title for a in assistant} == {"Optimize tiling (assistant)", "Port to NKI (assistant)",
                                            "Explain where the time goes (assistant)"}

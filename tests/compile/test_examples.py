@@ -13,7 +13,6 @@ import re
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 
 import pytest
@@ -161,11 +160,9 @@ def test_cache_hit_reports_the_same_and_relocates_positions(compiled, cache_dir)
     moved_text = text.replace("import os\n", "import os\n" + "\n# moved down\n" * 5, 1)
     moved = plan_jobs(moved_text, "matmul_kernel", ["sm_90"], path="m.py")[2]
     assert moved.key == jobs[name].key and moved.line_map != jobs[name].line_map
-    started = time.perf_counter()
-    again = run_job(moved, cache_dir, sass=False)  # triton cache hit: ptxas does not run again
-    seconds = time.perf_counter() - started
+    # A triton cache hit (ptxas does not run again); how fast it is, bench/compile.py measures (re-open from cache).
+    again = run_job(moved, cache_dir, sass=False)
     assert again.resources == results[name].resources
-    assert seconds < 3, seconds
     # An error computed for the old position lands on the new one.
     broken = text.replace("acc = tl.dot(a, b, acc)", "acc = tl.dot(a, b, acc, bogus=1)")
     old = plan_jobs(broken, "matmul_kernel", ["sm_90"], path="m.py")[2]

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from kernel_lsp.engine.pool import Status, WorkerPool
+from tests.slow import scaled
 
 J = "tests.engine.jobs_for_tests:"
 REPO = Path(__file__).resolve().parents[2]
@@ -250,14 +251,14 @@ asyncio.run(WorkerPool(1).run({J + "write_pid_and_sleep"!r}, {str(pid_file)!r}, 
 """
     server = subprocess.Popen([sys.executable, "-c", script], cwd=REPO)
     try:
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + scaled(10)
         while not pid_file.exists() and time.monotonic() < deadline:
             time.sleep(0.01)
         worker = int(pid_file.read_text())
     finally:
         server.kill()
         server.wait()
-    deadline = time.monotonic() + 5
+    deadline = time.monotonic() + scaled(5)
     # Gone, or a zombie of whoever adopted it: either way no longer running the job.
     while proc_state(worker) not in (None, "Z"):
         assert time.monotonic() < deadline, f"worker {worker} outlived its server"

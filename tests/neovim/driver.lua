@@ -5,7 +5,11 @@ local kl = require("kernel_lsp")
 local buf = vim.api.nvim_get_current_buf()
 local result = { scenario = os.getenv("KERNEL_LSP_TEST_SCENARIO") }
 
+-- Every limit is scaled for the machine running the suite (tests/slow.py sets KERNEL_LSP_TEST_TIME_SCALE).
+local scale = tonumber(os.getenv("KERNEL_LSP_TEST_TIME_SCALE") or "") or 1
+
 local function wait(ms, condition, what)
+  ms = ms * scale
   if not vim.wait(ms, condition, 10) then
     error(("timed out after %d ms waiting for %s"):format(ms, what), 0)
   end
@@ -47,7 +51,7 @@ local function has_code(code)
 end
 
 local function execute_with(command, arguments, timeout_ms)
-  timeout_ms = timeout_ms or 5000
+  timeout_ms = (timeout_ms or 5000) * scale
   local response = client():request_sync("workspace/executeCommand", { command = command, arguments = arguments },
     timeout_ms, buf)
   assert(response, ("%s: no response within %d s"):format(command, timeout_ms / 1000))
@@ -117,7 +121,7 @@ function scenarios.quickfix()
 end
 
 function scenarios.status()
-  wait(5000, function()
+  wait(20000, function() -- the server starts in a fresh Python, slow on a busy machine
     return client() ~= nil
   end, "kernel-lsp to attach")
   wait(5000, function()
@@ -453,7 +457,7 @@ function scenarios.assistant()
 end
 
 local ok, err = xpcall(function()
-  wait(5000, function()
+  wait(20000, function() -- the server starts in a fresh Python, slow on a busy machine
     return client() ~= nil
   end, "kernel-lsp to attach")
   local scenario = scenarios[result.scenario]

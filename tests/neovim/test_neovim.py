@@ -20,13 +20,15 @@ from pathlib import Path
 
 import pytest
 
+from tests.slow import TIME_SCALE, scaled
+
 pytestmark = pytest.mark.neovim
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent.parent
 EXAMPLES = REPO / "examples"
 SERVER_CMD = [sys.executable, "-P", "-m", "kernel_lsp", "serve"]
-TIMEOUT_S = 30
+TIMEOUT_S = scaled(30)
 
 # What the server reports for examples/buggy_kernels.py (`kernel-lsp check examples/buggy_kernels.py`, whose
 # lines and columns count from 1): (code, line, column, end line, end column, severity), counted from 0 as in
@@ -102,6 +104,7 @@ def run_scenario(nvim: str, scenario: str, file: Path, setup: dict | None = None
         **(env or {}),
         "KERNEL_LSP_TEST_SETUP": json.dumps(setup),
         "KERNEL_LSP_TEST_SCENARIO": scenario,
+        "KERNEL_LSP_TEST_TIME_SCALE": str(TIME_SCALE),
         "KERNEL_LSP_TEST_RESULT": str(out),
         "KERNEL_LSP_TEST_DRIVER": str(HERE / "driver.lua"),
         # Keep the user's own Neovim config, data and logs out of it.

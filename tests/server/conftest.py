@@ -15,6 +15,8 @@ from pygls.protocol import default_converter
 from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
 from pytest_lsp.client import DEFAULT_CLIENT_FEATURES, register_lsp_features
 
+from tests.slow import scaled
+
 # Recorded capabilities of real editors: Neovim 0.11 pulls diagnostics (without refresh support), this VS Code
 # profile gets them pushed; "refresh" is Neovim's profile plus workspace/diagnostic/refresh support, as current
 # VS Code language clients have.
@@ -167,7 +169,7 @@ class Session:
 
 
 async def wait_for(condition: Callable[[], bool], timeout: float = 5.0, interval: float = 0.02) -> None:
-    deadline = time.monotonic() + timeout
+    deadline = time.monotonic() + scaled(timeout)
     while not condition():
         if time.monotonic() > deadline:
             raise AssertionError("condition not met in time")
@@ -177,7 +179,7 @@ async def wait_for(condition: Callable[[], bool], timeout: float = 5.0, interval
 async def until(what: Callable[[], Any], condition: Callable[[Any], bool], timeout: float = 90.0,
                 interval: float = 0.1) -> Any:
     """Ask `what()` (a coroutine function) again until `condition` holds of its answer; returns that answer."""
-    deadline = time.monotonic() + timeout
+    deadline = time.monotonic() + scaled(timeout)
     while True:
         value = await what()
         if condition(value):
@@ -223,7 +225,7 @@ def start(client: LanguageClient, profile: str, tmp_path: Path):
 
 
 async def wait_for_indexed(session: Session, timeout: float = 10.0) -> dict:
-    deadline = time.monotonic() + timeout
+    deadline = time.monotonic() + scaled(timeout)
     while True:
         status = await session.command("kernel-lsp.status")
         if not status["indexing"] and status["queued"] == 0 and status["completedJobs"] >= 0 and status.get("ready"):

@@ -6,7 +6,6 @@ import asyncio
 
 from lsprotocol import types
 
-from .conftest import wait_for
 from .kernels import GOOD, SECOND_KERNEL, TYPO, TYPO_LINE
 
 

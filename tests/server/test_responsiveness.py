@@ -8,6 +8,8 @@ import asyncio
 import pytest
 from lsprotocol import types
 
+from tests.slow import scaled
+
 from .kernels import GOOD
 from .test_compile import BROKEN, wait_for_codes
 
@@ -52,7 +54,7 @@ async def test_another_file_is_answered_while_a_large_file_compiles(start):
     s = await start({"small.py": GOOD, "big.py": BIG}, options=OPTIONS)
     small = s.open("small.py")
     loop = asyncio.get_running_loop()
-    deadline = loop.time() + 60
+    deadline = loop.time() + scaled(60)
     while await files_compiled(s) < 1:
         assert loop.time() < deadline, "the small file was not compiled in time"
         await asyncio.sleep(0.1)
@@ -60,13 +62,13 @@ async def test_another_file_is_answered_while_a_large_file_compiles(start):
     big = s.open("big.py")
     for _ in range(10):  # meanwhile the big file is analysed, planned and compiled
         symbols = await asyncio.wait_for(s.client.text_document_document_symbol_async(types.DocumentSymbolParams(
-            text_document=types.TextDocumentIdentifier(uri=small))), 20)
+            text_document=types.TextDocumentIdentifier(uri=small))), scaled(20))
         assert [sym.name for sym in symbols] == ["add_kernel"]
         await asyncio.sleep(0.2)
 
     # The first kernel's facts are shown while the other kernels still compile.
     first_line = BIG.splitlines().index("def add_kernel_0(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr = 1024):")
-    deadline = loop.time() + 60
+    deadline = loop.time() + scaled(60)
     while not ((label := await hint_on(s, big, first_line)) and "regs" in label):
         assert loop.time() < deadline, "no compile facts for the big file's first kernel"
         await asyncio.sleep(0.2)

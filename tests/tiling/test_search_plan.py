@@ -118,12 +118,12 @@ def test_on_the_h200_sweeps_the_search_reaches_95_percent_of_the_best_measuring_
         start = max(recs, key=lambda r: r["us"])["config"]
         rng = random.Random(7)
 
-        def measure(cfg):
+        def measure(cfg, by_cfg=by_cfg, rng=rng):
             r = by_cfg[json.dumps(cfg, sort_keys=True)]
             return r["us"] + rng.gauss(0.0, max(1e-9, (r["us_q80"] - r["us_q20"]) / 2))
 
-        plan = search_plan(space, lambda c: est[json.dumps(c, sort_keys=True)],
-                           lambda cfgs: [measure(c) for c in cfgs],
+        plan = search_plan(space, lambda c, est=est: est[json.dumps(c, sort_keys=True)],
+                           lambda cfgs, measure=measure: [measure(c) for c in cfgs],
                                    current=start)
         best = min(r["us"] for r in recs)
         reached = best / by_cfg[json.dumps(plan.winner, sort_keys=True)]["us"]

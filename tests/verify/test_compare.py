@@ -9,7 +9,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from kernel_lsp.engine.verify.compare import bitwise_equal, compare, never_written, prefill
+from kernel_lsp.engine.verify.compare import bitwise_equal, compare, never_written, prefill  # noqa: E402
 
 DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
 

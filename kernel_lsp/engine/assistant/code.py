@@ -13,6 +13,7 @@ import re
 from dataclasses import dataclass
 
 from analyzers.model import Span, TextEdit
+from analyzers.source import parse_python
 from analyzers.specs import find_specs
 
 _FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[^\n]*\n(.*?)```", re.DOTALL)
@@ -77,7 +78,7 @@ def spec_texts(text: str) -> list[str]:
     """The source of every spec (decorator and inputs function) and of the references they name, in order."""
     lines = text.splitlines(keepends=True)
     try:
-        defs = {d.name: d for d in _top_defs(ast.parse(text))}
+        defs = {d.name: d for d in _top_defs(parse_python(text))}
     except SyntaxError:
         defs = {}
     out = []
@@ -98,11 +99,11 @@ def splice(text: str, code: str, *, protected: set[str], may_replace: bool = Tru
     definition `insert_before` (for instance the first spec), else at the end.
     """
     try:
-        tree = ast.parse(code)
+        tree = parse_python(code)
     except SyntaxError as exc:
         raise SpliceError(f"the code block is not valid Python: line {exc.lineno}: {exc.msg}") from None
     try:
-        file_tree = ast.parse(text)
+        file_tree = parse_python(text)
     except SyntaxError as exc:
         raise SpliceError(f"the file itself does not parse (line {exc.lineno}: {exc.msg}); fix that first") \
             from None
@@ -186,7 +187,7 @@ def _is_main_guard(node: ast.stmt) -> bool:
 
 
 def _add_imports(text: str, imports: list[str]) -> str:
-    tree = ast.parse(text)
+    tree = parse_python(text)
     last = max((n.end_lineno or n.lineno for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))
                 and n.lineno <= _first_def_line(tree)), default=0)
     lines = text.splitlines(keepends=True)

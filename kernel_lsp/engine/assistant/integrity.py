@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from analyzers import analyze_source
-from analyzers.source import ImportMap
+from analyzers.source import ImportMap, parse_python
 from analyzers.specs import SPEC_DECORATOR, find_specs
 
 ONLY = "a candidate may change only the kernel, its launcher and @triton.jit helpers"
@@ -76,7 +76,7 @@ class _Module:
 
     @classmethod
     def parse(cls, text: str) -> _Module:
-        tree = ast.parse(text)
+        tree = parse_python(text)
         named: dict[str, ast.stmt] = {}
         bound: set[str] = set()
         for node in tree.body:

@@ -15,14 +15,14 @@ module and runs none of its code (offline.py says what may run, and the worker c
 from __future__ import annotations
 
 import ast
-import functools
 import builtins
+import functools
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from analyzers.discovery import KernelSyntax, discover_triton
 from analyzers.model import TritonKernel
-from analyzers.source import ImportMap, SourceText, literal_value, parse_recovering
+from analyzers.source import ImportMap, SourceText, literal_value, parse_python, parse_recovering
 
 from . import offline
 from .jobs import NOT_IN_KERNELS
@@ -320,7 +320,7 @@ def extract_module(text: str, kernel: str, path: str = "<memory>", _depth: int =
             body = [f"{local} = {ast.unparse(value)}"]
         chunk = "\n".join(heads + body)
         try:
-            chunk_scope = offline.Scope(ast.parse(chunk).body)
+            chunk_scope = offline.Scope(parse_python(chunk).body)
         except SyntaxError:
             return "its text does not parse on its own"
         bound = set(chunk_scope.count)

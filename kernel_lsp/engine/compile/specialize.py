@@ -21,7 +21,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from analyzers.model import LaunchArg, LaunchSite, Param, TritonKernel
-from analyzers.source import literal_value, statements
+from analyzers.source import PARSE_LOCK, literal_value, parse_python, statements
 from analyzers.targets import parse_target
 
 from . import offline
@@ -190,7 +190,7 @@ def _scalar_type(p: Param, value: object) -> tuple[str, bool]:
               "bfloat16": "bf16", "float64": "fp64"}
     if ann in by_ann:
         return by_ann[ann], False
-    default = literal_value(ast.parse(p.default, mode="eval").body) if p.default else None
+    default = literal_value(parse_python(p.default, mode="eval").body) if p.default else None
     if isinstance(default, bool):
         return "u1", True
     if isinstance(default, float):
@@ -231,7 +231,7 @@ def _constexpr_default(p: Param, text: str) -> tuple[object, str] | None:
     up: a kernel compiled with a guessed block size shows registers and spills of a kernel nobody runs."""
     if p.default is None:
         return None
-    node = ast.parse(p.default, mode="eval").body
+    node = parse_python(p.default, mode="eval").body
     if p.default.strip() == "None":
         return None, "its default"
     tree = _parsed(text)
@@ -367,7 +367,7 @@ def _heuristic_value(fn: ast.Lambda, known: dict[str, object]) -> tuple[object, 
 @functools.lru_cache(maxsize=32)
 def _parsed(text: str) -> ast.Module | None:
     try:
-        return ast.parse(text)
+        return parse_python(text)
     except (SyntaxError, ValueError):
         return None
 
@@ -479,7 +479,7 @@ class _Resolver:
 
 def _arg_value(arg: LaunchArg, site: LaunchSite, text: str | None) -> object | None:
     try:
-        node = ast.parse(arg.text, mode="eval").body
+        node = parse_python(arg.text, mode="eval").body
     except SyntaxError:
         return None
     value = literal_value(node)
@@ -655,7 +655,8 @@ def plan_jobs(
 
     heuristics = _heuristics(mod.node)
     # A slice the worker will refuse (KC008, offline.py) is never compiled: a missing value does not matter there.
-    refused = bool(offline.unsafe_statements(mod.source))
+    with PARSE_LOCK:  # offline.py parses with ast.parse (it also runs in the worker, which imports no analyzers)
+        refused = bool(offline.unsafe_statements(mod.source))
     jobs: list[CompileJob] = []
     seen: set[tuple] = set()
     missing: dict[str, str] = {}  # constexpr -> why its value is not known, for configurations left out

@@ -361,8 +361,10 @@ def _dtype_class(name: str) -> str:
 
 def _union_elems(intervals: list[tuple[int, int, int]]) -> int:
     """Elements covered by the union of [start, end) byte intervals."""
-    total, cur_lo, cur_hi, elem = 0, None, None, 1
-    for lo, hi, elem in sorted(intervals):
+    total, cur_lo, cur_hi = 0, None, None
+    ordered = sorted(intervals)
+    elem = ordered[-1][2] if ordered else 1
+    for lo, hi, _ in ordered:
         if cur_hi is None or lo > cur_hi:
             if cur_hi is not None:
                 total += cur_hi - cur_lo

@@ -1,0 +1,495 @@
+"""TR002 unmasked-block-access: `tl.load`/`tl.store` of a block at offsets derived from `tl.program_id`, without
+`mask=`.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+
+from ...model import Related, Severity
+from .. import Rule, register
+from .facts import (
+    AR,
+    BP,
+    CONSTEXPR,
+    FOR,
+    KERNEL_HEADER,
+    PID,
+    PIDOFF,
+    PLAIN,
+    RT,
+    TL,
+    KernelFacts,
+    _is_none,
+    _iter_expr,
+    _short,
+    kernel_check,
+)
+
+register(Rule(
+    code="TR002", name="unmasked-block-access", language="triton", severity=Severity.WARNING,
+    summary="`tl.load`/`tl.store` of a block at offsets derived from `tl.program_id`, without `mask=`.",
+    explanation="With `offs = pid * BLOCK + tl.arange(0, BLOCK)`, the last program reads or writes past the end "
+    "unless the size is a multiple of BLOCK; out-of-bounds stores corrupt memory silently. Add "
+    "`mask=offs < n` (and `other=` on loads). Loops and `if`s are analysed too: blocks walked by a runtime "
+    "loop (`for start in range(0, n, BLOCK)`) overhang the same way. Not reported: an access that a bounds "
+    "guard on the same offsets dominates (an `if`, an early `return`, an `assert`, `tl.device_assert` or "
+    "`tl.static_assert` that bounds every tile dimension of the address as a whole: `offs < n`, "
+    "`start + BLOCK <= n`, `N % BLOCK == 0`, a flag such as EVEN_K, a padded bound; `if pid * BLOCK >= n: "
+    "return` alone only bounds where the last tile starts; `if row >= n_rows: return` covers a row), a kernel "
+    "whose launches in the file "
+    "assert the size is a multiple of the block or launch `n // BLOCK` programs, blocks counted by floor "
+    "division (`M // TILE_M`), buffers allocated padded to whole blocks (`triton.cdiv(n, B) * B`), scalar "
+    "per-program accesses such as `tl.load(ptr + pid)`, offsets wrapped with `%`, `tl.where` or "
+    "`tl.minimum`, block pointers and tensor descriptors, and `row * stride + tl.arange(0, WIDTH)` rows (or "
+    "`pid * HEAD_DIM + tl.arange(0, HEAD_DIM)`) unless the kernel bounds-checks those offsets elsewhere "
+    "(WIDTH may be the exact row length).",
+    wrong=KERNEL_HEADER + "def scale(X, Y, n, BLOCK: tl.constexpr):\n    pid = tl.program_id(0)\n"
+    "    offs = pid * BLOCK + tl.arange(0, BLOCK)\n    x = tl.load(X + offs)\n    tl.store(Y + offs, x * 2)\n",
+    right=KERNEL_HEADER + "def scale(X, Y, n, BLOCK: tl.constexpr):\n    pid = tl.program_id(0)\n"
+    "    offs = pid * BLOCK + tl.arange(0, BLOCK)\n    mask = offs < n\n    x = tl.load(X + offs, mask=mask)\n"
+    "    tl.store(Y + offs, x * 2, mask=mask)\n",
+))
+
+
+@kernel_check
+def _tr002_unmasked(k: KernelFacts) -> None:
+    tl = k.f.tl
+    guards: dict[int, list[ast.AST]] | None = None
+    launcher = None
+    found: dict[tuple[str, bool, str], list[tuple[ast.Call, str]]] = {}
+    for c in k.calls:
+        if c.name is None or not c.name.startswith(TL + "."):
+            continue
+        short = c.name[len(TL) + 1:]
+        if short == "load":
+            mask_pos = 1
+        elif short == "store" or (short.startswith("atomic_") and short not in ("atomic_cas", "atomic_load")):
+            mask_pos = 2
+        else:
+            continue
+        node = c.node
+        kw = {x.arg: x.value for x in node.keywords}
+        mask = kw.get("mask", node.args[mask_pos] if len(node.args) > mask_pos else None)
+        if (mask is not None and not _is_none(mask)) or "boundary_check" in kw:
+            continue
+        ptr = node.args[0] if node.args else kw.get("pointer")
+        bits = k.expr_facts(ptr)
+        if not (bits & PIDOFF and bits & AR) or bits & BP:
+            continue
+        terms = _terms(k, ptr, set(), node.lineno)
+        # Offsets by the name the user gave them (`offs` in `X + offs`), then names inside the expanded sums.
+        shallow = _terms(k, ptr, {n.id for n in _iter_expr(ptr) if isinstance(n, ast.Name)})
+        names = [n.id for t in shallow + terms if k.expr_facts(t) & AR
+                 for n in _iter_expr(t) if isinstance(n, ast.Name) and k.name_facts(n.id) & AR]
+        names = list(dict.fromkeys(names))
+        extents = _arange_extents(k, terms)
+        check = next((c for n in names for c in _checks_of(k, n, node.lineno) if not _vacuous(c, extents)), None)
+        # A tile (`pid * BLOCK + tl.arange(0, BLOCK)`) overhangs the end unless the size is a multiple of BLOCK.
+        # A row (`row * stride + tl.arange(0, WIDTH)`) is fine when WIDTH is the exact row length, so it is
+        # only reported when the kernel bounds-checks those offsets elsewhere and forgets it here.
+        tile = any(_is_tile_term(k, t, extents) for t in terms)
+        if not tile and check is None:
+            continue
+        # What makes the access safe although it has no mask: a bounds test around it, an early return or an
+        # assert before it, a launcher that checks divisibility, a buffer padded to whole blocks.
+        if tile and _whole_blocks_only(k, extents):
+            continue
+        if guards is None:
+            guards = _access_guards(k)
+            launcher = _launcher_guards(k)
+        if guards.get(id(node)):
+            # Every tile dimension needs its own guard: `if pid_m * BM >= M: return` says nothing of the N tiles.
+            parts = [t for t in terms if _is_tile_term(k, t, extents)] if tile else [ptr]
+            tests = [g for g in guards[id(node)] if not tile or _covers_tile(k, g, extents)]
+            if all(any(_relevant(k, g, _part_names(k, ptr, part)) for g in tests) for part in parts):
+                continue
+        if launcher[0] or any(isinstance(t, ast.Name) and t.id in launcher[1] for t in terms):
+            continue
+        what = "reads" if short == "load" else "writes"
+        other = ", other=0.0" if short == "load" else ""
+        # Name offsets, not pointers: a pointer is a sum with a bare parameter (the base address) in it, or a
+        # name the kernel loads from or stores to (`A = A + ...; tl.load(A)`).
+        pointers = _pointer_names(k)
+        # The offsets that place this program's block come first: they are what overhangs the end.
+        names.sort(key=lambda n: not k.name_facts(n) & PIDOFF)
+        offs = next((n for n in names if n not in pointers and not n.lower().endswith(("ptr", "ptrs"))
+                     and not any(isinstance(t, ast.Name) and t.id in k.args
+                                 for t in _terms(k, ast.Name(n, ast.Load()), set()))), None)
+        if check is not None:
+            hint = f"add mask={_short(k.ctx.src.segment(check), 40)}{other}"
+        else:
+            size = _size_param(k, offs)
+            subject = offs or "the offsets"
+            hint = f"add mask={subject} < {size}{other}" if size and offs else \
+                f"add a mask comparing {subject} with the size{other and ' (and other=0.0)'}"
+        source = f"{tl}program_id" if bits & PID else "a runtime loop bound"
+        if tile:
+            msg = (f"{tl}{short} {what} a block at offsets derived from {source} with no mask: the last block "
+                   f"{what} out of bounds unless the size is a multiple of the block; {hint}")
+        else:
+            msg = (f"{tl}{short} {what} a row without a mask although this kernel bounds-checks the same offsets "
+                   f"elsewhere ({_short(k.ctx.src.segment(check), 40)}): {hint}")
+        found.setdefault((short, tile, hint), []).append((node, msg))
+    # Accesses with the same cause and the same fix (the k and v loads of one loop) are one finding: the first
+    # carries the message, the others are listed with it.
+    for (short, _, _), group in found.items():
+        (node, msg), rest = group[0], group[1:]
+        if rest:
+            lines = ", ".join(str(n.lineno) for n, _ in rest)
+            msg += f" (the same at line{'s' * (len(rest) > 1)} {lines})"
+        related = tuple(Related(k.ctx.src.span(n), f"{tl}{short} with the same unmasked offsets") for n, _ in rest)
+        k.ctx.report("TR002", node, msg, kernel=k.name, related=related)
+
+
+# Compile-time flags that name a bounds property (`EVEN_K`, `DIVISIBLE_N`, `NO_MASK`): an `if` on one is the
+# author's fast path for full blocks.
+_BOUNDS_FLAG = re.compile(r"(?i)even|divisib|divides|aligned|full|mask|bound|pad|multiple|exact|tail|ragged")
+# Extent names that read as a block (tiles of a larger size) rather than a whole dimension (`HEAD_DIM`, `D`).
+_BLOCK_NAME = re.compile(r"(?i)block|tile|chunk|^bs|_bs|bs_|^blk|_blk|^b_|_b$|split|^tb|group")
+
+
+def _guard_test(k: KernelFacts, test: ast.AST) -> bool:
+    """Whether a condition is bounds logic: a runtime test on program ids, loop offsets or arange offsets, a
+    divisibility test, or a compile-time flag named for a bounds property."""
+    has_mod = any(isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mod) for n in _iter_expr(test))
+    bits = k.expr_facts(test)
+    if bits & RT:
+        return bool(bits & (PID | PIDOFF | AR)) or has_mod
+    return has_mod or any(isinstance(n, ast.Name) and _BOUNDS_FLAG.search(n.id) for n in _iter_expr(test))
+
+
+def _access_guards(k: KernelFacts) -> dict[int, list[ast.AST]]:
+    """For each call of the kernel body, the bounds conditions that dominate it: the tests of the `if`s around it,
+    and those of an early `if ...: return`, an `assert`, `tl.device_assert` or `tl.static_assert` before it in
+    the same block (or an enclosing one)."""
+    out: dict[int, list[ast.AST]] = {}
+
+    def mark(node: ast.AST, tests: list[ast.AST]) -> None:
+        for n in ast.walk(node):
+            if isinstance(n, ast.Call):
+                out[id(n)] = tests
+
+    def guard_of(st: ast.stmt) -> ast.AST | None:
+        test = None
+        early_return = isinstance(st, ast.If) and not st.orelse and st.body and isinstance(st.body[-1], ast.Return)
+        if early_return or isinstance(st, ast.Assert):
+            test = st.test
+        elif isinstance(st, ast.Expr) and isinstance(st.value, ast.Call) and st.value.args and k.callee(
+                st.value.func) in (f"{TL}.device_assert", f"{TL}.static_assert", f"{TL}.assume"):
+            test = st.value.args[0]
+        return test if test is not None and _guard_test(k, test) else None
+
+    def block(stmts: list[ast.stmt], tests: list[ast.AST]) -> None:
+        for st in stmts:
+            visit(st, tests)
+            g = guard_of(st)
+            if g is not None:
+                tests = tests + [g]
+
+    def visit(st: ast.stmt, tests: list[ast.AST]) -> None:
+        if isinstance(st, ast.If):
+            mark(st.test, tests)
+            inner = tests + [st.test] if _guard_test(k, st.test) else tests
+            overflows = _overflow_branch(k, st.test)
+            block(st.body, tests if overflows == "body" else inner)
+            block(st.orelse, tests if overflows == "orelse" else inner)
+        elif isinstance(st, (ast.For, ast.While)):
+            mark(st.iter if isinstance(st, ast.For) else st.test, tests)
+            block(st.body, tests)
+            block(st.orelse, tests)
+        elif tests:
+            mark(st, tests)
+
+    block(k.fn.body, [])
+    return out
+
+
+def _closure(k: KernelFacts, e: ast.AST) -> tuple[set[str], set[int]]:
+    """What an expression is built from, through assignments: the names, and the ids of every node visited."""
+    names: set[str] = set()
+    nodes: set[int] = set()
+    stack = [e]
+    while stack and len(names) < 300:
+        for n in _iter_expr(stack.pop()):
+            nodes.add(id(n))
+            if isinstance(n, ast.Name) and n.id not in names:
+                names.add(n.id)
+                for kind, v, _ in k.assigns.get(n.id, ()):
+                    if kind in (PLAIN, CONSTEXPR) and isinstance(v, ast.AST):
+                        stack.append(v)
+                    elif kind == FOR:
+                        stack.append(v.iter)
+    return names, nodes
+
+
+def _covers_tile(k: KernelFacts, test: ast.AST, extents: set) -> bool:
+    """Whether a condition bounds a whole tile, not just where it starts: `offs < n` (element-wise), a full-block
+    test `start + BLOCK <= n`, divisibility, or a bound named for padding or whole blocks (`n_full_blocks`,
+    `num_tokens_post_padded`, `EVEN_K`). `if pid * BLOCK >= n: return` alone leaves the last tile overhanging."""
+    if k.expr_facts(test) & AR:
+        return True
+
+    def extent(x: ast.AST) -> bool:
+        return isinstance(x, ast.Name) and x.id in extents or isinstance(x, ast.Constant) and x.value in extents
+
+    def tile_end(n: ast.AST) -> bool:
+        # `start + BLOCK`, or `(pid + 1) * BLOCK`: where the tile ends
+        if isinstance(n, ast.BinOp) and isinstance(n.op, ast.Add) and (extent(n.left) or extent(n.right)):
+            return True
+        return (isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mult) and any(
+            extent(a) and isinstance(b, ast.BinOp) and isinstance(b.op, ast.Add) and isinstance(b.right, ast.Constant)
+            and b.right.value == 1 for a, b in ((n.left, n.right), (n.right, n.left))))
+
+    for n in _iter_expr(test):
+        if isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mod):
+            return True
+        if isinstance(n, ast.Name) and _BOUNDS_FLAG.search(n.id):
+            return True
+        if tile_end(n):
+            return True
+    # Through the name an overflow test reads: `overflow = (start_m + 1) * BLOCK_M - seqlen; if overflow > 0: ...`
+    return _overflow_branch(k, test) is not None and any(tile_end(n) for n in _closure_nodes(k, test))
+
+
+def _overflow_branch(k: KernelFacts, test: ast.AST) -> str | None:
+    """For `if overflow > 0:` with `overflow = <tile end> - size`, the branch where the tile overhangs ("body";
+    "orelse" for `overflow <= 0`): only the other one is in bounds. None for any other test."""
+    if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.left, ast.Name)
+            and isinstance(test.comparators[0], ast.Constant) and test.comparators[0].value == 0):
+        return None
+    bound = [v for kind, v, _ in k.assigns.get(test.left.id, ()) if kind == PLAIN]
+    if len(bound) != 1 or not (isinstance(bound[0], ast.BinOp) and isinstance(bound[0].op, ast.Sub)):
+        return None
+    op = test.ops[0]
+    return "body" if isinstance(op, (ast.Gt, ast.GtE)) else "orelse" if isinstance(op, (ast.Lt, ast.LtE)) else None
+
+
+def _closure_nodes(k: KernelFacts, e: ast.AST) -> list[ast.AST]:
+    """The expressions the plain assignments of the names in `e` bind, transitively (not `e` itself)."""
+    out: list[ast.AST] = []
+    seen: set[str] = set()
+    stack = [e]
+    while stack and len(seen) < 100:
+        for n in _iter_expr(stack.pop()):
+            if isinstance(n, ast.Name) and n.id not in seen:
+                seen.add(n.id)
+                for kind, v, _ in k.assigns.get(n.id, ()):
+                    if kind in (PLAIN, CONSTEXPR) and isinstance(v, ast.AST):
+                        stack.append(v)
+                        out.extend(_iter_expr(v))
+    return out
+
+
+def _part_names(k: KernelFacts, ptr: ast.AST, part: ast.AST) -> set[str]:
+    """The names one summand of an address is built from, and the names of the sums that hold it (`offs` for
+    the `pid * BLOCK` of `offs = pid * BLOCK + tl.arange(0, BLOCK)`)."""
+    names = _closure(k, part)[0]
+    for n in _closure(k, ptr)[0] - names:
+        if n in k.assigns and id(part) in _closure(k, ast.Name(n, ast.Load()))[1]:
+            names.add(n)
+    return names
+
+
+def _relevant(k: KernelFacts, test: ast.AST, related: set[str]) -> bool:
+    """A bounds condition protects an access when it tests what the address is built from (`if pid < n_full`,
+    `tl.device_assert(offs < n)`, `tl.static_assert(K % BLOCK_K == 0)` for a BLOCK_K tile), or is a
+    compile-time bounds flag (`if EVEN_N`)."""
+    names = {n.id for n in _iter_expr(test) if isinstance(n, ast.Name)}
+    if names & related:
+        return True
+    if _overflow_branch(k, test) is not None and _closure(k, test)[0] & related - set(k.constexpr):
+        return True
+    return not k.expr_facts(test) & RT and any(_BOUNDS_FLAG.search(n) for n in names)
+
+
+def _launcher_guards(k: KernelFacts) -> tuple[bool, set[str]]:
+    """From same-file launchers of this kernel: whether every one checks divisibility (`assert n % BLOCK == 0`,
+    `if n % BLOCK: raise ...`), and the pointer parameters that always receive buffers padded to whole blocks
+    (allocated with triton.cdiv / next_power_of_2 / a `pad` in the size)."""
+    ctx = k.ctx
+    scopes = k.f.launchers().get(k.name, [])
+    if not scopes:
+        return False, set()
+
+    order = list(k.args)
+
+    def block_values(sites: list[ast.Call]) -> set[str]:
+        """How the launches spell the kernel's constexpr values (`BLOCK`, `1024`), and the parameter names."""
+        out = set(k.constexpr)
+        for site in sites:
+            out.update(ctx.src.segment(a) for i, a in enumerate(site.args)
+                       if i < len(order) and order[i] in k.constexpr)
+            out.update(ctx.src.segment(kw.value) for kw in site.keywords if kw.arg in k.constexpr)
+        return out
+
+    def checks_divisibility(fn: ast.AST, sites: list[ast.Call]) -> bool:
+        """`assert n % BLOCK == 0` or `if n % BLOCK: raise` on a block value this launch passes."""
+        blocks = block_values(sites)
+        for n in ast.walk(fn):
+            test = n.test if isinstance(n, ast.Assert) else \
+                n.test if isinstance(n, ast.If) and any(isinstance(b, ast.Raise) for b in n.body) else None
+            if test is not None and any(isinstance(x, ast.BinOp) and isinstance(x.op, ast.Mod)
+                                        and ctx.src.segment(x.right) in blocks for x in ast.walk(test)):
+                return True
+        return False
+
+    def whole_grid(site: ast.Call) -> bool:  # `kernel[(n // BLOCK,)]`: only whole blocks are launched
+        grid = site.func.slice
+        text = ctx.src.segment(grid)
+        return "cdiv" not in text and any(isinstance(x, ast.BinOp) and isinstance(x.op, ast.FloorDiv)
+                                          for x in ast.walk(grid))
+
+    all_checked = all(checks_divisibility(fn, sites) or all(whole_grid(s) for s in sites) for fn, sites in scopes)
+    padded: set[str] | None = None
+    for fn, sites in scopes:
+        allocs = {}
+        for n in ast.walk(fn):
+            if isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name) \
+                    and isinstance(n.value, ast.Call):
+                allocs[n.targets[0].id] = ctx.src.segment(n.value)
+        for site in sites:
+            here = set()
+            for i, a in enumerate(site.args):
+                if i < len(order) and isinstance(a, ast.Name) and _PADDED.search(allocs.get(a.id, "")):
+                    here.add(order[i])
+            for kw in site.keywords:
+                if kw.arg and isinstance(kw.value, ast.Name) and _PADDED.search(allocs.get(kw.value.id, "")):
+                    here.add(kw.arg)
+            padded = here if padded is None else padded & here
+    return all_checked, padded or set()
+
+
+_PADDED = re.compile(r"cdiv|next_power_of_2|\bpad|padded|round_up|align")
+
+
+def _checks_of(k: KernelFacts, name: str, at: int) -> list[ast.Compare]:
+    """Bounds checks of a name that test the value it has on line `at`: a name reassigned for other offsets
+    (`o_a = ...` twice) is checked only by comparisons after its last assignment before that line."""
+    plain = [b[2].lineno for b in k.assigns.get(name, ()) if b[2] is not None]
+    since = max((ln for ln in plain if ln < at), default=0) if len(plain) > 1 else 0
+    return [c for c in k.comparisons.get(name, ()) if c.lineno >= since]
+
+
+def _whole_blocks_only(k: KernelFacts, extents: set) -> bool:
+    """The kernel counts its blocks with floor division by the block size (`Ms = M // TILE_M`): only whole blocks
+    exist, so the last one cannot overhang."""
+    for n in ast.walk(k.fn):
+        # `(n + BLOCK - 1) // BLOCK` is a ceiling division: partial blocks do exist.
+        if isinstance(n, ast.BinOp) and isinstance(n.op, ast.FloorDiv) and any(
+                isinstance(x, ast.Name) and x.id in extents for x in _iter_expr(n.right)) and not any(
+                isinstance(x, ast.Name) and x.id in extents for x in _iter_expr(n.left)):
+            return True
+    return False
+
+
+def _vacuous(check: ast.Compare, extents: set) -> bool:
+    """`cols < D` with cols = tl.arange(0, D): always true, not a real bounds check."""
+    return len(check.comparators) == 1 and isinstance(check.ops[0], ast.Lt) and (
+        isinstance(check.comparators[0], ast.Name) and check.comparators[0].id in extents)
+
+
+def _pointer_names(k: KernelFacts) -> set[str]:
+    """Names a load or store of this kernel takes its address from."""
+    pointers = set()
+    for c in k.calls:
+        if c.name in (f"{TL}.load", f"{TL}.store") and c.node.args:
+            pointers.update(t.id for t in _terms(k, c.node.args[0], set()) if isinstance(t, ast.Name))
+            if isinstance(c.node.args[0], ast.Name):
+                pointers.add(c.node.args[0].id)
+    return pointers
+
+
+def _size_param(k: KernelFacts, offs: str | None = None) -> str | None:
+    """A runtime size parameter of this kernel to name in a mask hint (never one the kernel does not have).
+
+    With several sizes, the one of the offsets' dimension (`offs_bn` -> `N`, `offs_cm` -> `M`); None when that is
+    not clear: a hint naming the wrong dimension is worse than none."""
+    pointers = _pointer_names(k)
+    sizes = [n for n in k.args if n not in k.constexpr and n not in pointers and "stride" not in n.lower()
+             and not n.lower().endswith("ptr") and _SIZE_NAME.search(n)]
+    if len(sizes) <= 1:
+        return sizes[0] if sizes else None
+    if offs:
+        dim = offs.lower().rsplit("_", 1)[-1][-1:]
+        same = [n for n in sizes if n.lower() in (dim, f"n_{dim}", f"size_{dim}", f"{dim}_size", f"num_{dim}")]
+        if len(same) == 1:
+            return same[0]
+    return None
+
+
+_SIZE_NAME = re.compile(r"(?i)^(n|m|k|l|size|numel|length|len|total)$|^n_|^num_|_size$|numel|elements|^len|_len$|"
+                        r"^(n|m|k)[a-z]?$|^seq|rows$|cols$")
+
+
+def _is_tile_term(k: KernelFacts, t: ast.AST, extents: set) -> bool:
+    """A summand that places this program's block along the arange: a vector already holding the program id
+    (`offs * stride` with offs = pid * BLOCK + arange), or `pid * BLOCK` scaled by the arange's own extent.
+    `row * stride_row` with a different scale starts a row instead, and may be exactly as wide as the arange."""
+    bits = k.expr_facts(t)
+    if not bits & PIDOFF:
+        return False
+    if bits & AR:
+        return True
+    for _ in range(4):  # follow `start = pid * BLOCK`
+        if isinstance(t, ast.Name):
+            binds = k.assigns.get(t.id, ())
+            if len(binds) == 1 and binds[0][0] == FOR and isinstance(binds[0][1].iter, ast.Call):
+                # `for start in range(0, n, BLOCK)`: a block origin when the step is the arange's extent.
+                it = binds[0][1].iter
+                step = it.args[2] if len(it.args) > 2 else None
+                return step is not None and any(
+                    isinstance(n, ast.Name) and n.id in extents or isinstance(n, ast.Constant) and n.value in extents
+                    for n in _iter_expr(step))
+            if len(binds) != 1 or binds[0][0] != PLAIN:
+                return False
+            t = binds[0][1]
+        if isinstance(t, ast.BinOp) and isinstance(t.op, ast.Mult):
+            scale = t.right if k.expr_facts(t.left) & PIDOFF else t.left
+            # `pid * HEAD_DIM + tl.arange(0, HEAD_DIM)` walks rows of a whole dimension: not a tile.
+            return any(isinstance(n, ast.Name) and n.id in extents and _BLOCK_NAME.search(n.id)
+                       or isinstance(n, ast.Constant) and n.value in extents for n in _iter_expr(scale))
+    return False
+
+
+def _arange_extents(k: KernelFacts, terms: list[ast.AST]) -> set:
+    """Names and literals in the bounds of the tl.arange calls a pointer's offsets come from."""
+    out: set = set()
+    stack, seen = list(terms), set()
+    while stack:
+        for n in _iter_expr(stack.pop()):
+            if isinstance(n, ast.Call) and k.callee(n.func) == f"{TL}.arange":
+                out.update(x.id if isinstance(x, ast.Name) else x.value for a in n.args for x in _iter_expr(a)
+                           if isinstance(x, ast.Name) or isinstance(x, ast.Constant) and isinstance(x.value, int))
+            elif isinstance(n, ast.Name) and n.id not in seen:
+                seen.add(n.id)
+                stack.extend(b[1] for b in k.assigns.get(n.id, ()) if b[0] in (PLAIN, CONSTEXPR))
+    out.discard(0)
+    return out
+
+
+def _terms(k: KernelFacts, e: ast.AST | None, seen: set[str], at: int | None = None) -> list[ast.AST]:
+    """The summands of a pointer expression, through names bound to sums (`ptrs = X + offs`). With `at` (the
+    line of the use), a name assigned several times with `=` is followed to its last assignment before that line
+    (kernels reuse names such as `o_dA` for different offsets); `+=` updates always count (loops)."""
+    if isinstance(e, ast.BinOp) and type(e.op) in (ast.Add, ast.Sub):
+        return _terms(k, e.left, seen, at) + _terms(k, e.right, seen, at)
+    if isinstance(e, ast.Name) and "\0" + e.id in seen:
+        return []  # `ptrs += step` refers back to the sum being expanded
+    if isinstance(e, ast.Name) and e.id not in seen:
+        binds = k.assigns.get(e.id, ())
+        plain = [b for b in binds if b[2] is not None]
+        if at is not None and len(plain) > 1:
+            before = [b for b in plain if b[2].lineno < at]
+            if before:
+                last = max(before, key=lambda b: b[2].lineno)
+                binds = [b for b in binds if b[2] is None or b is last]
+                if len(binds) == 1 and last[0] == PLAIN and not (
+                        isinstance(last[1], ast.BinOp) and type(last[1].op) in (ast.Add, ast.Sub)):
+                    return [last[1]]  # the value itself: the name's facts mix in its other assignments
+        if binds and all(b[0] == PLAIN and isinstance(b[1], ast.BinOp) and type(b[1].op) in (ast.Add, ast.Sub)
+                         for b in binds):
+            seen.update((e.id, "\0" + e.id))
+            return [t for b in binds for t in _terms(k, b[1], seen, at)]
+    return [e] if e is not None else []

@@ -1,0 +1,73 @@
+"""TR009 int32-offset-overflow: `tl.program_id` times a runtime stride in 32-bit arithmetic: offsets overflow past
+2**31 elements.
+"""
+
+from __future__ import annotations
+
+import ast
+
+from ...model import Severity, TextEdit
+from .. import Rule, register
+from .facts import AR, I64, KERNEL_HEADER, PID, PLAIN, RTP, TL, KernelFacts, _once, _short, _span, kernel_check
+
+register(Rule(
+    code="TR009", name="int32-offset-overflow", language="triton", severity=Severity.INFO, fixable=True,
+    summary="`tl.program_id` times a runtime stride in 32-bit arithmetic: offsets overflow past 2**31 elements.",
+    explanation="Program ids and integer arguments are int32, so `row * stride` wraps around once the tensor "
+    "has more than 2**31 elements and the kernel reads the wrong memory. Whether that happens depends on sizes "
+    "the code does not show, so this is information: a risk to weigh for tensors that large. Cast the program "
+    "id where it is "
+    "bound, `tl.program_id(0).to(tl.int64)`, or an operand at the multiplication. `pid * BLOCK` with a "
+    "constexpr BLOCK is not reported, nor are vector offsets (pid * BLOCK + tl.arange) times a stride.",
+    wrong=KERNEL_HEADER + "def softmax(X, Y, stride, n, BLOCK: tl.constexpr):\n    row = tl.program_id(0)\n"
+    "    cols = tl.arange(0, BLOCK)\n    x = tl.load(X + row * stride + cols, mask=cols < n, other=0.0)\n"
+    "    tl.store(Y + row * stride + cols, x, mask=cols < n)\n",
+    right=KERNEL_HEADER + "def softmax(X, Y, stride, n, BLOCK: tl.constexpr):\n"
+    "    row = tl.program_id(0).to(tl.int64)\n"
+    "    cols = tl.arange(0, BLOCK)\n    x = tl.load(X + row * stride + cols, mask=cols < n, other=0.0)\n"
+    "    tl.store(Y + row * stride + cols, x, mask=cols < n)\n",
+))
+
+
+@kernel_check
+def _tr009_overflow(k: KernelFacts) -> None:
+    tl = k.f.tl
+    for node, _ifs in k.ops:
+        pairs: tuple[tuple[ast.expr, ast.expr], ...]
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult):
+            pairs = ((node.left, node.right), (node.right, node.left))
+        elif isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name):
+            pairs = ((ast.Name(node.target.id, ast.Load()), node.value),)
+        else:
+            continue
+        for p, o in pairs:
+            pf, of = k.expr_facts(p), k.expr_facts(o)
+            if not (pf & PID) or pf & (I64 | AR) or not (of & RTP) or of & (I64 | AR | PID):
+                continue
+            # The name bound by an augmented assignment was made here: it has no position in the text.
+            pid_text = p.id if isinstance(p, ast.Name) and not hasattr(p, "lineno") else _short(k.ctx.src.segment(p), 30)
+            o_text = _short(k.ctx.src.segment(o), 30)
+            edit = _pid_cast_edit(k, p)
+            fix = _once(k, f"Cast to {tl}int64", [edit]) if edit is not None and k.f.can_fix else None
+            where = "where it is bound" if edit is not None and edit.span != _span(k, p) else "at the multiplication"
+            k.ctx.report("TR009", node, f"{pid_text} * {o_text} is computed in int32 and would overflow if the "
+                         f"offset passed 2**31 elements: if tensors that large are possible, cast the program id "
+                         f"to int64 {where}, e.g. "
+                         f"{tl}program_id(0).to({tl}int64)", fix=fix, kernel=k.name)
+            break
+
+
+def _pid_cast_edit(k: KernelFacts, p: ast.AST) -> TextEdit | None:
+    tl = k.f.tl
+    if isinstance(p, ast.Name) and p.id not in k.args:
+        vals = k.assigns.get(p.id, [])
+        if len(vals) == 1 and vals[0][0] == PLAIN and isinstance(vals[0][1], ast.Call) and \
+                k.callee(vals[0][1].func) == f"{TL}.program_id":
+            call = vals[0][1]
+            return TextEdit(_span(k, call), f"{k.ctx.src.segment(call)}.to({tl}int64)")
+    if not hasattr(p, "lineno"):
+        return None
+    text = k.ctx.src.segment(p)
+    if not isinstance(p, (ast.Name, ast.Call, ast.Attribute, ast.Subscript)):
+        text = f"({text})"
+    return TextEdit(_span(k, p), f"{text}.to({tl}int64)")

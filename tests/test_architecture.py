@@ -1,0 +1,140 @@
+"""The layering of docs/architecture.md, checked on the source: each layer imports only the ones below it.
+
+Imports are read with `ast` (also those inside functions), so a lazy import cannot slip past, and relative imports
+are resolved to the module they name.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PROTOCOL_LIBRARIES = {"lsprotocol", "pygls"}
+# The protocol layer: the only modules that may speak LSP.
+PROTOCOL_LAYER = ("kernel_lsp/server.py", "kernel_lsp/transport.py", "kernel_lsp/convert.py", "kernel_lsp/features/")
+
+
+def module_name(path: Path, root: Path = ROOT) -> str:
+    parts = list(path.relative_to(root).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imports_of(path: Path, root: Path = ROOT) -> list[tuple[str, int]]:
+    """Every module a file imports, absolute, with its line: `from ..model import X` in analyzers/rules/a.py is
+    analyzers.model (and analyzers.model.X, in case X is a module)."""
+    name = module_name(path, root)
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found: list[tuple[str, int]] = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            found += [(alias.name, node.lineno) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - node.level + 1]
+                module = ".".join(base + ([node.module] if node.module else []))
+            else:
+                module = node.module or ""
+            found.append((module, node.lineno))
+            found += [(f"{module}.{alias.name}", node.lineno) for alias in node.names]
+    return found
+
+
+def sources(*folders: str) -> list[Path]:
+    return sorted(p for folder in folders for p in (ROOT / folder).rglob("*.py"))
+
+
+def violations(files: list[Path], forbidden, allowed: dict[str, set[str]] | None = None,
+               root: Path = ROOT) -> list[str]:
+    """`file:line imports module` for each import whose module is (or is inside) one of `forbidden`."""
+    allowed = allowed or {}
+    out = []
+    for path in files:
+        rel = str(path.relative_to(root))
+        for module, line in imports_of(path, root):
+            for bad in forbidden:
+                if (module == bad or module.startswith(bad + ".")) and bad not in allowed.get(rel, set()):
+                    out.append(f"{rel}:{line} imports {module}")
+    return sorted(set(out))
+
+
+def test_analyzers_import_nothing_above_them():
+    """analyzers/ is pure analysis: no kernel_lsp, no protocol, no event loop or processes, no triton or torch.
+    gen_triton_names is the developer tool that regenerates the static name list from an installed triton."""
+    forbidden = {"kernel_lsp", *PROTOCOL_LIBRARIES, "asyncio", "multiprocessing", "subprocess", "concurrent",
+                 "torch", "triton", "anthropic", "watchdog"}
+    assert violations(sources("analyzers"), forbidden, {"analyzers/gen_triton_names.py": {"triton"}}) == []
+
+
+def test_engine_imports_no_protocol_library_nor_the_protocol_layer():
+    forbidden = {*PROTOCOL_LIBRARIES, "kernel_lsp.server", "kernel_lsp.transport", "kernel_lsp.convert",
+                 "kernel_lsp.features", "kernel_lsp.cli", "kernel_lsp.report"}
+    assert violations(sources("kernel_lsp/engine"), forbidden) == []
+
+
+def test_protocol_libraries_are_used_only_in_the_protocol_layer():
+    outside = [p for p in sources("kernel_lsp", "analyzers")
+               if not str(p.relative_to(ROOT)).startswith(PROTOCOL_LAYER)]
+    assert violations(outside, PROTOCOL_LIBRARIES) == []
+
+
+def test_the_import_check_sees_relative_and_lazy_imports(tmp_path):
+    """The checks above would pass vacuously if imports_of missed the spellings the code base uses."""
+    pkg = tmp_path / "analyzers" / "rules"
+    pkg.mkdir(parents=True)
+    (tmp_path / "analyzers" / "__init__.py").write_text("")
+    (pkg / "__init__.py").write_text("")
+    bad = pkg / "bad.py"
+    bad.write_text("from ...kernel_lsp import server\n\ndef f():\n    import lsprotocol.types\n"
+                   "    from .. import model\n")
+    found = violations([bad], {"kernel_lsp", "lsprotocol", "analyzers.model"}, root=tmp_path)
+    assert found == ["analyzers/rules/bad.py:1 imports kernel_lsp",
+                     "analyzers/rules/bad.py:1 imports kernel_lsp.server",
+                     "analyzers/rules/bad.py:4 imports lsprotocol.types",
+                     "analyzers/rules/bad.py:5 imports analyzers.model"]
+
+
+
+# What a user sees, built from analysis results: only convert.py makes these (through the negotiated position
+# encoding). Requests, options and report envelopes around them are the features' own plumbing.
+RESULT_TYPES = {"Diagnostic", "DiagnosticRelatedInformation", "CodeAction", "CodeActionDisabled", "CodeLens",
+                "Command", "Hover", "MarkupContent", "InlayHint", "DocumentSymbol", "WorkspaceSymbol", "Location",
+                "TextEdit", "AnnotatedTextEdit", "TextDocumentEdit", "WorkspaceEdit"}
+
+
+def protocol_objects_built(path: Path) -> list[tuple[str, int]]:
+    """(type, line) of each lsprotocol result type constructed in a file, however `types` is imported."""
+    tree = ast.parse(path.read_text(), str(path))
+    modules: set[str] = set()
+    names: dict[str, str] = {}  # local name -> lsprotocol type
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module == "lsprotocol":
+            modules |= {a.asname or a.name for a in node.names if a.name == "types"}
+        elif isinstance(node, ast.ImportFrom) and node.module == "lsprotocol.types":
+            names.update({a.asname or a.name: a.name for a in node.names})
+        elif isinstance(node, ast.Import):
+            modules |= {a.asname or a.name for a in node.names if a.name == "lsprotocol.types"}
+    built = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        f = node.func
+        if isinstance(f, ast.Attribute) and ast.unparse(f.value) in modules and f.attr in RESULT_TYPES:
+            built.append((f.attr, node.lineno))
+        elif isinstance(f, ast.Name) and names.get(f.id) in RESULT_TYPES:
+            built.append((names[f.id], node.lineno))
+    return built
+
+
+def test_protocol_results_are_built_only_in_convert():
+    found = [f"{p.relative_to(ROOT)}:{line} builds {kind}" for p in sources("kernel_lsp")
+             if p.name != "convert.py" or p.parent.name != "kernel_lsp" for kind, line in protocol_objects_built(p)]
+    assert found == [], "add a function to kernel_lsp/convert.py and call it"
+
+
+def test_the_protocol_object_check_sees_every_spelling(tmp_path):
+    path = tmp_path / "feature.py"
+    path.write_text("from lsprotocol import types\nfrom lsprotocol.types import Hover as H\nimport lsprotocol.types\n"
+                    "a = types.CodeLens(range=None)\nb = H(contents='')\nc = lsprotocol.types.InlayHint()\n"
+                    "d = types.CodeLensOptions(resolve_provider=False)\n")
+    assert sorted(protocol_objects_built(path)) == [("CodeLens", 4), ("Hover", 5), ("InlayHint", 6)]
