@@ -65,6 +65,13 @@ def build_parser() -> argparse.ArgumentParser:
                        help="also run every correctness spec (docs/specs.md): each kernel against its PyTorch "
                        "reference, on the GPU when there is one, else through Triton's interpreter. This runs the "
                        "files' code (in separate processes) and needs torch and triton")
+    check.add_argument("--executor", choices=["local", "ray"], default=None,
+                       help="where compiles and checks run: worker processes here (local, the default) or tasks on "
+                       "an existing Ray cluster (ray; docs/scale.md). A cluster that cannot be reached or is lost "
+                       "falls back to local with a message")
+    check.add_argument("--ray-address", metavar="HOST:PORT", default=None,
+                       help="the Ray cluster for --executor ray (default: RAY_ADDRESS, else the cluster `ray start` "
+                       "began on this machine); ray://HOST:PORT for Ray Client")
     check.add_argument("--check-device", choices=["auto", "interpreter", "cuda"], default=None,
                        help="where --run-checks runs kernels (default: the checkDevice setting, \"auto\")")
 
@@ -131,6 +138,10 @@ def _check(args: argparse.Namespace) -> int:
         overrides["ignore"] = args.ignore
     if args.check_device is not None:
         overrides["checkDevice"] = args.check_device
+    if args.executor is not None:
+        overrides["executor"] = args.executor
+    if args.ray_address is not None:
+        overrides["rayAddress"] = args.ray_address
     if overrides:
         settings, messages = parse_settings(overrides, settings)
         if messages:
@@ -161,6 +172,8 @@ def _check(args: argparse.Namespace) -> int:
         print("kernel-lsp: --run-checks needs torch and triton in this Python environment", file=sys.stderr)
         return EXIT_USAGE
     result = check_paths(args.paths, settings, targets or config_targets, run_specs=args.run_checks)
+    for line in result.messages:  # where the jobs ran, when not where asked (a Ray cluster lost, ...)
+        print(f"kernel-lsp: {line}", file=sys.stderr)
     if args.format == "json":
         out = json_report(result)
     elif args.format == "sarif":

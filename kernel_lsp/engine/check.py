@@ -13,6 +13,7 @@ from analyzers.rules import make_problem
 from analyzers.suppression import select_problems
 
 from ..settings import Settings
+from .executor import Messages
 from .files import read_source, walk_sources
 from .index import WorkspaceIndex
 
@@ -26,6 +27,8 @@ class CheckResult:
     compile_stats: dict[str, Any] = field(default_factory=dict)
     cuda: list[Any] = field(default_factory=list)  # cuda.CudaKernel per kernel and target, with --target only
     verdicts: list[Any] = field(default_factory=list)  # (path, verify.Verdict) per spec, with --run-checks only
+    messages: list[str] = field(default_factory=list)  # about where jobs ran (a Ray cluster lost, ...)
+    executors: dict[str, Any] = field(default_factory=dict)  # "compile"/"checks" -> the executor's stats
 
     def count(self, severity: Severity) -> int:
         return sum(1 for ps in self.problems.values() for p in ps if p.severity == severity)
@@ -57,15 +60,19 @@ def check_paths(paths: Iterable[str], settings: Settings, targets: Sequence[str]
             texts[path] = read_source(path, settings.max_file_bytes).text or None
         return texts[path]
 
+    say = Messages()
     if targets:
         result.compiled, result.compile_stats = asyncio.run(
-            _compile(index, settings, list(targets), Path(root or os.getcwd()), text_of))
+            _compile(index, settings, list(targets), Path(root or os.getcwd()), text_of, say))
+        if "pool" in result.compile_stats:
+            result.executors["compile"] = result.compile_stats["pool"]
         from .compile.service import compile_problems
 
         for report in result.compiled:
             extra.setdefault(report.path, []).extend(compile_problems(report))
     if run_specs:
-        _run_specs(result, settings, Path(root or os.getcwd()), extra, text_of)
+        _run_specs(result, settings, Path(root or os.getcwd()), extra, text_of, say)
+    result.messages = say.lines
     for path in sorted(index.files):
         result.problems[path] = index.problems(path, extra.get(path, ()))
     if targets:
@@ -74,26 +81,62 @@ def check_paths(paths: Iterable[str], settings: Settings, targets: Sequence[str]
 
 
 def _run_specs(result: CheckResult, settings: Settings, root: Path, extra: dict[str, list[Problem]],
-               text_of: Callable[[str], str | None]) -> None:
-    """Every file with a spec, checked in its own process; a few at a time (each is one process)."""
-    from concurrent.futures import ThreadPoolExecutor
-
+               text_of: Callable[[str], str | None], say: Callable[[str], None]) -> None:
+    """Every file with a spec, checked in its own process, a few at a time; or each file a task on a Ray cluster."""
     from analyzers.specs import find_specs
 
     from .checks import check_problems
-    from .verify import CheckRequest, run_checks
 
     texts = {path: text for path in sorted(result.index.files) if (text := text_of(path)) and find_specs(text)}
-    todo = list(texts)
+    if not texts:
+        return
+    reports, result.executors["checks"] = asyncio.run(_check_files(texts, settings, root, say))
+    for path, report in zip(texts, reports):
+        result.verdicts += [(path, v) for v in report.verdicts]
+        extra.setdefault(path, []).extend(check_problems(report, texts[path]))
 
-    def check(path: str):
-        return run_checks(CheckRequest(path, texts[path], device=settings.check_device,
-                                       timeout_s=float(settings.check_timeout_s), root=str(root)))
 
-    with ThreadPoolExecutor(max_workers=max(1, min(len(todo), (os.cpu_count() or 2) - 1))) as pool:
-        for path, report in zip(todo, pool.map(check, todo)):
-            result.verdicts += [(path, v) for v in report.verdicts]
-            extra.setdefault(path, []).extend(check_problems(report, texts[path]))
+CHECK_FN = "kernel_lsp.engine.verify:run_checks"
+# A check job's deadline on a cluster: each spec has the check timeout (enforced on the node by the checking
+# process), the import one more; this is the backstop for a node that stops answering altogether.
+_CHECK_DEADLINE_SPECS_EXTRA = 1
+
+
+async def _check_files(texts: dict[str, str], settings: Settings, root: Path,
+                       say: Callable[[str], None]) -> tuple[list, dict]:
+    from analyzers.specs import find_specs
+
+    from .executor import CPU, ThreadExecutor, gpu, make_executor
+    from .verify import CheckReport, CheckRequest
+
+    def local() -> ThreadExecutor:  # each check is a process of its own: the threads only wait on them
+        return ThreadExecutor(max(1, min(len(texts), (os.cpu_count() or 2) - 1)))
+
+    executor = make_executor(settings.executor, local, address=settings.ray_address or None, say=say)
+    device = settings.check_device
+    capacity = await executor.capacity() if hasattr(executor, "capacity") else None
+    if device == "auto" and capacity is not None:  # on a cluster: its GPUs if it has any, else the interpreter
+        device = "cuda" if capacity.get(("gpu", None)) else "interpreter"
+    resources = gpu() if device == "cuda" and capacity is not None else CPU
+
+    async def check(path: str) -> CheckReport:
+        specs = len(find_specs(texts[path]))
+        request = CheckRequest(path, texts[path], device=device,
+                               timeout_s=float(settings.check_timeout_s), root=str(root))
+        outcome = await executor.run(CHECK_FN, request, resources=resources,
+                                     timeout=settings.check_timeout_s * (specs + _CHECK_DEADLINE_SPECS_EXTRA))
+        if outcome.ok and isinstance(outcome.value, CheckReport):
+            return outcome.value
+        why = outcome.message or outcome.status.value
+        if outcome.traceback:
+            why += ": " + outcome.traceback.strip().splitlines()[-1]
+        return CheckReport(path, (), ((None, f"the checks were not run: {why}"),))
+
+    try:
+        reports = await asyncio.gather(*(check(path) for path in texts))
+        return list(reports), executor.stats()
+    finally:
+        await executor.close()
 
 
 def _check_cuda_files(result: CheckResult, paths: Iterable[str], settings: Settings, targets: list[str]) -> None:
@@ -116,13 +159,13 @@ def _check_cuda_files(result: CheckResult, paths: Iterable[str], settings: Setti
 
 
 async def _compile(index: WorkspaceIndex, settings: Settings, targets: list[str], root: Path,
-                   text_of: Callable[[str], str | None]) -> tuple[list, dict]:
+                   text_of: Callable[[str], str | None], say: Callable[[str], None]) -> tuple[list, dict]:
     from .compile.service import CompileService
 
     # kernel file -> (launch site, its file's text, its path)
     sites = {kernel_file: [(site, text_of(where), where) for site, where in launches]
              for kernel_file, launches in index.launches_by_kernel_file().items()}
-    service = CompileService(root, settings)
+    service = CompileService(root, settings, say=say)
     try:
         batches = []
         for path in sorted(index.files):
