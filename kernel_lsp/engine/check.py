@@ -134,6 +134,8 @@ async def _check_files(texts: dict[str, str], settings: Settings, root: Path,
 
     try:
         reports = await asyncio.gather(*(check(path) for path in texts))
+        if (line := getattr(executor, "summary", lambda _: None)("check")) is not None:
+            say(line)
         return list(reports), executor.stats()
     finally:
         await executor.close()
@@ -173,6 +175,8 @@ async def _compile(index: WorkspaceIndex, settings: Settings, targets: list[str]
             if entry.analysis and entry.analysis.kernels and entry.read_problem is None and (text := text_of(path)):
                 batches.append(service.compile_file(path, text, entry.analysis, targets, sites.get(path, [])))
         reports = [r for batch in await asyncio.gather(*batches) for r in batch]
+        if service._pool is not None and (line := getattr(service._pool, "summary", lambda _: None)("compile")):
+            say(line)
         return reports, service.stats()
     finally:
         await service.close()

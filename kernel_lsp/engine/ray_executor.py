@@ -108,7 +108,7 @@ def _answers(address: tuple[str, int]) -> bool:
         return False
 
 
-def _bridge_main(conn, address: str | None, max_retries: int, log_path: str) -> None:
+def _bridge_main(conn, address: str | None, max_retries: int, log_path: str, start_allowance: float) -> None:
     # Ray and its C++ core write to stdout and stderr: into the bridge's log, not the CLI's report or the LSP stream.
     fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
     os.dup2(fd, 1)
@@ -117,25 +117,29 @@ def _bridge_main(conn, address: str | None, max_retries: int, log_path: str) -> 
     if parent is not None:  # the front end died without closing us: do not keep a cluster's tasks running
         threading.Thread(target=lambda: (parent.join(), os._exit(1)), daemon=True).start()
     target = address or os.environ.get("RAY_ADDRESS") or "auto"
+    explicit = _host_port(target) if target != "auto" else None
+    if explicit is not None and not _answers(explicit):  # Ray itself would keep trying for a minute or more
+        conn.send(("init_error", f"nothing answers at {explicit[0]}:{explicit[1]}"))
+        return
     try:
         import ray
 
         ray.init(address=target, log_to_driver=False, logging_level=logging.ERROR)
         remote = ray.remote(run_on_node)
-        watched = _host_port(target) if target != "auto" else None
-        watched = watched or _host_port(ray.get_runtime_context().gcs_address)
+        watched = explicit or _host_port(ray.get_runtime_context().gcs_address)
         capacity = _capacity(ray.nodes())
     except BaseException as exc:  # noqa: BLE001 - told to the front end, which runs locally instead
         conn.send(("init_error", f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"))
         return
     conn.send(("ready", {"address": "%s:%d" % watched if watched else target,
                          "nodes": sum(1 for n in ray.nodes() if n.get("Alive")), "capacity": capacity}))
-    _Bridge(conn, ray, remote, capacity, watched, max_retries).loop()
+    _Bridge(conn, ray, remote, capacity, watched, max_retries, start_allowance).loop()
 
 
 class _Bridge:
-    def __init__(self, conn, ray, remote, capacity, watched, max_retries):
+    def __init__(self, conn, ray, remote, capacity, watched, max_retries, start_allowance):
         self.conn, self.ray, self.remote = conn, ray, remote
+        self.start_allowance = start_allowance
         self.capacity, self.watched, self.max_retries = capacity, watched, max_retries
         self.queue: list[tuple[int, int, _Task]] = []
         self.tasks: dict[int, _Task] = {}
@@ -219,7 +223,7 @@ class _Bridge:
                 num_cpus=r.cpus, num_gpus=r.gpus, accelerator_type=r.accelerator if r.gpus else None,
                 max_retries=self.max_retries, retry_exceptions=False, name=task.fn_path.rpartition(":")[2],
             ).remote(task.fn_path, task.payload)
-            task.deadline = time.monotonic() + task.timeout + START_ALLOWANCE_S
+            task.deadline = time.monotonic() + task.timeout + self.start_allowance
             self.running[task.ref] = task
         for item in waiting:
             heapq.heappush(self.queue, item)
@@ -241,7 +245,7 @@ class _Bridge:
         except Exception as exc:  # noqa: BLE001 - every way a task ends becomes an outcome
             if task.timed_out:
                 reply = ("done", task.id, Status.TIMEOUT.value, None,
-                         f"no answer within {task.timeout:g} s (+{START_ALLOWANCE_S:g} s to start a Ray worker); "
+                         f"no answer within {task.timeout:g} s (+{self.start_allowance:g} s to start a Ray worker); "
                          "its Ray worker was killed", "", task.timeout, None)
             elif isinstance(exc, ray.exceptions.TaskCancelledError):
                 reply = ("done", task.id, Status.CANCELLED.value, None, "cancelled", "", 0.0, None)
@@ -282,8 +286,9 @@ class RayExecutor:
 
     def __init__(self, address: str | None = None, *, fallback: Callable[[], Executor],
                  say: Callable[[str], None] | None = None, max_retries: int = MAX_RETRIES,
-                 start_timeout: float = START_TIMEOUT_S):
+                 start_timeout: float = START_TIMEOUT_S, start_allowance: float = START_ALLOWANCE_S):
         self.address = address
+        self.start_allowance = start_allowance
         self.max_retries = max_retries
         self.start_timeout = start_timeout
         self._make_fallback = fallback
@@ -390,7 +395,8 @@ class RayExecutor:
             self.log_path = log_fd
             parent_conn, child_conn = _CTX.Pipe()
             self._process = _CTX.Process(target=_bridge_main, name="kernel-lsp-ray",
-                                         args=(child_conn, self.address, self.max_retries, self.log_path),
+                                         args=(child_conn, self.address, self.max_retries, self.log_path,
+                                               self.start_allowance),
                                          daemon=True)
             self._process.start()
             child_conn.close()
@@ -468,6 +474,14 @@ class RayExecutor:
         if self._conn is not None:
             self._conn.close()
             self._conn = None
+
+    def summary(self, what: str) -> str | None:
+        """One line on where `what` ran, for a batch report's messages (None: nothing ran on the cluster)."""
+        done = sum(self.nodes_used.values())
+        if not done:
+            return None
+        return (f"{done} {what} job(s) ran on the Ray cluster at {self.info.get('address')} "
+                f"({len(self.nodes_used)} node(s) used of {self.info.get('nodes')})")
 
     def stats(self) -> dict[str, Any]:
         out: dict[str, Any] = {"executor": "ray" if self._state == "ray" else "local (Ray fallback)"
