@@ -3,7 +3,9 @@ a small object store; started once per test session and stopped at its end (its 
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -66,9 +68,10 @@ class RayCluster:
                 pass
         for p in self.procs:
             try:
-                p.wait(30)
-            except subprocess.TimeoutExpired:
+                p.wait(10)
+            except subprocess.TimeoutExpired:  # `ray start --block` does not always leave on SIGTERM
                 os.killpg(p.pid, signal.SIGKILL)
+                p.wait(10)
         time.sleep(1)
         for pid in _pids_in_sessions(sessions):
             try:
@@ -106,3 +109,57 @@ def ray_cluster(tmp_path_factory):
                          workers=[["--num-cpus=1", "--num-gpus=0"]])
     yield cluster
     cluster.stop()
+
+
+EXAMPLES = REPO / "examples"
+ADVERSARIAL = [REPO / "tests/verify/fixtures/tricks.py",
+               *sorted((REPO / "tests/verify/fixtures/tampering").glob("[!_]*.py"))]
+
+
+def check_cli(paths, *extra: str, timeout: float = 900, env: dict | None = None, on_start=None):
+    """`kernel-lsp check --run-checks --format json` as CI runs it: (report, stderr). `on_start(process)` is called
+    while it runs (a fault to inject)."""
+    argv = [sys.executable, "-m", "kernel_lsp", "check", *map(str, paths), "--run-checks", "--check-device",
+            "interpreter", "--format", "json", "--exit-zero", *extra]
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=REPO)
+    if on_start is not None:
+        on_start(proc)
+    out, err = proc.communicate(timeout=timeout)
+    assert proc.returncode == 0, err[-3000:]
+    return json.loads(out), err
+
+
+def comparable(report: dict, paths=None) -> dict:
+    """What must not depend on where the checks ran: every problem, and each verdict's status, device, failed
+    check, line and message (its numbers masked: each run draws fresh random inputs and unseen shapes)."""
+    keep = (lambda p: True) if paths is None else (lambda p: any(p == str(x) or p.startswith(str(x) + "/")
+                                                                  for x in paths))
+    def mask(text):
+        return re.sub(r"\d+(\.\d+)?(e[-+]?\d+)?", "N", text or "")
+    return {
+        "problems": sorted((p["path"], p["code"], p["severity"], p["line"], p["column"], mask(p["message"]))
+                           for p in report["problems"] if keep(p["path"])),
+        "checks": sorted((c["path"], c["spec"], c["kernel"], c["status"], c["device"], c["failed_check"] or "",
+                          json.dumps(c["line"]), mask(c["message"])) for c in report["checks"] if keep(c["path"])),
+    }
+
+
+@pytest.fixture(scope="session")
+def local_report():
+    """The examples and the adversarial fixtures checked on this machine, the reference for every Ray run."""
+    report, err = check_cli([EXAMPLES, *ADVERSARIAL])
+    assert "Ray" not in err
+    return report
+
+
+def session_pids(cluster: RayCluster, title: str) -> list[int]:
+    """The cluster's processes whose title starts with `title` (Ray names a worker after the task it runs)."""
+    found = []
+    for pid in _pids_in_sessions({p.pid for p in cluster.procs}):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                if f.read().startswith(title.encode()):
+                    found.append(pid)
+        except OSError:
+            pass
+    return found

@@ -13,7 +13,12 @@ from kernel_lsp.engine.executor import ThreadExecutor
 from kernel_lsp.engine.pool import Status
 from kernel_lsp.engine.ray_executor import RayExecutor
 
+import pytest
+
 from .conftest import free_port
+
+# Each test may start the session's cluster and run the local reference first: minutes on a busy 2-core machine.
+pytestmark = pytest.mark.timeout(900)
 
 
 def _alive(pid: int) -> bool:
