@@ -56,3 +56,14 @@ def test_a_ray_worker_killed_during_a_check_is_retried(ray_cluster, local_report
     assert "instead" not in err
     assert _ran_on_ray(err, ray_cluster) == 2
     assert comparable(report) == comparable(local_report, files)
+
+
+def test_an_unreachable_cluster_checks_here_and_says_so(local_report):
+    from .conftest import free_port
+
+    port = free_port()
+    files = [EXAMPLES / "vector_add.py"]
+    report, err = check_cli(files, "--executor", "ray", "--ray-address", f"127.0.0.1:{port}")
+    assert (f"kernel-lsp: the Ray cluster (127.0.0.1:{port}) cannot be reached: nothing answers at 127.0.0.1:{port}; "
+            "running on this machine instead") in err
+    assert comparable(report) == comparable(local_report, files)
