@@ -39,9 +39,10 @@ class RayCluster:
         self.env.pop("RAY_ADDRESS", None)
         self.logs = tmp
         ray = str(Path(sys.executable).with_name("ray"))
-        common = ["--block", "--include-dashboard=false", "--disable-usage-stats", "--object-store-memory=80000000"]
+        common = ["--block", "--disable-usage-stats", "--object-store-memory=80000000"]
         self.procs: list[subprocess.Popen] = []
-        self._start([ray, "start", "--head", f"--port={self.port}", f"--temp-dir={self.temp_dir}", *common, *head],
+        self._start([ray, "start", "--head", f"--port={self.port}", f"--temp-dir={self.temp_dir}",
+                     "--include-dashboard=false", *common, *head],
                     "head")
         deadline = time.monotonic() + 120
         while not _answers(self.address):
@@ -49,6 +50,11 @@ class RayCluster:
             time.sleep(0.2)
         for i, extra in enumerate(workers):
             self._start([ray, "start", f"--address={self.address}", *common, *extra], f"worker{i}")
+        for i in range(len(workers)):  # a job submitted before a node joined would never go there
+            while "Ray runtime started" not in self.log(f"worker{i}"):
+                assert self.procs[1 + i].poll() is None, f"Ray worker {i} did not start: " + self.log(f"worker{i}")
+                assert time.monotonic() < deadline + 120, f"Ray worker {i} did not start: " + self.log(f"worker{i}")
+                time.sleep(0.2)
 
     def _start(self, argv: list[str], name: str) -> None:
         out = open(self.logs / f"{name}.log", "wb")  # noqa: SIM115 - closed with the process

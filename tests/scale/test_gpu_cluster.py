@@ -65,9 +65,11 @@ def test_a_cluster_stopped_mid_run_leaves_complete_local_results(gpu_cluster, lo
 
         threading.Thread(target=watch, daemon=True).start()
 
-    report, err = check_cli([EXAMPLES], "--executor", "ray", "--ray-address", gpu_cluster.address,
+    files = [EXAMPLES / "vector_add.py", EXAMPLES / "fused_softmax.py", EXAMPLES / "layernorm.py"]
+    report, err = check_cli(files, "--executor", "ray", "--ray-address", gpu_cluster.address,
                             on_start=stop_during_first_check)
     assert stopped, "no check started on the cluster"
     assert f"the Ray cluster at {gpu_cluster.address} stopped answering" in err, err[-2000:]
     assert "run on this machine instead" in err
-    assert comparable(report) == comparable(local_report, [EXAMPLES])
+    assert comparable(report) == comparable(local_report, files)
+    assert len(report["checks"]) == 3
