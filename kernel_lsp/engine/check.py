@@ -102,8 +102,10 @@ CHECK_FN = "kernel_lsp.engine.verify:run_checks"
 _CHECK_DEADLINE_SPECS_EXTRA = 1
 
 
-async def _check_files(texts: dict[str, str], settings: Settings, root: Path,
-                       say: Callable[[str], None]) -> tuple[list, dict]:
+async def _check_files(texts: dict[str, str], settings: Settings, root: Path, say: Callable[[str], None],
+                       finished: Callable[[int, int], None] | None = None) -> tuple[list, dict]:
+    """Each file's CheckReport, in the order of `texts`, and the executor's stats; `finished(done, total)` after
+    each file (for a progress display)."""
     from analyzers.specs import find_specs
 
     from .executor import CPU, ThreadExecutor, gpu, make_executor
@@ -125,6 +127,9 @@ async def _check_files(texts: dict[str, str], settings: Settings, root: Path,
                                timeout_s=float(settings.check_timeout_s), root=str(root))
         outcome = await executor.run(CHECK_FN, request, resources=resources,
                                      timeout=settings.check_timeout_s * (specs + _CHECK_DEADLINE_SPECS_EXTRA))
+        done.append(path)
+        if finished is not None:
+            finished(len(done), len(texts))
         if outcome.ok and isinstance(outcome.value, CheckReport):
             return outcome.value
         why = outcome.message or outcome.status.value
@@ -132,6 +137,7 @@ async def _check_files(texts: dict[str, str], settings: Settings, root: Path,
             why += ": " + outcome.traceback.strip().splitlines()[-1]
         return CheckReport(path, (), ((None, f"the checks were not run: {why}"),))
 
+    done: list[str] = []
     try:
         reports = await asyncio.gather(*(check(path) for path in texts))
         if (line := getattr(executor, "summary", lambda _: None)("check")) is not None:
