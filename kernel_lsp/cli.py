@@ -128,6 +128,13 @@ def _common_options(parser: argparse.ArgumentParser) -> None:
                         help="also compile every kernel for this GPU target, without a GPU (sm_90, gfx942, hopper, ...;"
                         " repeatable or comma-separated): compile errors, spills, shared memory and resources are "
                         "reported. Without it (or `targets` in --config) nothing is compiled")
+    parser.add_argument("--executor", choices=["local", "ray"], default=None,
+                        help="where compiles and checks run: worker processes here (local, the default) or tasks on "
+                        "an existing Ray cluster (ray; docs/scale.md). A cluster that cannot be reached or is lost "
+                        "falls back to local with a message")
+    parser.add_argument("--ray-address", metavar="HOST:PORT", default=None,
+                        help="the Ray cluster for --executor ray (default: RAY_ADDRESS, else the cluster `ray start` "
+                        "began on this machine); ray://HOST:PORT for Ray Client")
     parser.add_argument("--check-device", choices=["auto", "interpreter", "cuda"], default=None,
                         help="where correctness specs run kernels (default: the checkDevice setting, \"auto\")")
     parser.add_argument("--quiet", "-q", action="store_true",
@@ -219,6 +226,10 @@ def _prepare(args: argparse.Namespace, compile_by_default: bool = False) -> tupl
         overrides["ignore"] = args.ignore
     if args.check_device is not None:
         overrides["checkDevice"] = args.check_device
+    if args.executor is not None:
+        overrides["executor"] = args.executor
+    if args.ray_address is not None:
+        overrides["rayAddress"] = args.ray_address
     if overrides:
         settings, messages = parse_settings(overrides, settings)
         if messages:
@@ -274,6 +285,8 @@ def _check_once(args: argparse.Namespace, settings: Settings, targets: list[str]
     with _Progress(_show_progress(args)) as progress:
         result = check_paths(args.paths, settings, targets, run_specs=args.run_checks, latency=args.run_checks,
                              progress=progress)
+    for line in result.messages:  # where the jobs ran, when not where asked (a Ray cluster lost, ...)
+        print(f"kernel-lsp: {line}", file=sys.stderr)
     if args.format == "json":
         out = json_report(result)
     elif args.format == "sarif":

@@ -21,6 +21,7 @@ _LOG_LEVELS = ("debug", "info", "warning", "error")
 _COMPILE_MODES = ("open", "workspace", "off")
 _CHECK_MODES = ("save", "request", "off")
 _CHECK_DEVICES = ("auto", "interpreter", "cuda")
+_EXECUTORS = ("local", "ray")
 
 
 @dataclass(frozen=True)
@@ -219,6 +220,15 @@ SETTINGS: tuple[Setting, ...] = (
             _CHECK_DEVICES),
     Setting("checkTimeoutS", "check_timeout_s", "integer", 60, "Seconds one spec's check may take before its "
             "process is killed and a KV004 error says so.", _int_range(1, 3600)),
+    Setting("executor", "executor", "string", "local", "Where compiles and checks run: `local` (worker processes "
+            "on this machine) or `ray` (tasks on an existing Ray cluster, docs/scale.md; needs `pip install "
+            "kernel-lsp[ray]`; the kernel's source travels to the cluster). A cluster that cannot be reached or is "
+            "lost falls back to `local` with a message. User-level only: a workspace's value is ignored.",
+            _choice(_EXECUTORS), _EXECUTORS, user_only=True),
+    Setting("rayAddress", "ray_address", "string", "", "The Ray cluster for `executor: ray`: `HOST:PORT` of its "
+            "head, or `ray://HOST:10001` for Ray Client. Empty: Ray's own resolution (the `RAY_ADDRESS` "
+            "environment variable, else the cluster `ray start` began on this machine). User-level only.",
+            _string, user_only=True),
     Setting("latency", "latency", "string", "save", "When kernels are timed at their spec's bench shapes: `save` "
             "(after each check on save or request) or `off`. On a GPU they are measured; without one, estimated by "
             "the roofline model for each target's device, and labelled as estimates.", _choice(("save", "off")),
@@ -268,6 +278,8 @@ class Settings:
     checks: str = "save"
     check_device: str = "auto"
     check_timeout_s: int = 60
+    executor: str = "local"
+    ray_address: str = ""
     latency: str = "save"
     hardware: dict[str, Any] = field(default_factory=dict)
     assistant_model: str = "claude-sonnet-4-5"

@@ -67,4 +67,4 @@ def test_vscode_gets_user_only_settings_machine_scoped():
     from kernel_lsp.settings import SETTINGS
 
     scoped = {s.key for s in SETTINGS if vscode_setting(s).get("scope") == "machine"}
-    assert scoped == {"assistantBaseUrl", "assistantApiKey"}
+    assert scoped == {"assistantBaseUrl", "assistantApiKey", "executor", "rayAddress"}

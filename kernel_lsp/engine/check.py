@@ -13,6 +13,7 @@ from analyzers.rules import make_problem
 from analyzers.suppression import select_problems
 
 from ..settings import Settings
+from .executor import Messages
 from .files import read_source, walk_sources
 from .index import WorkspaceIndex
 
@@ -29,6 +30,8 @@ class CheckResult:
     latency: list[Any] = field(default_factory=list)  # latency.LatencyReport per file with a correct spec
     latency_source: str | None = None  # "measured" (on this machine's GPU) or "estimate" (roofline model, no GPU)
     root: str = ""  # where caches and timing histories live (`<root>/.kernel-lsp`)
+    messages: list[str] = field(default_factory=list)  # about where jobs ran (a Ray cluster lost, ...)
+    executors: dict[str, Any] = field(default_factory=dict)  # "compile"/"checks" -> the executor's stats
 
     def count(self, severity: Severity) -> int:
         return sum(1 for ps in self.problems.values() for p in ps if p.severity == severity)
@@ -73,17 +76,21 @@ def check_paths(paths: Iterable[str], settings: Settings, targets: Sequence[str]
             texts[path] = read_source(path, settings.max_file_bytes).text or None
         return texts[path]
 
+    say = Messages()
     if targets:
         result.compiled, result.compile_stats = asyncio.run(
-            _compile(index, settings, list(targets), Path(result.root), text_of, progress))
+            _compile(index, settings, list(targets), Path(result.root), text_of, progress, say))
+        if "pool" in result.compile_stats:
+            result.executors["compile"] = result.compile_stats["pool"]
         from .compile.service import compile_problems
 
         for report in result.compiled:
             extra.setdefault(report.path, []).extend(compile_problems(report))
     if run_specs:
-        _run_specs(result, settings, Path(result.root), extra, text_of, progress)
+        _run_specs(result, settings, Path(result.root), extra, text_of, progress, say)
         if latency and settings.latency != "off":
             _run_latency(result, settings, list(targets) or list(settings.targets), text_of, progress)
+    result.messages = say.lines
     for path in sorted(index.files):
         result.problems[path] = index.problems(path, extra.get(path, ()))
     if targets:
@@ -92,28 +99,21 @@ def check_paths(paths: Iterable[str], settings: Settings, targets: Sequence[str]
 
 
 def _run_specs(result: CheckResult, settings: Settings, root: Path, extra: dict[str, list[Problem]],
-               text_of: Callable[[str], str | None], progress: Progress) -> None:
-    """Every file with a spec, checked in its own process; a few at a time (each is one process)."""
-    from concurrent.futures import ThreadPoolExecutor
-
+               text_of: Callable[[str], str | None], progress: Progress, say: Callable[[str], None]) -> None:
+    """Every file with a spec, checked in its own process, a few at a time; or each file a task on a Ray cluster."""
     from analyzers.specs import find_specs
 
     from .checks import check_problems
-    from .verify import CheckRequest, run_checks
 
     texts = {path: text for path in sorted(result.index.files) if (text := text_of(path)) and find_specs(text)}
-    todo = list(texts)
-
-    def check(path: str):
-        return run_checks(CheckRequest(path, texts[path], device=settings.check_device,
-                                       timeout_s=float(settings.check_timeout_s), root=str(root)))
-
-    progress("checking", 0, len(todo))
-    with ThreadPoolExecutor(max_workers=max(1, min(len(todo), (os.cpu_count() or 2) - 1))) as pool:
-        for done, (path, report) in enumerate(zip(todo, pool.map(check, todo)), 1):
-            result.verdicts += [(path, v) for v in report.verdicts]
-            extra.setdefault(path, []).extend(check_problems(report, texts[path]))
-            progress("checking", done, len(todo))
+    if not texts:
+        return
+    progress("checking", 0, len(texts))
+    reports, result.executors["checks"] = asyncio.run(
+        _check_files(texts, settings, root, say, finished=lambda done, total: progress("checking", done, total)))
+    for path, report in zip(texts, reports):
+        result.verdicts += [(path, v) for v in report.verdicts]
+        extra.setdefault(path, []).extend(check_problems(report, texts[path]))
 
 
 def _run_latency(result: CheckResult, settings: Settings, targets: list[str],
@@ -170,6 +170,57 @@ def resources_lookup(reports: Sequence[Any]):
     return lookup
 
 
+CHECK_FN = "kernel_lsp.engine.verify:run_checks"
+# A check job's deadline on a cluster: each spec has the check timeout (enforced on the node by the checking
+# process), the import one more; this is the backstop for a node that stops answering altogether.
+_CHECK_DEADLINE_SPECS_EXTRA = 1
+
+
+async def _check_files(texts: dict[str, str], settings: Settings, root: Path, say: Callable[[str], None],
+                       finished: Callable[[int, int], None] | None = None) -> tuple[list, dict]:
+    """Each file's CheckReport, in the order of `texts`, and the executor's stats; `finished(done, total)` after
+    each file (for a progress display)."""
+    from analyzers.specs import find_specs
+
+    from .executor import CPU, ThreadExecutor, gpu, make_executor
+    from .verify import CheckReport, CheckRequest
+
+    def local() -> ThreadExecutor:  # each check is a process of its own: the threads only wait on them
+        return ThreadExecutor(max(1, min(len(texts), (os.cpu_count() or 2) - 1)))
+
+    executor = make_executor(settings.executor, local, address=settings.ray_address or None, say=say)
+    device = settings.check_device
+    capacity = await executor.capacity() if hasattr(executor, "capacity") else None
+    if device == "auto" and capacity is not None:  # on a cluster: its GPUs if it has any, else the interpreter
+        device = "cuda" if capacity.get(("gpu", None)) else "interpreter"
+    resources = gpu() if device == "cuda" and capacity is not None else CPU
+
+    async def check(path: str) -> CheckReport:
+        specs = len(find_specs(texts[path]))
+        request = CheckRequest(path, texts[path], device=device,
+                               timeout_s=float(settings.check_timeout_s), root=str(root))
+        outcome = await executor.run(CHECK_FN, request, resources=resources,
+                                     timeout=settings.check_timeout_s * (specs + _CHECK_DEADLINE_SPECS_EXTRA))
+        done.append(path)
+        if finished is not None:
+            finished(len(done), len(texts))
+        if outcome.ok and isinstance(outcome.value, CheckReport):
+            return outcome.value
+        why = outcome.message or outcome.status.value
+        if outcome.traceback:
+            why += ": " + outcome.traceback.strip().splitlines()[-1]
+        return CheckReport(path, (), ((None, f"the checks were not run: {why}"),))
+
+    done: list[str] = []
+    try:
+        reports = await asyncio.gather(*(check(path) for path in texts))
+        if (line := getattr(executor, "summary", lambda _: None)("check")) is not None:
+            say(line)
+        return list(reports), executor.stats()
+    finally:
+        await executor.close()
+
+
 def _check_cuda_files(result: CheckResult, paths: Iterable[str], settings: Settings, targets: list[str]) -> None:
     """CUDA C++ files among the paths, compiled with nvcc where it is installed."""
     from .cuda import CUDA_SUFFIXES, check_cuda, find_nvcc
@@ -190,13 +241,14 @@ def _check_cuda_files(result: CheckResult, paths: Iterable[str], settings: Setti
 
 
 async def _compile(index: WorkspaceIndex, settings: Settings, targets: list[str], root: Path,
-                   text_of: Callable[[str], str | None], progress: Progress = _silent) -> tuple[list, dict]:
+                   text_of: Callable[[str], str | None], progress: Progress = _silent,
+                   say: Callable[[str], None] = lambda _: None) -> tuple[list, dict]:
     from .compile.service import CompileService
 
     # kernel file -> (launch site, its file's text, its path)
     sites = {kernel_file: [(site, text_of(where), where) for site, where in launches]
              for kernel_file, launches in index.launches_by_kernel_file().items()}
-    service = CompileService(root, settings)
+    service = CompileService(root, settings, say=say)
     try:
         batches = []
         for path in sorted(index.files):
@@ -214,6 +266,8 @@ async def _compile(index: WorkspaceIndex, settings: Settings, targets: list[str]
             return reports
 
         reports = [r for batch in await asyncio.gather(*map(counted, batches)) for r in batch]
+        if service._pool is not None and (line := getattr(service._pool, "summary", lambda _: None)("compile")):
+            say(line)
         return reports, service.stats()
     finally:
         await service.close()

@@ -219,8 +219,10 @@ class WorkerPool:
         priority: int = 0,
         key: Hashable | None = None,
         kill_running: bool = False,
+        resources: Any = None,
     ) -> Outcome:
-        """Run `fn_path` ("module:function") on `arg` in a worker. Lower `priority` runs first. A job with the same
+        """Run `fn_path` ("module:function") on `arg` in a worker. `resources` (executor.Resources) is accepted
+        for the executor interface and ignored: one machine's capacity is the pool's size. Lower `priority` runs first. A job with the same
         `key` as an earlier one supersedes it: see `cancel`. Cancelling the awaiting task cancels the job the
         same way (a running job is left to finish and its result dropped). `timeout` counts from the moment a
         ready worker receives the job: neither queueing nor the worker's start-up is included."""

@@ -27,6 +27,7 @@ from analyzers.targets import TargetSpec, parse_target
 
 from ...settings import Settings
 from ..cache import WORKSPACE_DIR, ResultCache
+from ..executor import make_executor
 from ..pool import Outcome, Status, WorkerPool
 from .jobs import NOT_COMPILED, CompileError, CompileJob, CompileResult, Target
 from .specialize import make_target, plan_jobs
@@ -292,8 +293,10 @@ def _size_of(job: CompileJob) -> int:
 class CompileService:
     def __init__(self, root: str | Path, settings: Settings | None = None, *, pool: WorkerPool | None = None,
                  cache: ResultCache | None = None, fn_path: str = COMPILE_FN, timeout: float | None = None,
-                 private_dir: Path | None = None):
+                 private_dir: Path | None = None, say: Callable[[str], None] | None = None):
+        """`say` gets what the user should read about where compiles run (a Ray cluster lost, ...)."""
         self.root = Path(root)
+        self.say = say
         self.settings = settings or Settings()
         self.fn_path = fn_path
         self.timeout = float(timeout if timeout is not None else self.settings.compile_timeout_s)
@@ -312,7 +315,13 @@ class CompileService:
         if self._pool is None:
             env: dict[str, str | None] = {CACHE_DIR_ENV: str(self.triton_cache_dir),
                                           "TRITON_CACHE_DIR": str(self.triton_cache_dir), "TRITON_INTERPRET": None}
-            self._pool = WorkerPool(self.settings.compile_workers or None, initializer=WARM_FN, env=env)
+            def local() -> WorkerPool:
+                return WorkerPool(self.settings.compile_workers or None, initializer=WARM_FN, env=env)
+
+            # With `executor: ray` compiles are Ray tasks (a CPU each) and this pool is the fallback; results land
+            # in this workspace's cache either way. The nodes use their own triton cache.
+            self._pool = make_executor(self.settings.executor, local, address=self.settings.ray_address or None,
+                                       say=self.say)
         return self._pool
 
     @property
