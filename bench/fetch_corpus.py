@@ -46,8 +46,10 @@ def _source_repo(project: dict, mirrors: Path, cache: Path) -> Path:
     return git_dir
 
 
-def materialise(dest: Path, only: set[str] | None = None, mirrors: Path = Path("/work/.mirror")) -> dict[str, int]:
-    manifest = json.loads(MANIFEST.read_text(encoding="utf-8"))
+def materialise(dest: Path, only: set[str] | None = None, mirrors: Path = Path("/work/.mirror"),
+                manifest_path: Path = MANIFEST) -> dict[str, int]:
+    """Each manifest file at its pinned commit under `dest/<project>/`; files written per project."""
+    manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
     counts = {}
     for project in manifest["projects"]:
         if only and project["name"] not in only:

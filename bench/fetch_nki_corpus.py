@@ -9,13 +9,12 @@ bench/fetch_corpus.py does for the Triton corpus). They are third-party code: ne
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from fetch_corpus import _git, _source_repo
+import fetch_corpus
 
 HERE = Path(__file__).resolve().parent
 MANIFEST = HERE / "nki_corpus_manifest.json"
@@ -23,23 +22,7 @@ DEST = HERE / ".nki-corpus"
 
 
 def materialise(dest: Path = DEST, mirrors: Path = Path("/work/.mirror")) -> dict[str, int]:
-    manifest = json.loads(MANIFEST.read_text(encoding="utf-8"))
-    counts = {}
-    for project in manifest["projects"]:
-        git_dir = _source_repo(project, mirrors, dest / ".git-cache")
-        written = 0
-        for rel in project["files"]:
-            blob = _git(f"--git-dir={git_dir}", "show", f"{project['commit']}:{rel}", check=False)
-            if blob.returncode != 0:
-                print(f"{project['name']}: {rel} not at {project['commit'][:12]}", file=sys.stderr)
-                continue
-            out = dest / project["name"] / rel
-            out.parent.mkdir(parents=True, exist_ok=True)
-            if not out.exists() or out.read_bytes() != blob.stdout:
-                out.write_bytes(blob.stdout)
-            written += 1
-        counts[project["name"]] = written
-    return counts
+    return fetch_corpus.materialise(dest, None, mirrors, MANIFEST)
 
 
 def main() -> int:

@@ -477,23 +477,9 @@ class KernelLanguageServer(LanguageServer):
 
     def _compiled_resources(self, path: str):
         """Registers and shared memory of the file's compiled configurations, for the estimate's occupancy."""
-        reports = self.compile_reports(path)
+        from .engine.check import resources_lookup
 
-        def lookup(kernel: str, target: str, constexprs: dict, num_warps: int, num_stages: int):
-            from analyzers.roofline import Resources
-
-            for report in reports:
-                if report.kernel != kernel or report.target.name != target:
-                    continue
-                for jr in report.jobs:
-                    job = jr.job
-                    if (jr.result.ok and job.num_warps == num_warps and job.num_stages == num_stages
-                            and all(dict(job.constexprs).get(k) == v for k, v in constexprs.items())):
-                        res = jr.result.resources
-                        return Resources(res.registers, res.shared_bytes, res.spill_bytes)
-            return None
-
-        return lookup
+        return resources_lookup(self.compile_reports(path))
 
     def refresh_hints(self) -> None:
         if self.state.inlay_hint_refresh:
