@@ -404,13 +404,13 @@ def test_watch_checks_again_after_a_change(tmp_path):
         threading.Thread(target=read, args=(stream, lines, marker), daemon=True).start()
     try:
         with seen:
-            assert seen.wait_for(lambda: len(waits) >= 1, timeout=60), "no first report"
+            assert seen.wait_for(lambda: len(waits) >= 1, timeout=scaled(60)), "no first report"
         assert "1 problem" in summaries[0]
         f.write_text(KERNEL.replace("tl.arrange", "tl.arange"))
         with seen:
-            assert seen.wait_for(lambda: len(waits) >= 2, timeout=60), "no report after the change"
+            assert seen.wait_for(lambda: len(waits) >= 2, timeout=scaled(60)), "no report after the change"
         assert "no problems" in summaries[1]
     finally:
         proc.send_signal(signal.SIGINT)
-        code = proc.wait(timeout=30)
+        code = proc.wait(timeout=scaled(30))
     assert code == 0  # the last check found nothing

@@ -264,8 +264,10 @@ def imported_names(text: str) -> dict[str, str]:
     for line in text.splitlines():
         if not _IMPORT_LINE.match(line):
             continue
+        from analyzers.source import parse_python  # here: the script run on its own needs only the standard library
+
         try:
-            tree = ast.parse(line.strip())
+            tree = parse_python(line.strip())
         except SyntaxError:
             continue
         for node in tree.body:

@@ -145,7 +145,7 @@ def comparable(report: dict, paths=None) -> dict:
     return {
         "problems": sorted((p["path"], p["code"], p["severity"], p["line"], p["column"], mask(p["message"]))
                            for p in report["problems"] if keep(p["path"])),
-        "checks": sorted((c["path"], c["spec"], c["kernel"], c["status"], c["device"], c["failed_check"] or "",
+        "checks": sorted((c["path"], c["spec"], c["kernel"], c["status"], c["device"], c["failedCheck"] or "",
                           json.dumps(c["line"]), mask(c["message"])) for c in report["checks"] if keep(c["path"])),
     }
 

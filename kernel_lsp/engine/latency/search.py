@@ -31,6 +31,7 @@ from pathlib import Path
 
 from analyzers import config_model
 from analyzers.analyze import analyze_source
+from analyzers.source import parse_python
 from analyzers.model import Span, TextEdit, apply_edits
 from analyzers.roofline import estimate
 from analyzers.tiling import Candidate, choose, config_key, enumerate_space, rank, search_plan
@@ -319,7 +320,7 @@ def tied_block_sizes(source: str, kernel: str) -> set[str] | None:
     """Keyword arguments of the launches of `kernel` in `source` whose value a tuple launch grid is computed from
     (through the launcher's assignments); None where the file has no launch of `kernel` to read."""
     try:
-        tree = ast.parse(source)
+        tree = parse_python(source)
     except SyntaxError:
         return None
     tied: set[str] = set()
