@@ -387,8 +387,11 @@ def test_watch_checks_again_after_a_change(tmp_path):
 
     f = tmp_path / "k.py"
     f.write_text(KERNEL)
+    # SIGINT as a terminal would deliver it: earlier tests of the session (a Ray driver among them) may leave this
+    # process ignoring SIGINT, and a child would inherit that and never see the Ctrl-C.
     proc = subprocess.Popen([sys.executable, "-m", "kernel_lsp", "check", ".", "--watch"], cwd=tmp_path,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     summaries: list[str] = []
     waits: list[str] = []
     seen = threading.Condition()
