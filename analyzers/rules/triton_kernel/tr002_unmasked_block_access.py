@@ -206,14 +206,14 @@ def _access_guards(k: KernelFacts) -> dict[int, list[ast.AST]]:
     return out
 
 
-def _closure(k: KernelFacts, e: ast.AST) -> tuple[set[str], set[int]]:
-    """What an expression is built from, through assignments: the names, and the ids of every node visited."""
+def _closure(k: KernelFacts, e: ast.AST) -> tuple[set[str], dict[int, ast.AST]]:
+    """What an expression is built from, through assignments: the names, and every node visited (by id)."""
     names: set[str] = set()
-    nodes: set[int] = set()
+    nodes: dict[int, ast.AST] = {}
     stack = [e]
     while stack and len(names) < 300:
         for n in _iter_expr(stack.pop()):
-            nodes.add(id(n))
+            nodes[id(n)] = n
             if isinstance(n, ast.Name) and n.id not in names:
                 names.add(n.id)
                 for kind, v, _ in k.assigns.get(n.id, ()):
@@ -250,7 +250,7 @@ def _covers_tile(k: KernelFacts, test: ast.AST, extents: set) -> bool:
         if tile_end(n):
             return True
     # Through the name an overflow test reads: `overflow = (start_m + 1) * BLOCK_M - seqlen; if overflow > 0: ...`
-    return _overflow_branch(k, test) is not None and any(tile_end(n) for n in _closure_nodes(k, test))
+    return _overflow_branch(k, test) is not None and any(tile_end(n) for n in _closure(k, test)[1].values())
 
 
 def _overflow_branch(k: KernelFacts, test: ast.AST) -> str | None:
@@ -264,22 +264,6 @@ def _overflow_branch(k: KernelFacts, test: ast.AST) -> str | None:
         return None
     op = test.ops[0]
     return "body" if isinstance(op, (ast.Gt, ast.GtE)) else "orelse" if isinstance(op, (ast.Lt, ast.LtE)) else None
-
-
-def _closure_nodes(k: KernelFacts, e: ast.AST) -> list[ast.AST]:
-    """The expressions the plain assignments of the names in `e` bind, transitively (not `e` itself)."""
-    out: list[ast.AST] = []
-    seen: set[str] = set()
-    stack = [e]
-    while stack and len(seen) < 100:
-        for n in _iter_expr(stack.pop()):
-            if isinstance(n, ast.Name) and n.id not in seen:
-                seen.add(n.id)
-                for kind, v, _ in k.assigns.get(n.id, ()):
-                    if kind in (PLAIN, CONSTEXPR) and isinstance(v, ast.AST):
-                        stack.append(v)
-                        out.extend(_iter_expr(v))
-    return out
 
 
 def _part_names(k: KernelFacts, ptr: ast.AST, part: ast.AST) -> set[str]:

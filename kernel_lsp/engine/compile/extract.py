@@ -125,9 +125,6 @@ def _import_line(local: str, dotted: str) -> str:
     return f"from {parent} import {leaf}" + (f" as {local}" if local != leaf else "")
 
 
-_IMPORT_ERRORS = {"ImportError", "ModuleNotFoundError", "AttributeError"}
-
-
 def _guarded_imports(body: list[ast.stmt]) -> dict[str, list[str]]:
     """Names bound by a version-guarded import (`try: from a import x / except ImportError: from b import x`):
     local name -> the dotted names it is tried as, in order. The slice keeps the whole guard, so the worker's
@@ -136,7 +133,7 @@ def _guarded_imports(body: list[ast.stmt]) -> dict[str, list[str]]:
     for stmt in body:
         if not isinstance(stmt, ast.Try) or stmt.finalbody or stmt.orelse:
             continue
-        if not all(_catches_import_errors(h) for h in stmt.handlers):
+        if not all(offline.catches_import_errors(h) for h in stmt.handlers):
             continue
         for block in [stmt.body] + [h.body for h in stmt.handlers]:
             if not all(isinstance(s, (ast.Import, ast.ImportFrom, ast.Pass)) for s in block):
@@ -147,11 +144,6 @@ def _guarded_imports(body: list[ast.stmt]) -> dict[str, list[str]]:
                     if dotted not in out.setdefault(local, []):
                         out[local].append(dotted)
     return {k: v for k, v in out.items() if len(v) > 1}
-
-
-def _catches_import_errors(handler: ast.ExceptHandler) -> bool:
-    kinds = handler.type.elts if isinstance(handler.type, ast.Tuple) else [handler.type]
-    return all(isinstance(k, ast.Name) and k.id in _IMPORT_ERRORS for k in kinds)
 
 
 def _guarded_import_lines(local: str, alternatives: list[str]) -> list[str]:

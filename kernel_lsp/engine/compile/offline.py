@@ -162,16 +162,20 @@ def _definition_parts(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> Iterable[tu
         yield "the return annotation", fn.returns
 
 
+def catches_import_errors(handler: ast.ExceptHandler) -> bool:
+    """`except ImportError:` and the like: what a version guard catches (a bare `except:` does not count)."""
+    kinds = handler.type.elts if isinstance(handler.type, ast.Tuple) else [handler.type]
+    return all(isinstance(k, ast.Name) and k.id in ("ImportError", "ModuleNotFoundError", "AttributeError")
+               for k in kinds)
+
+
 def _import_guard(stmt: ast.Try) -> bool:
     """`try: <imports> except ImportError/AttributeError: <imports>`: the version guard the slicer emits. Its
     blocks are checked like the module's own statements."""
     if stmt.finalbody or stmt.orelse or not stmt.handlers:
         return False
-    for h in stmt.handlers:
-        kinds = h.type.elts if isinstance(h.type, ast.Tuple) else [h.type]
-        if not all(isinstance(k, ast.Name) and k.id in ("ImportError", "ModuleNotFoundError", "AttributeError")
-                   for k in kinds):
-            return False
+    if not all(catches_import_errors(h) for h in stmt.handlers):
+        return False
     return all(isinstance(s, (ast.Import, ast.ImportFrom, ast.Try, ast.Pass))
                for block in [stmt.body] + [h.body for h in stmt.handlers] for s in block)
 
