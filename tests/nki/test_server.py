@@ -22,11 +22,6 @@ def profile(request) -> str:
     return request.param
 
 
-async def lenses(s, uri) -> list[types.CodeLens]:
-    return await s.client.text_document_code_lens_async(types.CodeLensParams(
-        text_document=types.TextDocumentIdentifier(uri=uri))) or []
-
-
 async def test_an_nki_spec_is_checked_in_the_model_and_shown_in_the_lens(start):
     s = await start({"scale_rows_nki.py": TEXT}, options={"checkDevice": "interpreter"})
     uri = s.open("scale_rows_nki.py")
@@ -34,7 +29,7 @@ async def test_an_nki_spec_is_checked_in_the_model_and_shown_in_the_lens(start):
     [verdict] = result["verdicts"]
     assert verdict["status"] == "correct" and verdict["kernel"] == "scale_rows", result
     assert verdict["message"] == "correct on 8 cases (kernel-lsp NKI model)"
-    [lens] = await lenses(s, uri)
+    [lens] = await s.lenses(uri)
     assert lens.command.title.startswith("✓ correct on 8 cases (kernel-lsp NKI model)"), lens.command.title
 
     # A wrong scale, saved: the check runs by itself and points at the DMA that stored the wrong values.
@@ -43,5 +38,5 @@ async def test_an_nki_spec_is_checked_in_the_model_and_shown_in_the_lens(start):
     diags = await until(lambda: s.diagnostics(uri), lambda d: any(str(x.code).startswith("KV") for x in d))
     [kv] = [d for d in diags if str(d.code).startswith("KV")]
     assert kv.range.start.line == STORE_LINE and "kernel-lsp NKI model" in kv.message, kv
-    [lens] = await lenses(s, uri)
+    [lens] = await s.lenses(uri)
     assert lens.command.title.startswith("✗")

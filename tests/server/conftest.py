@@ -167,6 +167,10 @@ class Session:
         return await self.client.workspace_execute_command_async(
             types.ExecuteCommandParams(command=name, arguments=list(args)))
 
+    async def lenses(self, uri: str) -> list[types.CodeLens]:
+        return await self.client.text_document_code_lens_async(types.CodeLensParams(
+            text_document=types.TextDocumentIdentifier(uri=uri))) or []
+
 
 async def wait_for(condition: Callable[[], bool], timeout: float = 5.0, interval: float = 0.02) -> None:
     deadline = time.monotonic() + scaled(timeout)

@@ -43,15 +43,10 @@ def profile(request) -> str:
     return request.param
 
 
-async def lenses(s, uri) -> list[types.CodeLens]:
-    return await s.client.text_document_code_lens_async(types.CodeLensParams(
-        text_document=types.TextDocumentIdentifier(uri=uri))) or []
-
-
 async def test_check_on_request_and_on_save(start):
     s = await start({"vector_add.py": EXAMPLE}, options={"checkDevice": "interpreter"})
     uri = s.open("vector_add.py")
-    [lens] = await lenses(s, uri)
+    [lens] = await s.lenses(uri)
     assert lens.range.start.line == KERNEL_LINE and lens.command.command == "kernel-lsp.runChecks"
     assert "check against the reference" in lens.command.title
 
@@ -59,20 +54,20 @@ async def test_check_on_request_and_on_save(start):
     [verdict] = result["verdicts"]
     assert verdict["status"] == "correct" and verdict["kernel"] == "add_kernel", result
     assert "CPU interpreter" in verdict["message"]
-    [lens] = await lenses(s, uri)
+    [lens] = await s.lenses(uri)
     assert lens.command.title.startswith("✓ correct on") and "CPU interpreter" in lens.command.title
     assert not [d for d in await s.diagnostics(uri) if str(d.code).startswith("KV")]
 
     # The user drops a mask and saves: the check runs by itself and points at the load.
     s.set_text(uri, UNMASKED)
-    [lens] = await lenses(s, uri)
+    [lens] = await s.lenses(uri)
     assert "check against the reference" in lens.command.title  # the old verdict was for the old text
     s.client.text_document_did_save(types.DidSaveTextDocumentParams(text_document=types.TextDocumentIdentifier(uri)))
     diags = await until(lambda: s.diagnostics(uri), lambda d: any(str(x.code).startswith("KV") for x in d))
     [kv] = [d for d in diags if str(d.code).startswith("KV")]
     assert kv.code == "KV003" and kv.range.start.line == UNMASKED_LINE, kv
     assert "x_ptr" in kv.message and "program" in kv.message
-    [lens] = await lenses(s, uri)
+    [lens] = await s.lenses(uri)
     assert lens.command.title.startswith("✗")
     status = await s.command("kernel-lsp.status")
     assert status["checks"]["run"] == 2 and status["mode"] in ("cpu", "gpu")
@@ -82,7 +77,7 @@ async def test_check_on_request_and_on_save(start):
 async def test_starter_spec_code_action_and_a_kernel_without_spec(start):
     s = await start({"scale.py": NO_SPEC}, options={"checkDevice": "interpreter"})
     uri = s.open("scale.py")
-    assert await lenses(s, uri) == []
+    assert await s.lenses(uri) == []
     kernel_line = NO_SPEC.splitlines().index("def scale_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):")
     answer = await s.command("kernel-lsp.runChecks", {"uri": uri, "line": kernel_line, "character": 0})
     assert "no correctness spec" in answer["error"]
@@ -99,7 +94,7 @@ async def test_starter_spec_code_action_and_a_kernel_without_spec(start):
     # Applied, the spec is found and its unfinished reference makes the check say so, not pass.
     lines = NO_SPEC + edit.new_text
     s.set_text(uri, lines)
-    [lens] = await lenses(s, uri)
+    [lens] = await s.lenses(uri)
     result = await s.command("kernel-lsp.runChecks", {"uri": uri, "line": kernel_line, "character": 0})
     statuses = [v["status"] for v in result["verdicts"]]
     assert statuses and "correct" not in statuses, result

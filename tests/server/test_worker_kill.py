@@ -76,11 +76,6 @@ def said(s, *words: str) -> list[str]:
     return [m.message for m in s.client.messages if all(w in m.message for w in words)]
 
 
-async def lenses(s, uri) -> list[types.CodeLens]:
-    return await s.client.text_document_code_lens_async(types.CodeLensParams(
-        text_document=types.TextDocumentIdentifier(uri=uri))) or []
-
-
 async def hints(s, uri, text) -> list[types.InlayHint]:
     return await s.client.text_document_inlay_hint_async(types.InlayHintParams(
         text_document=types.TextDocumentIdentifier(uri=uri),
@@ -159,7 +154,7 @@ async def test_a_killed_checking_process_is_not_the_kernels_crash(start, tmp_pat
     [verdict] = (await s.command("kernel-lsp.runChecks", {"uri": uri}))["verdicts"]
     assert verdict["status"] == "correct", verdict
     assert not [d for d in await s.diagnostics(uri) if str(d.code).startswith("KV")]
-    [lens] = await lenses(s, other)
+    [lens] = await s.lenses(other)
     assert lens.command.title.startswith("✓ correct")
     await no_zombies(server)
 
@@ -173,7 +168,7 @@ async def test_a_killed_latency_worker_is_told_and_the_next_estimate_works(start
     server = await server_pid(s)
     other = s.open("other.py")
     await s.command("kernel-lsp.runChecks", {"uri": other})
-    await until(lambda: lenses(s, other), lambda ls: any("est." in ln.command.title for ln in ls), timeout=240)
+    await until(lambda: s.lenses(other), lambda ls: any("est." in ln.command.title for ln in ls), timeout=240)
 
     uri = s.open("vector_add.py")
     check = asyncio.ensure_future(s.command("kernel-lsp.runChecks", {"uri": uri}))
@@ -183,11 +178,11 @@ async def test_a_killed_latency_worker_is_told_and_the_next_estimate_works(start
     await wait_for(lambda: bool(said(s, "latency", "SIGKILL")), timeout=60)
     [message] = said(s, "latency", "SIGKILL")
     assert "vector_add.py" in message and "run the check again" in message, message
-    assert not any("est." in ln.command.title for ln in await lenses(s, uri))
+    assert not any("est." in ln.command.title for ln in await s.lenses(uri))
 
     await s.command("kernel-lsp.runChecks", {"uri": uri})
-    await until(lambda: lenses(s, uri), lambda ls: any("est." in ln.command.title for ln in ls), timeout=240)
-    assert any("est." in ln.command.title for ln in await lenses(s, other))
+    await until(lambda: s.lenses(uri), lambda ls: any("est." in ln.command.title for ln in ls), timeout=240)
+    assert any("est." in ln.command.title for ln in await s.lenses(other))
     await no_zombies(server)
 
 
