@@ -477,7 +477,7 @@ class KernelLanguageServer(LanguageServer):
 
     def _compiled_resources(self, path: str):
         """Registers and shared memory of the file's compiled configurations, for the estimate's occupancy."""
-        from .engine.check import resources_lookup
+        from .engine.batch import resources_lookup
 
         return resources_lookup(self.compile_reports(path))
 
