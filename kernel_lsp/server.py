@@ -391,7 +391,7 @@ class KernelLanguageServer(LanguageServer):
         report = self.check_report(path)
         if report is None or found is None:
             return []
-        from .engine.checks import check_problems
+        from .engine.verify.findings import check_problems
 
         return check_problems(report, found[0])
 

@@ -85,7 +85,7 @@ def code_lenses(ls: "KernelLanguageServer", path: str) -> list[types.CodeLens]:
         if running:
             lenses.append(convert.code_lens(pos, line, "checking…"))
         elif verdicts:
-            from ..engine.checks import summary
+            from ..engine.verify.findings import summary
 
             for v in verdicts:
                 lenses.append(convert.code_lens(pos, line, summary(v), RUN_CHECKS, [where]))
