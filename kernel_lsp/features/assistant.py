@@ -52,7 +52,7 @@ def state_of(ls: KernelLanguageServer) -> AssistantState:
 
 
 def has_key(ls: KernelLanguageServer) -> bool:
-    from ..engine.assistant.model import resolve_key
+    from ..engine.assistant.client import resolve_key
 
     return bool(resolve_key(ls.state.settings.assistant_api_key))
 
@@ -101,7 +101,7 @@ def _environment(ls: KernelLanguageServer, root: str, cancel: threading.Event):
 
 def _assistant(ls: KernelLanguageServer, root: str, progress, cancel: threading.Event):
     from ..engine.assistant import Assistant, AssistantConfig, ModelConfig
-    from ..engine.assistant.model import resolve_key
+    from ..engine.assistant.client import resolve_key
 
     s = ls.state.settings
     model = ModelConfig(s.assistant_model, resolve_key(s.assistant_api_key), s.assistant_base_url,
@@ -279,7 +279,7 @@ class RedactKey(logging.Filter):
         self.server = server
 
     def filter(self, record: logging.LogRecord) -> bool:
-        from ..engine.assistant.model import resolve_key
+        from ..engine.assistant.client import resolve_key
 
         keys = {k for k in (resolve_key(self.server.state.settings.assistant_api_key),
                             os.environ.get("ANTHROPIC_API_KEY", "").strip()) if len(k) >= 8}
