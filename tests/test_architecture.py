@@ -9,6 +9,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+from analyzers.source import parse_python
+
 ROOT = Path(__file__).resolve().parent.parent
 PROTOCOL_LIBRARIES = {"lsprotocol", "pygls"}
 # The protocol layer: the only modules that may speak LSP.
@@ -26,7 +28,7 @@ def imports_of(path: Path, root: Path = ROOT) -> list[tuple[str, int]]:
     name = module_name(path, root)
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     found: list[tuple[str, int]] = []
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+    for node in ast.walk(parse_python(path.read_text())):
         if isinstance(node, ast.Import):
             found += [(alias.name, node.lineno) for alias in node.names]
         elif isinstance(node, ast.ImportFrom):
@@ -104,7 +106,7 @@ RESULT_TYPES = {"Diagnostic", "DiagnosticRelatedInformation", "CodeAction", "Cod
 
 def protocol_objects_built(path: Path) -> list[tuple[str, int]]:
     """(type, line) of each lsprotocol result type constructed in a file, however `types` is imported."""
-    tree = ast.parse(path.read_text(), str(path))
+    tree = parse_python(path.read_text())
     modules: set[str] = set()
     names: dict[str, str] = {}  # local name -> lsprotocol type
     for node in ast.walk(tree):
