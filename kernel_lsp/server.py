@@ -382,56 +382,6 @@ class KernelLanguageServer(LanguageServer):
         found = results.get(path)
         return found[1] if found is not None and self.current_text(path) == found[0] else None
 
-    def check_report(self, path: str) -> "CheckReport | None":
-        """The last check report of a file, while its text is still the one that was checked."""
-        return self.while_current(self.state.checks, path)
-
-    def check_problems(self, path: str) -> list:
-        found = self.state.checks.get(path)
-        report = self.check_report(path)
-        if report is None or found is None:
-            return []
-        from .engine.verify.findings import check_problems
-
-        return check_problems(report, found[0])
-
-    def is_checking(self, path: str) -> bool:
-        return path in self.state.checking
-
-    async def run_checks(self, path: str, kernels: tuple[str, ...] | None = None) -> "CheckReport | None":
-        """Check a file's specs (or those of `kernels`) against their references, in a separate process. A newer
-        request for the same file cancels this one (None is returned for the cancelled one)."""
-        from .engine.verify import CheckReport, CheckRequest, run_checks
-
-        text = self.current_text(path)
-        if text is None:
-            return None
-        settings = self.state.settings
-        request = CheckRequest(path, text, kernels, device=settings.check_device,
-                               timeout_s=float(settings.check_timeout_s),
-                               root=self.state.roots[0] if self.state.roots else None)
-        title = f"checking {', '.join(kernels) if kernels else os.path.basename(path)}"
-        async with background_job(self, title, running=self.state.checking, key=path,
-                                  started=self.refresh_lenses) as job:  # a newer check supersedes this one
-            report = await job.run(run_checks, request, job.cancel)
-        if job.cancelled:
-            return None
-        self.state.checks_run += 1
-        before = self.state.checks.get(path)
-        if kernels and before is not None and before[0] == text:  # keep the other kernels' verdicts of this text
-            kept = tuple(v for v in before[1].verdicts if v.kernel not in kernels)
-            report = CheckReport(path, kept + report.verdicts, report.errors)
-        self.state.checks[path] = (text, report)
-        self.publish([path])
-        self.refresh_lenses()
-        correct = tuple(dict.fromkeys(v.kernel for v in report.verdicts if v.ok))
-        if correct and settings.latency != "off":  # timing a kernel that computes the wrong thing means nothing
-            # Time where the check ran: a CPU build of torch on a GPU machine checks on the interpreter.
-            on_gpu = any(v.ok and "interpreter" not in v.device.lower() for v in report.verdicts)
-            task = asyncio.ensure_future(self.run_latency(path, text, correct, gpu=on_gpu))
-            task.add_done_callback(log_task_failure)
-        return report
-
     def latency_report(self, path: str) -> "LatencyReport | None":
         return self.while_current(self.state.latency, path)
 

@@ -25,6 +25,7 @@ from ..background import background_job
 from ..commands import (ASSISTANT_OPTIMIZE, CANCEL_ASSISTANT, EXPLAIN_TIME, FIX_THIS, PORT_TO_NKI, POSITION, REFINE,
                         WRITE_SPEC, command_arguments)
 from ..engine.gpu import runs_on_gpu
+from . import verification
 
 if TYPE_CHECKING:
     from ..server import KernelLanguageServer
@@ -68,7 +69,7 @@ def _kernel_at(ls: KernelLanguageServer, path: str, line: int | None):
 
 def _problem_at(ls: KernelLanguageServer, path: str, line: int) -> dict | None:
     """The problem the user means by "Fix this": the first fixable one on that line (errors first)."""
-    found = list(ls.state.index.problems(path)) + list(ls.compile_problems(path)) + list(ls.check_problems(path))
+    found = [*ls.state.index.problems(path), *ls.compile_problems(path), *verification.check_problems(ls, path)]
     on_line = [p for p in found if p.span.start_line <= line <= p.span.end_line
                and p.code.startswith(FIXABLE_PREFIXES)]
     on_line.sort(key=lambda p: p.severity)

@@ -14,7 +14,7 @@ from pygls.uris import from_fs_path
 
 from .. import convert
 from ..server import is_cuda
-from . import profile
+from . import profile, verification
 
 if TYPE_CHECKING:
     from ..server import KernelLanguageServer
@@ -26,7 +26,7 @@ def diagnostics_for(ls: "KernelLanguageServer", path: str) -> list[types.Diagnos
         problems = ls.state.index.filtered(report.problems) if report else []
     else:
         # profile.profile_problems: Nsight Compute's advice (KP001) for the text that was profiled
-        problems = ls.state.index.problems(path, ls.compile_problems(path) + ls.check_problems(path)
+        problems = ls.state.index.problems(path, ls.compile_problems(path) + verification.check_problems(ls, path)
                                            + profile.profile_problems(ls, path))
     if not problems:
         return []
