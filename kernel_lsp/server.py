@@ -27,7 +27,6 @@ from analyzers.model import FileAnalysis
 from analyzers.source import ParseCache
 
 from . import __version__
-from .background import background_job
 from .convert import Positions
 from .engine.files import PRIVATE_DIR, oversize, path_is_excluded, read_source, untrusted_private_dir, walk_sources
 from .engine.index import WorkspaceIndex
@@ -381,55 +380,6 @@ class KernelLanguageServer(LanguageServer):
         is still the file's current text."""
         found = results.get(path)
         return found[1] if found is not None and self.current_text(path) == found[0] else None
-
-    def latency_report(self, path: str) -> "LatencyReport | None":
-        return self.while_current(self.state.latency, path)
-
-    async def run_latency(self, path: str, text: str, kernels: tuple[str, ...],
-                          gpu: bool | None = None) -> "LatencyReport | None":
-        """Time the kernels at their bench shapes on this machine's GPU, or estimate them for each target's device
-        without one. Kernels of the text not asked about keep their earlier figures for the same text."""
-        from analyzers.hardware import parse_hardware_overrides
-
-        from .engine.gpu import runs_on_gpu
-        from .engine.latency import LatencyReport, estimate_file, measure_file, record_estimates
-
-        settings = self.state.settings
-        root = self.state.roots[0] if self.state.roots else None
-        if gpu is None:
-            gpu = runs_on_gpu(settings.check_device)
-        title = f"{'timing' if gpu else 'estimating'} {', '.join(kernels)}"
-        async with background_job(self, title, running=self.state.timing, key=path,
-                                  current=lambda: self.current_text(path) == text) as job:
-            if gpu:
-                report = await job.run(measure_file, path, text, list(kernels), root, cancel=job.cancel)
-            else:
-                table, _ = parse_hardware_overrides(settings.hardware or None)
-                report = await job.run(estimate_file, path, text, list(settings.targets), list(kernels), root,
-                                       hardware=table, resources=self._compiled_resources(path), cancel=job.cancel)
-                if root and not job.cancelled:
-                    await job.run(record_estimates, report, root)
-        if not job.still_current():
-            return None  # superseded, or the text changed meanwhile: a newer check times it again
-        before = self.state.latency.get(path)
-        if before is not None and before[0] == text:
-            kept = [e for e in before[1].entries if e.kernel not in kernels]
-            report = LatencyReport(path, kept + report.entries, report.errors, report.seconds)
-        self.state.latency[path] = (text, report)
-        if report.errors:
-            log.info("latency of %s: %s", path, "; ".join(report.errors))
-        for error in report.errors:  # the worker failed (killed, timed out): no hint will say so, a message does
-            if error.startswith(("work counting failed:", "timing failed:")):
-                self.message(f"latency of {os.path.basename(path)}: {error}")
-        self.refresh_hints()
-        self.refresh_lenses()
-        return report
-
-    def _compiled_resources(self, path: str):
-        """Registers and shared memory of the file's compiled configurations, for the estimate's occupancy."""
-        from .engine.batch import resources_lookup
-
-        return resources_lookup(self.compile_reports(path))
 
     def refresh_hints(self) -> None:
         if self.state.inlay_hint_refresh:

@@ -148,7 +148,7 @@ def register(server: "KernelLanguageServer") -> None:
         if entry is None or entry.analysis is None:
             return []
         by_kernel = _reports_by_kernel(ls, path)
-        timings = ls.latency_report(path)
+        timings = latency.latency_report(ls, path)
         pos = ls.positions(path)
         hints = []
         for kernel in entry.analysis.kernels:

@@ -17,7 +17,7 @@ from .. import convert
 from ..background import background_job
 from ..commands import RUN_CHECKS, position_argument
 from ..server import log_task_failure
-from .latency import lens_title
+from .latency import latency_report, lens_title, run_latency
 
 if TYPE_CHECKING:
     from ..engine.verify import CheckReport
@@ -73,7 +73,7 @@ async def run_checks(ls: "KernelLanguageServer", path: str,
                      kernels: tuple[str, ...] | None = None) -> "CheckReport | None":
     """Check a file's specs (or those of `kernels`) against their references, in a separate process. A newer
     request for the same file cancels this one (None is returned for the cancelled one). Kernels found correct
-    are then timed (latency.run_latency), unless latency is off."""
+    are then timed (`latency.run_latency`), unless latency is off."""
     from ..engine.verify import CheckReport, CheckRequest, run_checks as check
 
     text = ls.current_text(path)
@@ -101,7 +101,7 @@ async def run_checks(ls: "KernelLanguageServer", path: str,
     if correct and settings.latency != "off":  # timing a kernel that computes the wrong thing means nothing
         # Time where the check ran: a CPU build of torch on a GPU machine checks on the interpreter.
         on_gpu = any(v.ok and "interpreter" not in v.device.lower() for v in report.verdicts)
-        task = asyncio.ensure_future(ls.run_latency(path, text, correct, gpu=on_gpu))
+        task = asyncio.ensure_future(run_latency(ls, path, text, correct, gpu=on_gpu))
         task.add_done_callback(log_task_failure)
     return report
 
@@ -130,7 +130,7 @@ def code_lenses(ls: "KernelLanguageServer", path: str) -> list[types.CodeLens]:
     report = check_report(ls, path)
     pos = ls.positions(path)
     running = path in ls.state.checking
-    timings = ls.latency_report(path)
+    timings = latency_report(ls, path)
     lenses = []
     for kernel in [*entry.analysis.kernels, *entry.analysis.nki_kernels]:  # an NKI spec runs in the NKI model
         if kernel.name not in specced:
