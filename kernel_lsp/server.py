@@ -28,7 +28,9 @@ from analyzers.source import ParseCache
 
 from . import __version__
 from .convert import Positions
-from .engine.files import PRIVATE_DIR, oversize, path_is_excluded, read_source, untrusted_private_dir, walk_sources
+from .background import log_task_failure
+from .engine.files import (PRIVATE_DIR, is_cuda, oversize, path_is_excluded, read_source, untrusted_private_dir,
+                           walk_sources)
 from .engine.index import WorkspaceIndex
 from .engine.scheduler import Scheduler
 from .engine.watcher import DELETED, DELETED_DIR, WorkspaceWatcher
@@ -218,7 +220,8 @@ class KernelLanguageServer(LanguageServer):
     # -- analysis flow -------------------------------------------------------------------------------------
 
     def analyze_document(self, uri: str) -> None:
-        """Schedule the analysis of an open document's current version; the result is published if still current."""
+        """Schedule the analysis of an open Python document's current version; the result is published if still
+        current. (CUDA C++ documents are compiled by features/cuda.py instead.)"""
         doc = self.workspace.get_text_document(uri)
         path = to_fs_path(uri)
         if path is None:
@@ -227,9 +230,6 @@ class KernelLanguageServer(LanguageServer):
         # The older text's compile is superseded: its results would never be shown, and its planning would only
         # compete with this version's analysis for the interpreter.
         self.state.scheduler.cancel(("compile", path))
-        if is_cuda(path):
-            self.schedule_cuda(path, uri, version, text)
-            return
         # A pulling client asks for the problems right after each change, and that request analyses the new
         # version itself; the background job only matters when no request comes (then dependents need it).
         delay = PULL_FALLBACK_DELAY if self.state.pull else 0.0
@@ -285,7 +285,7 @@ class KernelLanguageServer(LanguageServer):
         """Bring the index up to the open document's version now (for pull requests); returns the path."""
         path = to_fs_path(uri)
         if path is None or is_cuda(path):
-            return path  # CUDA C++ has no static analysis: nvcc's results arrive from schedule_cuda
+            return path  # CUDA C++ has no static analysis: nvcc's results arrive from features/cuda.py
         doc = self.workspace.text_documents.get(uri)
         if doc is None:
             if self.state.index.get(path) is None:
@@ -325,49 +325,6 @@ class KernelLanguageServer(LanguageServer):
         dependents = index.dependents(_changed(before, _signatures(index, path)), exclude=path)
         if dependents:
             self.publish(dependents)
-
-    # -- CUDA C++ ------------------------------------------------------------------------------------------
-
-    def schedule_cuda(self, path: str, uri: str, version: int | None, text: str) -> None:
-        """Compile an open .cu document with nvcc for the configured CUDA targets once typing settles."""
-        settings = self.state.settings
-        if settings.compile == "off":
-            return
-        if self.state.nvcc is None:
-            from .engine.cuda import find_nvcc
-
-            self.state.nvcc = find_nvcc()
-            if self.state.nvcc is None:
-                if not self.state.nvcc_missing_told:
-                    self.state.nvcc_missing_told = True
-                    self.message("CUDA C++ files are compiled with nvcc, which is not installed here (or not on "
-                                 "PATH / under CUDA_HOME); only Triton and NKI kernels are checked",
-                                 types.MessageType.Info)
-                return
-        nvcc, targets, timeout = self.state.nvcc, list(settings.targets), settings.compile_timeout_s
-
-        async def work():
-            from .engine.cuda import check_cuda
-
-            return await asyncio.to_thread(check_cuda, path, targets, nvcc, timeout, text)
-
-        def done(report) -> None:
-            doc = self.workspace.text_documents.get(uri)
-            if doc is None or doc.version != version:
-                self.state.stale_dropped += 1  # edited or closed while nvcc ran: a newer compile follows
-                return
-            self.state.cuda[path] = (version, report)
-            self.publish([path], hints=True)
-
-        self.state.scheduler.submit_async(("cuda", path), work, done, delay=settings.compile_debounce_ms / 1000)
-
-    def cuda_report(self, path: str) -> "CudaReport | None":
-        """nvcc's report of an open .cu document's current version."""
-        found = self.state.cuda.get(path)
-        doc = self.open_document(path)
-        if found is None or doc is None or doc.version != found[0]:
-            return None
-        return found[1]
 
     # -- correctness checks --------------------------------------------------------------------------------
 
@@ -839,15 +796,6 @@ class KernelLanguageServer(LanguageServer):
 
 def _changed(before: dict[str, tuple], after: dict[str, tuple]) -> set[str]:
     return {name for name in before.keys() | after.keys() if before.get(name) != after.get(name)}
-
-
-def log_task_failure(task: asyncio.Task) -> None:
-    if not task.cancelled() and task.exception() is not None:
-        log.error("background work failed", exc_info=task.exception())
-
-
-def is_cuda(path: str) -> bool:
-    return path.endswith(".cu")
 
 
 def _kernel_on_line(analysis: FileAnalysis, line: int | None):

@@ -12,6 +12,7 @@ from pygls.uris import to_fs_path
 
 from ..engine import trust
 from ..settings import SECTION, Settings, parse_settings
+from . import documents
 
 if TYPE_CHECKING:
     from ..server import KernelLanguageServer
@@ -214,7 +215,7 @@ async def settings_changed(ls: "KernelLanguageServer", old: Settings) -> None:
             ls.state.index.remove(path)
         await ls.index_workspace()
         for doc in list(ls.workspace.text_documents.values()):
-            ls.analyze_document(doc.uri)
+            documents.analyze(ls, doc.uri)
     compile_keys = ("targets", "compile", "pins", "compile_workers", "compile_timeout_s", "cache_max_mb")
     if any(getattr(old, k) != getattr(new, k) for k in compile_keys):
         await restart_compiles(ls)

@@ -14,9 +14,8 @@ from pygls.uris import from_fs_path, to_fs_path
 from analyzers.specs import specced_kernels
 
 from .. import convert
-from ..background import background_job
+from ..background import background_job, log_task_failure
 from ..commands import RUN_CHECKS, position_argument
-from ..server import log_task_failure
 from .latency import latency_report, lens_title, run_latency
 
 if TYPE_CHECKING:
