@@ -69,7 +69,7 @@ def _kernel_at(ls: KernelLanguageServer, path: str, line: int | None):
 
 def _problem_at(ls: KernelLanguageServer, path: str, line: int) -> dict | None:
     """The problem the user means by "Fix this": the first fixable one on that line (errors first)."""
-    found = [*ls.state.index.problems(path), *ls.compile_problems(path), *verification.check_problems(ls, path)]
+    found = [*ls.state.index.problems(path), *ls.compiles.problems(path), *verification.check_problems(ls, path)]
     on_line = [p for p in found if p.span.start_line <= line <= p.span.end_line
                and p.code.startswith(FIXABLE_PREFIXES)]
     on_line.sort(key=lambda p: p.severity)
@@ -83,7 +83,7 @@ def _environment(ls: KernelLanguageServer, root: str, cancel: threading.Event):
     from ..engine.assistant import Environment
 
     settings = ls.state.settings
-    service = ls.compile_service()
+    service = ls.compiles.service()
     compile_fn = None
     if service is not None:
         async def compile_fn(path: str, text: str) -> list:

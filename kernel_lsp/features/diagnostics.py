@@ -26,7 +26,7 @@ def diagnostics_for(ls: "KernelLanguageServer", path: str) -> list[types.Diagnos
         problems = ls.state.index.filtered(report.problems) if report else []
     else:
         # profile.profile_problems: Nsight Compute's advice (KP001) for the text that was profiled
-        problems = ls.state.index.problems(path, ls.compile_problems(path) + verification.check_problems(ls, path)
+        problems = ls.state.index.problems(path, ls.compiles.problems(path) + verification.check_problems(ls, path)
                                            + profile.profile_problems(ls, path))
     if not problems:
         return []

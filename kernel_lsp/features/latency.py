@@ -81,7 +81,7 @@ async def run_latency(ls: "KernelLanguageServer", path: str, text: str, kernels:
         else:
             table, _ = parse_hardware_overrides(settings.hardware or None)
             # registers and shared memory of the file's compiled configurations, for the estimate's occupancy
-            resources = resources_lookup(ls.compile_reports(path))
+            resources = resources_lookup(ls.compiles.reports(path))
             report = await job.run(estimate_file, path, text, list(settings.targets), list(kernels), root,
                                    hardware=table, resources=resources, cancel=job.cancel)
             if root and not job.cancelled:

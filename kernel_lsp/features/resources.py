@@ -129,7 +129,7 @@ def _cuda_kernels_by_line(ls: "KernelLanguageServer", path: str) -> dict[int, tu
 
 def _reports_by_kernel(ls: "KernelLanguageServer", path: str) -> dict[str, list]:
     out: dict[str, list] = {}
-    for report in ls.compile_reports(path):
+    for report in ls.compiles.reports(path):
         if report.jobs:
             out.setdefault(report.kernel, []).append(report)
     return out
