@@ -145,7 +145,7 @@ def spec(*, kernel: Any, launcher: Callable, reference: Callable, shapes: Any, d
     atol_v = _tolerance(atol, "atol")
     rtol_v = _tolerance(rtol, "rtol")
     if bench_shapes is None:
-        bench = (max(shape_list, key=lambda s: _numel(s)),)
+        bench: tuple[tuple[int, ...], ...] = (max(shape_list, key=lambda s: _numel(s)),)
     else:
         if not isinstance(bench_shapes, (tuple, list)) or not bench_shapes:
             raise ValueError(f"spec: bench_shapes must be a non-empty list of shapes, got {bench_shapes!r}")
@@ -158,8 +158,9 @@ def spec(*, kernel: Any, launcher: Callable, reference: Callable, shapes: Any, d
         line = code.co_firstlineno if code is not None else 0
         # co_firstlineno points at the first decorator; the def line is what the user looks for.
         line = _def_line(fn, line)
-        fn.__kernel_lsp_spec__ = Spec(kernel, launcher, reference, fn, shape_list, dtype_list, seeds, atol_v,
-                                      rtol_v, bench, getattr(fn, "__name__", "inputs"), line)
+        fn.__kernel_lsp_spec__ = Spec(  # type: ignore[attr-defined]  # any function takes attributes
+            kernel, launcher, reference, fn, shape_list, dtype_list, seeds, atol_v, rtol_v, bench,
+            getattr(fn, "__name__", "inputs"), line)
         return fn
 
     return decorate

@@ -61,7 +61,7 @@ def _source_name(mangled: str) -> str:
         rest = rest[1:]
     last = None
     while rest and rest[0].isdigit():
-        digits = re.match(r"\d+", rest).group(0)
+        digits = rest[:len(rest) - len(rest.lstrip("0123456789"))]
         n = int(digits)
         last, rest = rest[len(digits):len(digits) + n], rest[len(digits) + n:]
         if not nested:
@@ -97,10 +97,10 @@ def _check(report: CudaReport, path: str, text: str, targets: list[str], nvcc: s
         with open(compiled_file, "w", encoding="utf-8") as fh:
             fh.write(text)
         include = ["-I", os.path.dirname(os.path.abspath(path))]
-    defined = {}
+    defined: dict[str, int] = {}
     for i, line_text in enumerate(lines):
-        for m in _KERNEL.finditer(line_text):
-            defined.setdefault(m.group("name"), i)
+        for kernel in _KERNEL.finditer(line_text):
+            defined.setdefault(kernel.group("name"), i)
     seen: set[tuple[int, str]] = set()
     for name in targets:
         spec = parse_target(name)

@@ -60,9 +60,9 @@ def _program_id_names(nodes: list[ast.AST], imports: ImportMap) -> set[str]:
     return derived
 
 
-def _functions(body: list[ast.stmt]) -> dict[tuple[str, int], ast.FunctionDef]:
+def _functions(body: list[ast.stmt]) -> dict[tuple[str, int], ast.FunctionDef | ast.AsyncFunctionDef]:
     """Every function of the module, nested ones too (a kernel made by a factory), by (name, def line)."""
-    out = {}
+    out: dict[tuple[str, int], ast.FunctionDef | ast.AsyncFunctionDef] = {}
     for node in statements(body):
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             out[(node.name, node.lineno)] = node

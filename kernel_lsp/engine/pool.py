@@ -98,14 +98,19 @@ def _worker_main(conn, env: dict[str, str | None], memory_limit_mb: int | None, 
     os.setpgrp()
     parent = multiprocessing.parent_process()
     if parent is not None:  # the server was SIGKILLed without closing the pool: do not linger with a hung job
-        threading.Thread(target=lambda: (parent.join(), os._exit(1)), daemon=True).start()
+        def exit_with_parent() -> None:
+            parent.join()
+            os._exit(1)
+
+        threading.Thread(target=exit_with_parent, daemon=True).start()
     for name, value in env.items():
         if value is None:
             os.environ.pop(name, None)
         else:
             os.environ[name] = value
-    if env.get("PYTHONPATH"):  # read only at interpreter start-up, which is over: apply it by hand
-        sys.path[:0] = [p for p in env["PYTHONPATH"].split(os.pathsep) if p]
+    python_path = env.get("PYTHONPATH")
+    if python_path:  # read only at interpreter start-up, which is over: apply it by hand
+        sys.path[:0] = [p for p in python_path.split(os.pathsep) if p]
     try:
         if memory_limit_mb:
             import resource
@@ -472,6 +477,7 @@ class WorkerPool:
         )
         process.start()  # fork+exec only; the child imports in the background
         theirs.close()  # so that the worker's death reads as EOF here
+        assert process.pid is not None  # start() has run
         worker = _Worker(process, ours, process.pid)
         self._workers.append(worker)
         return worker

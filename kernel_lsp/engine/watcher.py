@@ -10,7 +10,7 @@ import asyncio
 import logging
 import os
 import threading
-from typing import Callable, Iterable
+from typing import Any, Callable, Iterable
 
 from .files import is_excluded, is_source, path_is_excluded
 
@@ -40,7 +40,7 @@ class WorkspaceWatcher:
         self._loop = loop
         self._settle = settle
         self._observer = Observer()
-        self._watches: dict[str, object] = {}
+        self._watches: dict[str, Any] = {}  # folder -> watchdog's ObservedWatch
         self._pending: dict[str, str] = {}
         self._lock = threading.Lock()
         self._flush_scheduled = False

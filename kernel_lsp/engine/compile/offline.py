@@ -152,12 +152,12 @@ def _definition_parts(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> Iterable[tu
     positional = a.posonlyargs + a.args
     for arg, default in zip(positional[len(positional) - len(a.defaults):], a.defaults):
         yield f"the default of `{arg.arg}`", default
-    for arg, default in zip(a.kwonlyargs, a.kw_defaults):
-        if default is not None:
-            yield f"the default of `{arg.arg}`", default
-    for arg in [*positional, *a.kwonlyargs, a.vararg, a.kwarg]:
-        if arg is not None and arg.annotation is not None:
-            yield f"the annotation of `{arg.arg}`", arg.annotation
+    for arg, kw_default in zip(a.kwonlyargs, a.kw_defaults):
+        if kw_default is not None:
+            yield f"the default of `{arg.arg}`", kw_default
+    for each in [*positional, *a.kwonlyargs, a.vararg, a.kwarg]:
+        if each is not None and each.annotation is not None:
+            yield f"the annotation of `{each.arg}`", each.annotation
     if fn.returns is not None:
         yield "the return annotation", fn.returns
 
@@ -208,7 +208,8 @@ def unsafe_statements(source: str) -> list[tuple[int, str]]:
                 for part in parts:
                     why = part is not None and unsafe_expression(part, scope)
                     if why:
-                        out.append((line, f"the value of `{targets[0].id}` cannot be computed offline: {why}"))
+                        name = ast.unparse(targets[0])
+                        out.append((line, f"the value of `{name}` cannot be computed offline: {why}"))
                         break
             elif isinstance(stmt, ast.FunctionDef):
                 if not stmt.decorator_list or not all(_is_triton_jit(d, scope) for d in stmt.decorator_list):
@@ -350,7 +351,7 @@ def unsafe_reaches(source: str, namespace: dict[str, Any]) -> list[tuple[int, st
         if _holds_module(value):
             # A module kept in a local, passed, wrapped or returned could be reached later by any attribute name.
             node = nodes[key]
-            out.setdefault(node.lineno, f"it uses the module `{ast.unparse(node)}` as a value")
+            out.setdefault(getattr(node, "lineno", 0), f"it uses the module `{ast.unparse(node)}` as a value")
         elif not isinstance(value, _LITERALS) and all(value is not v for v in stored):
             stored.append(value)
     # A value in a local, a call's result or an element can be any object the kernels name; try each of them.

@@ -76,7 +76,7 @@ def run(request: dict) -> dict:
         torch.cuda.profiler.stop()
     return {"ok": True, "kernel": spec.kernel_name, "shape": list(shape), "dtype": str(dtype).removeprefix("torch."),
             "device": torch.cuda.get_device_name(), "kernel_file": file_name,
-            "file_matches": bool(file_name) and os.path.abspath(file_name) == path, "pinned": pinned}
+            "file_matches": bool(file_name and os.path.abspath(file_name) == path), "pinned": pinned}
 
 
 def _config_json(config) -> dict:

@@ -433,9 +433,9 @@ def attribute(page: SourcePage, user_path: str, raw: RawStalls | None = None) ->
         kernel_stalls = _shares(raw.totals)
     else:
         agg: dict[str, float] = {}
-        for ln in lines:
-            for r, s in ln.stalls:
-                agg[r] = agg.get(r, 0.0) + s * ln.samples
+        for stat in lines:
+            for reason, share in stat.stalls:
+                agg[reason] = agg.get(reason, 0.0) + share * stat.samples
         kernel_stalls = _shares(agg)
     return Attribution(tuple(lines), total, tuple(sorted(others.items(), key=lambda x: -x[1])), reasons_from,
                        kernel_stalls)

@@ -77,7 +77,7 @@ def scan(source: str) -> list[Finding]:
             if node.attr in _FRAME_ATTRS:
                 add(node, f"reads .{node.attr} (another function's frame: the checker's)")
             base = node.value.id if isinstance(node.value, ast.Name) else None
-            module = aliases.get(base, base)
+            module = aliases.get(base, base) if base is not None else None
             if module in _INTROSPECTION and node.attr in _INTROSPECTION[module]:
                 add(node, f"uses {module}.{node.attr} (the checker's frames and objects)")
         elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
@@ -86,7 +86,7 @@ def scan(source: str) -> list[Finding]:
                 add(node, f"calls {name}() (code or names chosen at run time, which the checker cannot vet)")
             elif name in ("getattr", "setattr", "delattr") and len(node.args) >= 2:
                 target = node.args[0].id if isinstance(node.args[0], ast.Name) else None
-                module = aliases.get(target, target)
+                module = aliases.get(target, target) if target is not None else None
                 attr = node.args[1]
                 if module in _INTROSPECTION and not isinstance(attr, ast.Constant):
                     add(node, f"calls {name}({target}, <computed name>) (which the checker cannot vet)")
@@ -229,7 +229,7 @@ def patch_line(source: str, dotted: str) -> int | None:
         for target in targets:
             for t in ast.walk(target):
                 if isinstance(t, ast.Attribute) and t.attr == attr:
-                    return node.lineno - 1
+                    return getattr(node, "lineno", 1) - 1  # a statement: it has one
     return None
 
 

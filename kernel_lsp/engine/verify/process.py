@@ -124,8 +124,10 @@ class _Run:
         self.fd = read_fd
         self.buffer = b""
         try:
-            self.proc.stdin.write(json.dumps(payload).encode())
-            self.proc.stdin.close()
+            stdin = self.proc.stdin
+            assert stdin is not None  # started with stdin=PIPE
+            stdin.write(json.dumps(payload).encode())
+            stdin.close()
         except OSError:
             pass
 
