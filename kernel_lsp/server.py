@@ -427,7 +427,7 @@ class KernelLanguageServer(LanguageServer):
         correct = tuple(dict.fromkeys(v.kernel for v in report.verdicts if v.ok))
         if correct and settings.latency != "off":  # timing a kernel that computes the wrong thing means nothing
             # Time where the check ran: a CPU build of torch on a GPU machine checks on the interpreter.
-            on_gpu = any(v.ok and "interpreter" not in v.device.lower() for v in report.verdicts)
+            on_gpu = any(v.ok and v.on_gpu for v in report.verdicts)
             task = asyncio.ensure_future(self.run_latency(path, text, correct, gpu=on_gpu))
             task.add_done_callback(log_task_failure)
         return report

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import ast
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from analyzers.source import parse_python
 from analyzers.specs import find_specs
@@ -38,7 +38,7 @@ def _segment(lines: list[str], node: ast.stmt) -> str:
     return "".join(lines[first:node.end_lineno or node.lineno])
 
 
-def _replace(text: str, edits: list[tuple[ast.expr, str]]) -> str:
+def _replace(text: str, edits: Sequence[tuple[ast.expr, str]]) -> str:
     """`text` (the source of one statement, starting at line `base`) with each expression's span replaced."""
     raw = text.encode()
     starts = [0]
@@ -70,7 +70,7 @@ def _spec_statements(text: str, kernel: str, nki_kernel: str) -> tuple[list[str]
             continue
         if not set(_binds(node)) & needed:
             continue
-        if getattr(node, "name", None) == site.inputs:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == site.inputs:
             # The decorator names the NKI kernel as both kernel and launcher: it takes the spec's inputs.
             decorator = next(d for d in node.decorator_list if isinstance(d, ast.Call) and any(
                 k.arg == "kernel" for k in d.keywords))

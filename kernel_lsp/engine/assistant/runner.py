@@ -360,7 +360,7 @@ class Assistant:
             return Verified(False, verdict.status, describe_verdict(verdict, new_text), check=verdict.message), \
                 new_text
         verified = Verified(True, "", verdict.message, check=verdict.message, ran=verdict.status == "correct",
-                            on_gpu="interpreter" not in verdict.device.lower(), compiled=compiled)
+                            on_gpu=verdict.on_gpu, compiled=compiled)
         if action != "spec":
             await self._time(verified, path, new_text, kernel, action, baseline_task)
         return verified, new_text
