@@ -5,8 +5,11 @@
 Runs in its own process (the user's module is executed): the spec's inputs at each of its shapes, dtypes and
 seeds, as NumPy arrays, go to the NKI kernel, run in kernel-lsp's NKI model (engine/nki) or, where AWS's package
 is installed, in `nki.simulate`; its output is compared with the spec's PyTorch reference at the spec's
-tolerances. Prints one JSON object {"ok", "status", "message", "line", "cases"}. `simulator_available()` tells,
-without importing anything heavy, whether the current `nki` package with its simulator is installed.
+tolerances. The model always runs; where AWS's simulator is installed it runs too, its verdict stands, and the
+model's is compared with it: a disagreement is reported as a problem of the tools, at information level, naming
+both results. Prints one JSON object {"ok", "status", "message", "line", "cases", "ran", "notes"}.
+`simulator_available()` tells, without importing anything heavy, whether the current `nki` package with its
+simulator is installed.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from pathlib import Path
 from ..proc import Stopped, killed_from_outside, run_group
 
 REPO_ROOT = str(Path(__file__).resolve().parents[3])
+SIMULATOR = "nki.simulate"
 
 
 def simulator_available() -> bool:
@@ -66,29 +70,49 @@ def _run(request: dict) -> dict:
     from kernel_lsp.engine.verify.loading import load_user_module
     from kernel_lsp.spec import kernel_name_of, specs_in
 
-    # Without AWS's simulator, `import nki` in the user's file resolves to the model, which runs the port.
-    real = simulator_available()
-    if not real:
-        model.install()
-    module = load_user_module(request["path"], request["source"], request.get("root"))
-    spec = next((s for s in specs_in(module) if kernel_name_of(s.kernel) == request["kernel"]), None)
+    def load():
+        module = load_user_module(request["path"], request["source"], request.get("root"))
+        spec = next((s for s in specs_in(module) if kernel_name_of(s.kernel) == request["kernel"]), None)
+        return spec, getattr(module, request["nki_kernel"], None)
+
+    # The model always runs: `import nki` in the file resolves to it while the file is imported this time.
+    with model.installed():
+        spec, port = load()
     if spec is None:
         return {"ok": False, "message": f"no spec for {request['kernel']}: nothing to run the port against"}
-    port = getattr(module, request["nki_kernel"], None)
     if port is None:
         return {"ok": False, "message": f"{request['nki_kernel']} is not defined"}
-    if real:
-        import nki
+    by_model = check_spec(spec, port)
+    if not simulator_available():
+        return {**by_model, "ran": [model.MODEL_LABEL],
+                "notes": [f"{SIMULATOR} is not installed here: the port ran in the {model.MODEL_LABEL} only"]}
+    # AWS's simulator is installed: the file imported again binds the real `nki`, and both results are compared.
+    spec, port = load()
+    import nki
 
-        simulated = nki.simulate(port)
+    simulated = nki.simulate(port)
 
-        def call(*arrays):
-            model.OUTCOMES.append(model.Outcome(None, model.tensor.Counters()))
-            out = simulated(*arrays)
-            model.OUTCOMES[-1].value = out
-            return out
-        return check_spec(spec, call, label="nki.simulate")
-    return check_spec(spec, port)
+    def call(*arrays):
+        model.OUTCOMES.append(model.Outcome(None, model.tensor.Counters()))
+        out = simulated(*arrays)
+        model.OUTCOMES[-1].value = out
+        return out
+    by_simulator = check_spec(spec, call, label=SIMULATOR)
+    return {**by_simulator, "ran": [SIMULATOR, model.MODEL_LABEL], "notes": cross_check(by_simulator, by_model)}
+
+
+def cross_check(by_simulator: dict, by_model: dict) -> list[str]:
+    """What the model's run adds to the simulator's verdict, which stands: agreement, a limit of the model, or a
+    disagreement, which is a problem of kernel-lsp's model (or of the simulator), never of the port."""
+    from kernel_lsp.engine.nki import MODEL_LABEL
+
+    if by_model.get("status") == "unsupported":
+        return [f"not cross-checked: the {MODEL_LABEL} cannot run this port ({by_model.get('message')})"]
+    if bool(by_model.get("ok")) == bool(by_simulator.get("ok")) and by_model.get("status") == by_simulator.get(
+            "status"):
+        return [f"cross-checked: the {MODEL_LABEL} agrees ({by_model.get('message')})"]
+    return [f"tool problem, information: {SIMULATOR} and the {MODEL_LABEL} disagree on this port; {SIMULATOR}: "
+            f"{by_simulator.get('message')}; {MODEL_LABEL}: {by_model.get('message')}"]
 
 
 def main() -> None:

@@ -436,6 +436,7 @@ class Assistant:
                             notes=notes)
         sim = await in_thread(self.env, simulate, path, new_text, nki_kernel, nki_kernel, self.env.root,
                               self.env.check_timeout_s, self.env.cancel)
+        notes += [str(n) for n in sim.get("notes") or ()]  # which runner ran it, and the cross-check
         if sim.get("status") == "unsupported":  # a limit of the model, not the port's fault: unverified
             return Verified(True, "", f"{rules}; not run: {sim.get('message')}", notes=notes)
         if not sim.get("ok"):
@@ -443,7 +444,8 @@ class Assistant:
             line = sim.get("line")
             where = f" at line {line + 1} (`{lines[line].strip()}`)" if isinstance(line, int) and 0 <= line < len(
                 lines) else ""
-            return Verified(False, failure, f"{sim.get('message')}{where}")
+            tool = [n for n in notes if n.startswith("tool problem")]  # the model saw it otherwise: say so
+            return Verified(False, failure, "; ".join([f"{sim.get('message')}{where}", *tool]))
         return Verified(True, "", f"{rules}; {sim.get('message')}", check=sim.get("message"), ran=True,
                         notes=notes)
 
