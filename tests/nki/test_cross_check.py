@@ -52,3 +52,26 @@ def test_a_disagreement_is_a_tool_problem_at_information_level_naming_both_resul
     assert note.startswith("tool problem, information: nki.simulate and the kernel-lsp NKI model disagree")
     assert "nki.simulate: differs from the reference" in note
     assert "kernel-lsp NKI model: correct on 8 cases (kernel-lsp NKI model)" in note
+
+
+def test_kernel_lsp_check_runs_an_nki_spec_in_the_simulator_too_and_reports_a_disagreement_as_information(
+        tmp_path, monkeypatch):
+    import json
+    import subprocess
+    import sys
+
+    with_standin(monkeypatch, offset=1.0)
+    path = tmp_path / "scale_rows_nki.py"
+    path.write_text(SPEC_FILE.read_text())
+    done = subprocess.run([sys.executable, "-m", "kernel_lsp.cli", "check", "--run-checks", "--format", "json",
+                           str(path)], check=False, capture_output=True, text=True, timeout=600)
+    document = json.loads(done.stdout)
+    [verdict] = document["checks"]
+    # The simulator's verdict stands (this stand-in adds 1 to every result) ...
+    assert verdict["device"] == "nki.simulate" and verdict["status"] == "mismatch", verdict
+    # ... and the model's different answer is a tool problem at information level naming both results.
+    [info] = [p for p in document["problems"] if p["code"] == "KV007"]
+    assert info["severity"] == "info", info  # information level
+    assert "nki.simulate: differs from the reference" in info["message"]
+    assert "kernel-lsp NKI model: correct on 8 cases (kernel-lsp NKI model)" in info["message"]
+    assert info["line"] == SPEC_FILE.read_text().splitlines().index("def scale_rows(x):") + 1

@@ -14,7 +14,6 @@ simulator is installed.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import sys
 import threading
@@ -27,22 +26,9 @@ SIMULATOR = "nki.simulate"
 
 
 def simulator_available() -> bool:
-    try:
-        found = importlib.util.find_spec("nki")
-    except (ImportError, ValueError):
-        return False
-    if found is None or found.origin is None and not found.submodule_search_locations:
-        return False
-    # PyPI's `nki` is an empty placeholder; the real package (AWS's index) has the simulator.
-    roots = list(found.submodule_search_locations or [])
-    return any((Path(r) / "simulator").exists() or "def simulate" in _read(Path(r) / "__init__.py") for r in roots)
+    from ..nki.simulator import available
 
-
-def _read(p: Path) -> str:
-    try:
-        return p.read_text(errors="replace")
-    except OSError:
-        return ""
+    return available()
 
 
 def simulate(path: str, source: str, kernel: str, nki_kernel: str, root: str | None, timeout: float,
@@ -67,6 +53,7 @@ def _run(request: dict) -> dict:
     sys.path.insert(0, REPO_ROOT)
     from kernel_lsp.engine import nki as model
     from kernel_lsp.engine.nki.check import check_spec
+    from kernel_lsp.engine.nki.simulator import cross_check, not_installed_note, simulated_call
     from kernel_lsp.engine.verify.loading import load_user_module
     from kernel_lsp.spec import kernel_name_of, specs_in
 
@@ -84,35 +71,11 @@ def _run(request: dict) -> dict:
         return {"ok": False, "message": f"{request['nki_kernel']} is not defined"}
     by_model = check_spec(spec, port)
     if not simulator_available():
-        return {**by_model, "ran": [model.MODEL_LABEL],
-                "notes": [f"{SIMULATOR} is not installed here: the port ran in the {model.MODEL_LABEL} only"]}
+        return {**by_model, "ran": [model.MODEL_LABEL], "notes": [not_installed_note("port")]}
     # AWS's simulator is installed: the file imported again binds the real `nki`, and both results are compared.
     spec, port = load()
-    import nki
-
-    simulated = nki.simulate(port)
-
-    def call(*arrays):
-        model.OUTCOMES.append(model.Outcome(None, model.tensor.Counters()))
-        out = simulated(*arrays)
-        model.OUTCOMES[-1].value = out
-        return out
-    by_simulator = check_spec(spec, call, label=SIMULATOR)
+    by_simulator = check_spec(spec, simulated_call(port), label=SIMULATOR)
     return {**by_simulator, "ran": [SIMULATOR, model.MODEL_LABEL], "notes": cross_check(by_simulator, by_model)}
-
-
-def cross_check(by_simulator: dict, by_model: dict) -> list[str]:
-    """What the model's run adds to the simulator's verdict, which stands: agreement, a limit of the model, or a
-    disagreement, which is a problem of kernel-lsp's model (or of the simulator), never of the port."""
-    from kernel_lsp.engine.nki import MODEL_LABEL
-
-    if by_model.get("status") == "unsupported":
-        return [f"not cross-checked: the {MODEL_LABEL} cannot run this port ({by_model.get('message')})"]
-    if bool(by_model.get("ok")) == bool(by_simulator.get("ok")) and by_model.get("status") == by_simulator.get(
-            "status"):
-        return [f"cross-checked: the {MODEL_LABEL} agrees ({by_model.get('message')})"]
-    return [f"tool problem, information: {SIMULATOR} and the {MODEL_LABEL} disagree on this port; {SIMULATOR}: "
-            f"{by_simulator.get('message')}; {MODEL_LABEL}: {by_model.get('message')}"]
 
 
 def main() -> None:
