@@ -180,6 +180,8 @@ def _nki_counts(module, point: dict, shape: tuple) -> tuple[dict, tuple | None] 
     kernel; None for other kernels. A shape of more than NKI_COUNT_ELEMENTS elements is counted at a reduced
     shape and at that shape with each reduced size doubled once; each counter is carried to the full shape as a
     power law per size (exact for counts linear in a size, as streaming and tiled kernels' are)."""
+    if point.get("factory") or "kernel_lsp.engine.nki" not in sys.modules:
+        return None  # a file without NKI imports (handle() installs the model for one that has them)
     from kernel_lsp.engine.nki.check import is_nki_kernel
 
     spec = next((s for s in _specs(module) if s.name == point.get("spec") or
