@@ -3,7 +3,8 @@
     python bench/fetch_nki_corpus.py && python bench/nki_model.py [--json out.json] [--only NAME]
 
 1. Run time per fixture: each kernel of tests/nki/fixtures/correct at each of its cases, median of 3 runs, in
-   this process (the model's own time: no process start, no torch).
+   this process (the model's own time: no process start, no torch), with the Trainium2 latency estimate from
+   the run's counters (analyzers/nki_estimate.py).
 2. Public kernels (bench/nki_corpus_manifest.json): each kernel is loaded with its NKI imports resolved to the
    model, called with the manifest's arguments and compared with the manifest's NumPy reference. A kernel is
    "reproduced" when it matches; otherwise the reason is listed: a NeuronCore rule the model raised, an NKI call
@@ -28,6 +29,7 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 sys.path.insert(0, str(REPO))
 
+from analyzers.nki_estimate import estimate as nki_estimate
 from kernel_lsp.engine import nki as model
 from tests.nki.cases import close, inputs
 
@@ -43,13 +45,19 @@ def time_fixtures() -> list[dict]:
             args = inputs(module, case)
             times = []
             for _ in range(3):
+                del model.OUTCOMES[:]
                 start = time.perf_counter()
                 with model.installed():
                     got = module.launch(*args)
                 times.append(time.perf_counter() - start)
             ok, err = close(got, module.reference(*args), case[1])
+            counts = model.Counters()
+            for outcome in model.OUTCOMES:  # the last run's kernel launches
+                counts.add(outcome.counters)
+            est = nki_estimate(counts.to_json())
             rows.append({"fixture": path.stem, "case": repr(case), "ms": round(statistics.median(times) * 1e3, 2),
-                         "ok": ok, "max_abs": err})
+                         "ok": ok, "max_abs": err, "estimate_us": est.us, "bound": est.bound,
+                         "engine_us": est.engine_us, "counts": counts.to_json()})
     return rows
 
 
@@ -200,7 +208,8 @@ def main() -> int:
     if not args.skip_fixtures and not args.only:
         out["fixtures"] = time_fixtures()
         for r in out["fixtures"]:
-            print(f"{r['fixture']:<24} {r['case']:<48} {r['ms']:>9.2f} ms  {'ok' if r['ok'] else 'WRONG'}")
+            print(f"{r['fixture']:<24} {r['case']:<48} {r['ms']:>9.2f} ms  {'ok' if r['ok'] else 'WRONG'}  "
+                  f"Trainium2 est. {r['estimate_us']:.3g} us ({r['bound']})")
     if not CORPUS.is_dir():
         print("no corpus: run bench/fetch_nki_corpus.py first")
     else:

@@ -105,6 +105,26 @@ def proposal(uri: str, version: int | None, pos: Positions, edits: list[TextEdit
                          "table": table or [], **extra}}
 
 
+def new_file_proposal(uri: str, text: str, *, title: str, summary: str, table: list[list[str]] | None = None,
+                      **extra: object) -> dict:
+    """A proposal that creates a file (a port's `<name>_nki.py`): a CreateFile that fails where the file exists
+    (never an overwrite), then its text, both under the annotation that needs confirmation."""
+    start = types.Position(0, 0)
+    edit = types.WorkspaceEdit(
+        document_changes=[
+            types.CreateFile(uri=uri, options=types.CreateFileOptions(overwrite=False, ignore_if_exists=False),
+                             annotation_id=PROPOSAL_ANNOTATION),
+            types.TextDocumentEdit(
+                text_document=types.OptionalVersionedTextDocumentIdentifier(uri=uri, version=None),
+                edits=[types.AnnotatedTextEdit(range=types.Range(start, start), new_text=text,
+                                               annotation_id=PROPOSAL_ANNOTATION)])],
+        change_annotations={PROPOSAL_ANNOTATION: types.ChangeAnnotation(
+            label=title, needs_confirmation=True, description=summary)},
+    )
+    return {"proposal": {"title": title, "summary": summary, "edit": converters.get_converter().unstructure(edit),
+                         "table": table or [], "creates": uri, **extra}}
+
+
 def files_edit(changes: list[tuple[str, int | None, Positions, list[TextEdit]]]) -> types.WorkspaceEdit:
     """One edit over several files, each (uri, open document version or None, its positions, edits); an open
     document's edit is refused by the client once that document has changed."""

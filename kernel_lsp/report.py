@@ -71,6 +71,10 @@ def text_report(result: CheckResult, color: bool = False) -> str:
     timed = [e for r in result.latency for e in r.entries if e.us is not None and (e.chosen or e.source == "measured")]
     if timed:
         how = "measured on the GPU" if result.latency_source == "measured" else "estimated by the roofline model, no GPU"
+        if result.latency_source != "measured" and any((e.estimate or {}).get("engine_us") for e in timed):
+            how = "estimated" + (" by the roofline model and" if any(not (e.estimate or {}).get("engine_us")
+                                                                     for e in timed) else "") + \
+                " from the NKI model's counts, no device"
         summary += f"; {_n(len(timed), 'latency figure')} ({how})"
     fixable = sum(1 for ps in result.problems.values() for p in ps if p.fix)
     if fixable:
@@ -84,7 +88,7 @@ def _kernel_lines(result: CheckResult) -> dict[tuple[str, str], int]:
     out = {}
     for path, entry in result.index.files.items():
         if entry.analysis:
-            for k in entry.analysis.kernels:
+            for k in [*entry.analysis.kernels, *entry.analysis.nki_kernels]:
                 out.setdefault((path, k.name), k.name_span.start_line)
     return out
 
@@ -109,6 +113,8 @@ def latency_lines(result: CheckResult) -> list[str]:
             extra = []
             if e.bound and e.fraction_of_roofline is not None:
                 extra.append(f"{e.bound}-bound, {e.fraction_of_roofline:.0%} of roofline")
+            elif e.bound:
+                extra.append(f"{e.bound}-bound")
             if e.speedup:
                 extra.append(f"{e.speedup:.2f}x the reference")
             if e.change_vs_previous is not None:

@@ -1,4 +1,4 @@
-"""Rules for what a correctness check found (KV001–KV006): reported from real runs of a kernel against its
+"""Rules for what a correctness check found (KV001–KV007): reported from real runs of a kernel against its
 PyTorch reference (`kernel_lsp.spec`, docs/specs.md), not by a static check. Registered here so that codes,
 severities, suppression and documentation work as for every rule.
 """
@@ -61,4 +61,13 @@ register(Rule(
     "built at run time with `exec`/`eval`), gets no verdict: the diagnostic sits on the line that does it. The "
     "replacement would also apply to every program that imports the file. Remove it, or move it out of the file "
     "that holds the spec.",
+))
+register(Rule(
+    code="KV007", name="nki-cross-check", language="checks", severity=Severity.INFO,
+    summary="AWS's nki.simulate and kernel-lsp's NKI model disagree on an NKI kernel: a problem of the tools.",
+    wrong="", right="",
+    explanation="Where AWS's `nki` package is installed, an NKI spec runs in its simulator and in kernel-lsp's NKI "
+    "model (docs/nki-model.md). The simulator's verdict is the one shown; when the model's differs, this note "
+    "gives both results. It says nothing against the kernel: one of the two tools is wrong about it. Please "
+    "report it with the kernel.",
 ))

@@ -132,7 +132,7 @@ def _run_latency(result: CheckResult, settings: Settings, targets: list[str],
             correct.setdefault(path, [])
             if v.kernel not in correct[path]:
                 correct[path].append(v.kernel)
-            on_gpu = on_gpu or "interpreter" not in v.device.lower()
+            on_gpu = on_gpu or v.on_gpu
     if not correct:
         return
     result.latency_source = "measured" if on_gpu else "estimate"

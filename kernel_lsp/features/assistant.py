@@ -16,7 +16,7 @@ import threading
 from typing import TYPE_CHECKING, Any
 
 from lsprotocol import types
-from pygls.uris import to_fs_path
+from pygls.uris import from_fs_path, to_fs_path
 
 from analyzers.specs import specced_kernels
 
@@ -144,6 +144,8 @@ async def run_action(ls: KernelLanguageServer, action: str, args: tuple) -> dict
             diagnostic = _problem_at(ls, path, line)
         if diagnostic is None:
             return {"error": "no problem reported at this line for the assistant to fix"}
+    if action == "port" and not creates_files(ls):  # known before any request leaves the machine
+        return {"error": f"{CANNOT_CREATE}: nothing was asked of the model"}
     title = TITLES.get(action, "Assistant")
     root = ls.state.roots[0] if ls.state.roots else os.path.dirname(path)
     state = state_of(ls)
@@ -198,6 +200,18 @@ def _answer(ls: KernelLanguageServer, uri: str, path: str, version: int | None, 
     if result.kind != "proposal" or result.new_text is None:
         ls.message(result.text)
         return {"error": result.text, "table": result.table, "session": result.session, "usage": usage}
+    if result.new_path is not None:  # a port: a file of its own beside the user's, which stays as it is
+        name = os.path.basename(result.new_path)
+        if not creates_files(ls):
+            ls.message(f"{result.title}: {CANNOT_CREATE} ({name}); {os.path.basename(path)} was left as it is")
+            return {"error": f"{CANNOT_CREATE}: {name} was not offered", "file": result.new_path,
+                    "text": result.new_text, "summary": result.text, "table": result.table,
+                    "session": result.session, "usage": usage}
+        answer = convert.new_file_proposal(
+            from_fs_path(result.new_path) or result.new_path, result.new_text, title=result.title,
+            summary=result.text, table=result.table, session=result.session, kernel=result.kernel, usage=usage,
+            status=result.status, verified=is_verified(result.status))
+        return ls.offer(answer, given)
     codec = doc.position_codec if doc is not None else ls.workspace.position_codec
     pos = convert.Positions(text.splitlines(keepends=True), codec)
     # The label is the engine's (session.status_of), as in the summary, the table and the count.
@@ -205,6 +219,17 @@ def _answer(ls: KernelLanguageServer, uri: str, path: str, version: int | None, 
                               summary=result.text, table=result.table, session=result.session, kernel=result.kernel,
                               usage=usage, status=result.status, verified=is_verified(result.status))
     return ls.offer(answer, given)  # a code action's command answers nobody: the edit also goes out for preview
+
+
+CANNOT_CREATE = ("this editor cannot create files through the language server (its workspaceEdit."
+                 "resourceOperations lacks \"create\"), and a port to NKI goes into a new file")
+
+
+def creates_files(ls: KernelLanguageServer) -> bool:
+    """Whether the client applies a CreateFile in a workspace edit."""
+    caps = ls.client_capabilities.workspace
+    edit = caps.workspace_edit if caps is not None else None
+    return bool(edit and edit.resource_operations and types.ResourceOperationKind.Create in edit.resource_operations)
 
 
 def cancel_all(ls: KernelLanguageServer) -> int:

@@ -151,7 +151,7 @@ def register(server: "KernelLanguageServer") -> None:
         timings = latency.latency_report(ls, path)
         pos = ls.positions(path)
         hints = []
-        for kernel in entry.analysis.kernels:
+        for kernel in [*entry.analysis.kernels, *entry.analysis.nki_kernels]:  # NKI: the Trainium2 estimate
             line = kernel.name_span.start_line
             if not params.range.start.line <= line <= params.range.end.line:
                 continue

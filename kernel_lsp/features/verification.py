@@ -58,7 +58,7 @@ def check_report(ls: "KernelLanguageServer", path: str) -> "CheckReport | None":
 
 
 def check_problems(ls: "KernelLanguageServer", path: str) -> list:
-    """What the last check of the file's current text found, as problems (KV001–KV006)."""
+    """What the last check of the file's current text found, as problems (KV001–KV007)."""
     found = ls.state.checks.get(path)
     report = check_report(ls, path)
     if report is None or found is None:
@@ -99,7 +99,7 @@ async def run_checks(ls: "KernelLanguageServer", path: str,
     correct = tuple(dict.fromkeys(v.kernel for v in report.verdicts if v.ok))
     if correct and settings.latency != "off":  # timing a kernel that computes the wrong thing means nothing
         # Time where the check ran: a CPU build of torch on a GPU machine checks on the interpreter.
-        on_gpu = any(v.ok and "interpreter" not in v.device.lower() for v in report.verdicts)
+        on_gpu = any(v.ok and v.on_gpu for v in report.verdicts)
         task = asyncio.ensure_future(run_latency(ls, path, text, correct, gpu=on_gpu))
         task.add_done_callback(log_task_failure)
     return report

@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import asyncio
 import json
+from pathlib import Path
 from typing import Union
 
 import pytest
 from lsprotocol import types
+from pygls.uris import to_fs_path
 
 from kernel_lsp.engine.assistant.code import extract_code, protected_names, splice
 from tests.server.conftest import until, wait_for
@@ -259,10 +261,72 @@ async def test_port_to_nki_is_run_in_the_nki_model_and_a_wrong_one_is_fed_back(s
     assert proposal["status"] == "correct" and proposal["verified"] is True
     assert proposal["title"] == "Port to NKI (add_kernel)"
     assert [c["status"] for c in session_file(s)["turns"][0]["candidates"]] == ["mismatch", "correct"]
-    new_text = apply(EXAMPLE, proposal["edit"])
-    assert "import nki\nimport nki.language as nl\n" in new_text and "def add_kernel_nki(" in new_text
-    assert new_text.index("def add_kernel_nki(") < new_text.index("@spec(")
-    assert KERNEL_TEXT_OF(new_text) == KERNEL_TEXT_OF(EXAMPLE)  # the Triton kernel is left as it was
+    assert "a new file, vector_add_nki.py: vector_add.py is left as it is" in summary
+
+    # The port lands in a file of its own; the Triton file is not edited (it gains no `import nki`).
+    created = create_files(s.root, proposal["edit"])
+    assert created == ["vector_add_nki.py"] and proposal["creates"] == s.uri("vector_add_nki.py")
+    assert [sent.edit for sent in s.client.applied_edits][-1].document_changes[0].kind == "create"
+    assert (s.root / "vector_add.py").read_text() == EXAMPLE
+    port = (s.root / "vector_add_nki.py").read_text()
+    assert "import nki\nimport nki.language as nl\n" in port and "def add_kernel_nki(" in port
+    assert "import triton" not in port and "def add_kernel(" not in port
+    # ... with the Triton kernel's spec naming the port, which the lens then checks in that file.
+    assert "kernel=add_kernel_nki,\n    launcher=add_kernel_nki,\n    reference=reference_add," in port
+    uri_nki = s.open("vector_add_nki.py")
+    line = port.splitlines().index("def add_kernel_nki(a_tensor, b_tensor):")
+    checked = await s.command("kernel-lsp.runChecks", {"uri": uri_nki, "line": line + 1, "character": 0})
+    [verdict] = checked["verdicts"]
+    assert verdict["kernel"] == "add_kernel_nki" and verdict["status"] == "correct", checked
+    assert verdict["message"] == "correct on 12 cases (kernel-lsp NKI model)"
+    [lens] = await s.lenses(uri_nki)
+    assert lens.command.title.startswith("✓ correct on 12 cases (kernel-lsp NKI model)"), lens.command.title
+
+
+def create_files(root, edit: dict) -> list[str]:
+    """What an editor does with a proposal that creates files, once the user confirms: each CreateFile (refused
+    where the file exists, as its options ask), then the text edits of the new file."""
+    created = []
+    for change in edit["documentChanges"]:
+        path = Path(to_fs_path(change.get("uri") or change["textDocument"]["uri"]))
+        if change.get("kind") == "create":
+            assert change["options"] == {"overwrite": False, "ignoreIfExists": False}
+            assert not path.exists(), f"{path} exists: the editor would refuse the whole edit"
+            path.write_text("")
+            created.append(path.name)
+        else:
+            assert change["textDocument"]["version"] is None and path.name in created
+            path.write_text(apply(path.read_text(), {"documentChanges": [change]}))
+    return created
+
+
+async def test_a_port_never_overwrites_an_existing_nki_file(start, fake):
+    fake.script += [answer(c.NKI_PLAN), answer(c.NKI_RIGHT)]
+    mine = "# my own NKI work\n"
+    s = await start({"vector_add.py": EXAMPLE, "vector_add_nki.py": mine}, options=options(fake))
+    uri = s.open("vector_add.py")
+    await s.command("kernel-lsp.portToNki", at(uri))
+    proposal = (await s.command("kernel-lsp.refine", at(uri, instruction="go")))["proposal"]
+    assert create_files(s.root, proposal["edit"]) == ["vector_add_nki_2.py"]
+    assert (s.root / "vector_add_nki.py").read_text() == mine
+    assert "def add_kernel_nki(" in (s.root / "vector_add_nki_2.py").read_text()
+
+
+async def test_an_editor_that_cannot_create_files_is_told_so_and_nothing_is_edited(start, fake, monkeypatch):
+    from tests.server import conftest as server_conftest
+
+    def without_create(profile: str) -> types.ClientCapabilities:
+        caps = server_conftest.client_capabilities(server_conftest.PROFILES[profile])
+        caps.workspace.workspace_edit.resource_operations = [types.ResourceOperationKind.Rename]
+        return caps
+
+    monkeypatch.setattr(server_conftest, "capabilities", without_create)
+    s = await start({"vector_add.py": EXAMPLE}, options=options(fake))
+    uri = s.open("vector_add.py")
+    result = await s.command("kernel-lsp.portToNki", at(uri))
+    assert "cannot create files" in result["error"] and "resourceOperations" in result["error"]
+    assert fake.requests == [] and s.client.applied_edits == []  # nothing asked of the model, nothing edited
+    assert (s.root / "vector_add.py").read_text() == EXAMPLE
 
 
 async def test_port_to_nki_that_breaks_a_neuroncore_rule_or_misses_the_tail_is_turned_down(start, fake):
@@ -280,10 +344,6 @@ async def test_port_to_nki_that_breaks_a_neuroncore_rule_or_misses_the_tail_is_t
     rows = [c["status"] for c in session_file(s)["turns"][0]["candidates"]]
     assert rows == ["NKI rules", "NKI rule", "mismatch"]
     assert "never written by the kernel" in session_file(s)["turns"][0]["candidates"][2]["reason"]
-
-
-def KERNEL_TEXT_OF(text: str) -> str:
-    return text[text.index("@triton.jit"):text.index("def add(")]
 
 
 async def test_explain_answers_with_text_and_no_edit(start, fake):

@@ -35,3 +35,21 @@ def test_optimize_in_neovim(tmp_path, fake):
     assert r["lines_after"] == EXAMPLE.splitlines() and r["modified_after"] is True
     assert (root / "vector_add.py").read_text() == TWICE  # applied to the buffer, not written to disk
     assert len(fake.requests) == 2
+
+
+def test_port_to_nki_in_neovim_creates_its_own_file(tmp_path, fake):
+    nvim, why = find_nvim()
+    if nvim is None:
+        pytest.skip(why)
+    fake.script += [answer(c.NKI_PLAN), answer(c.NKI_RIGHT)]
+    root = workspace(tmp_path, {"vector_add.py": EXAMPLE})
+    setup = {"settings": {"checks": "request", "checkDevice": "interpreter", "assistantBaseUrl": fake.url}}
+    r = run_scenario(nvim, "port", root / "vector_add.py", setup,
+                     env={"KERNEL_LSP_TEST_LINE": str(KERNEL_LINE + 3), "ANTHROPIC_API_KEY": KEY}, timeout_s=120)
+    assert r["summary"].startswith("correct on 12 cases (kernel-lsp NKI model)"), r["summary"]
+    assert r["creates"] == (root / "vector_add_nki.py").as_uri() and r["existed_before_confirmation"] is False
+    # Neovim applied the CreateFile and the new file's text; the Triton buffer is as it was.
+    assert "def add_kernel_nki(a_tensor, b_tensor):" in r["created_lines"]
+    assert "    kernel=add_kernel_nki," in r["created_lines"]
+    assert r["lines_after"] == r["lines_before"] == EXAMPLE.splitlines()
+    assert (root / "vector_add.py").read_text() == EXAMPLE

@@ -431,6 +431,28 @@ function scenarios.compiled()
   result.ir_result = expected
 end
 
+--- Port to NKI: a plan, "go", a proposal that creates a file beside the Triton one; applied after the
+--- (simulated) confirmation, it creates that file's buffer and leaves the Triton buffer as it was.
+function scenarios.port()
+  wait(10000, function()
+    return client().initialized
+  end, "kernel-lsp to initialize")
+  local where = { uri = vim.uri_from_bufnr(buf), line = tonumber(os.getenv("KERNEL_LSP_TEST_LINE")), character = 4 }
+  result.lines_before = vim.api.nvim_buf_get_lines(buf, 0, -1, false)
+  execute_with("kernel-lsp.portToNki", { where }, 60000)
+  local answer = execute_with("kernel-lsp.refine", { vim.tbl_extend("force", where, { instruction = "go" }) }, 120000)
+  local proposal = answer.proposal
+  assert(proposal, "no proposal: " .. vim.inspect(answer))
+  result.summary = proposal.summary
+  result.creates = proposal.creates
+  result.existed_before_confirmation = vim.uv.fs_stat(vim.uri_to_fname(proposal.creates)) ~= nil
+  vim.lsp.util.apply_workspace_edit(proposal.edit, client().offset_encoding)
+  local created = vim.uri_to_bufnr(proposal.creates)
+  vim.fn.bufload(created)
+  result.created_lines = vim.api.nvim_buf_get_lines(created, 0, -1, false)
+  result.lines_after = vim.api.nvim_buf_get_lines(buf, 0, -1, false)
+end
+
 --- The assistant's good path: a plan, "go", the proposal back, and the edit applied with
 --- vim.lsp.util.apply_workspace_edit only after a (simulated) confirmation. The cursor's line is
 --- $KERNEL_LSP_TEST_LINE; the model behind it is the test's fake Messages API.

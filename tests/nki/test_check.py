@@ -55,12 +55,27 @@ LINES = TEXT.splitlines()
 
 
 @pytest.fixture(scope="module")
-def verdicts(tmp_path_factory) -> dict[str, dict]:
+def document(tmp_path_factory) -> dict:
     path = tmp_path_factory.mktemp("nki") / "kernels_nki.py"
     path.write_text(TEXT)
     done = subprocess.run([sys.executable, "-m", "kernel_lsp.cli", "check", "--run-checks", "--format", "json",
                            str(path)], check=False, capture_output=True, text=True, timeout=600, cwd=REPO)
-    return {v["spec"]: v for v in json.loads(done.stdout)["checks"]}
+    return json.loads(done.stdout)
+
+
+@pytest.fixture(scope="module")
+def verdicts(document) -> dict[str, dict]:
+    return {v["spec"]: v for v in document["checks"]}
+
+
+def test_a_correct_nki_kernel_gets_a_trainium2_estimate_from_the_models_counts(document):
+    [first, *_] = [e for e in document["latency"] if e["kernel"] == "scale_rows" and e["spec"] == "scale_inputs"]
+    assert first["device"] == "Trainium2" and first["source"] == "estimate", first
+    assert first["label"].startswith("≈") and first["label"].endswith(" Trainium2 est."), first
+    assert first["bound"] in ("DMA", "Vector Engine") and LINES[first["line"] - 1] == "def scale_rows(x):"
+    assert any("one NeuronCore" in n for n in first["notes"]), first  # what the estimate assumes, said with it
+    # Only kernels found correct are timed: the wrong one gets no figure.
+    assert not [e for e in document["latency"] if e["kernel"] == "wrong_scale"]
 
 
 def test_a_right_nki_kernel_is_correct_in_the_model(verdicts):

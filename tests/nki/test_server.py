@@ -31,6 +31,16 @@ async def test_an_nki_spec_is_checked_in_the_model_and_shown_in_the_lens(start):
     assert verdict["message"] == "correct on 8 cases (kernel-lsp NKI model)"
     [lens] = await s.lenses(uri)
     assert lens.command.title.startswith("✓ correct on 8 cases (kernel-lsp NKI model)"), lens.command.title
+    # Once correct, the kernel is timed as Triton kernels are: estimated, here on Trainium2 from the model's counts.
+    lenses = await until(lambda: s.lenses(uri), lambda ls: any("Trainium2 est." in (x.command.title or "")
+                                                                  for x in ls))
+    titles = " | ".join(x.command.title for x in lenses)
+    assert "(200, 64) float32: ≈" in titles and "µs Trainium2 est." in titles, titles
+    hints = await s.client.text_document_inlay_hint_async(types.InlayHintParams(
+        text_document=types.TextDocumentIdentifier(uri), range=types.Range(types.Position(0, 0),
+                                                                            types.Position(len(TEXT.splitlines()), 0))))
+    labels = [h.label if isinstance(h.label, str) else "".join(p.value for p in h.label) for h in hints or []]
+    assert any("Trainium2 est." in label for label in labels), labels
 
     # A wrong scale, saved: the check runs by itself and points at the DMA that stored the wrong values.
     s.set_text(uri, WRONG)

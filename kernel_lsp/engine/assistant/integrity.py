@@ -388,13 +388,15 @@ def _root(node: ast.expr) -> str | None:
 # -- the spec and what it reads ----------------------------------------------------------------------------------
 
 
-def spec_closure(module: _Module) -> dict[str, str]:
+def spec_closure(module: _Module, inputs: str | None = None) -> dict[str, str]:
     """Every name the correctness specs read, with how ("the spec's reference", "read by reference_add"): the
     inputs functions, the references, what they and the decorators' other arguments use, transitively, builtins
     included (a new module-level `len` would change them too). The kernels and the launchers are left out:
-    candidates may change them."""
+    candidates may change them. `inputs`: only the spec that decorates this function."""
     todo: list[tuple[str, str]] = []
     for node in module.tree.body:
+        if inputs is not None and getattr(node, "name", None) != inputs:
+            continue
         for dec in _spec_decorators(node, module):
             todo.append((node.name, "the @spec inputs function"))
             args = [(None, a) for a in dec.args] + [(kw.arg, kw.value) for kw in dec.keywords

@@ -5,13 +5,15 @@
 Runs in its own process (the user's module is executed): the spec's inputs at each of its shapes, dtypes and
 seeds, as NumPy arrays, go to the NKI kernel, run in kernel-lsp's NKI model (engine/nki) or, where AWS's package
 is installed, in `nki.simulate`; its output is compared with the spec's PyTorch reference at the spec's
-tolerances. Prints one JSON object {"ok", "status", "message", "line", "cases"}. `simulator_available()` tells,
-without importing anything heavy, whether the current `nki` package with its simulator is installed.
+tolerances. The model always runs; where AWS's simulator is installed it runs too, its verdict stands, and the
+model's is compared with it: a disagreement is reported as a problem of the tools, at information level, naming
+both results. Prints one JSON object {"ok", "status", "message", "line", "cases", "ran", "notes"}.
+`simulator_available()` tells, without importing anything heavy, whether the current `nki` package with its
+simulator is installed.
 """
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import sys
 import threading
@@ -20,25 +22,13 @@ from pathlib import Path
 from ..proc import Stopped, killed_from_outside, run_group
 
 REPO_ROOT = str(Path(__file__).resolve().parents[3])
+SIMULATOR = "nki.simulate"
 
 
 def simulator_available() -> bool:
-    try:
-        found = importlib.util.find_spec("nki")
-    except (ImportError, ValueError):
-        return False
-    if found is None or found.origin is None and not found.submodule_search_locations:
-        return False
-    # PyPI's `nki` is an empty placeholder; the real package (AWS's index) has the simulator.
-    roots = list(found.submodule_search_locations or [])
-    return any((Path(r) / "simulator").exists() or "def simulate" in _read(Path(r) / "__init__.py") for r in roots)
+    from ..nki.simulator import available
 
-
-def _read(p: Path) -> str:
-    try:
-        return p.read_text(errors="replace")
-    except OSError:
-        return ""
+    return available()
 
 
 def simulate(path: str, source: str, kernel: str, nki_kernel: str, root: str | None, timeout: float,
@@ -63,32 +53,29 @@ def _run(request: dict) -> dict:
     sys.path.insert(0, REPO_ROOT)
     from kernel_lsp.engine import nki as model
     from kernel_lsp.engine.nki.check import check_spec
+    from kernel_lsp.engine.nki.simulator import cross_check, not_installed_note, simulated_call
     from kernel_lsp.engine.verify.loading import load_user_module
     from kernel_lsp.spec import kernel_name_of, specs_in
 
-    # Without AWS's simulator, `import nki` in the user's file resolves to the model, which runs the port.
-    real = simulator_available()
-    if not real:
-        model.install()
-    module = load_user_module(request["path"], request["source"], request.get("root"))
-    spec = next((s for s in specs_in(module) if kernel_name_of(s.kernel) == request["kernel"]), None)
+    def load():
+        module = load_user_module(request["path"], request["source"], request.get("root"))
+        spec = next((s for s in specs_in(module) if kernel_name_of(s.kernel) == request["kernel"]), None)
+        return spec, getattr(module, request["nki_kernel"], None)
+
+    # The model always runs: `import nki` in the file resolves to it while the file is imported this time.
+    with model.installed():
+        spec, port = load()
     if spec is None:
         return {"ok": False, "message": f"no spec for {request['kernel']}: nothing to run the port against"}
-    port = getattr(module, request["nki_kernel"], None)
     if port is None:
         return {"ok": False, "message": f"{request['nki_kernel']} is not defined"}
-    if real:
-        import nki
-
-        simulated = nki.simulate(port)
-
-        def call(*arrays):
-            model.OUTCOMES.append(model.Outcome(None, model.tensor.Counters()))
-            out = simulated(*arrays)
-            model.OUTCOMES[-1].value = out
-            return out
-        return check_spec(spec, call, label="nki.simulate")
-    return check_spec(spec, port)
+    by_model = check_spec(spec, port)
+    if not simulator_available():
+        return {**by_model, "ran": [model.MODEL_LABEL], "notes": [not_installed_note("port")]}
+    # AWS's simulator is installed: the file imported again binds the real `nki`, and both results are compared.
+    spec, port = load()
+    by_simulator = check_spec(spec, simulated_call(port), label=SIMULATOR)
+    return {**by_simulator, "ran": [SIMULATOR, model.MODEL_LABEL], "notes": cross_check(by_simulator, by_model)}
 
 
 def main() -> None:

@@ -28,9 +28,10 @@ ACTIONS = {
     "port": "Port `{kernel}` to AWS NKI, in the current `nki` API (NKI >= 0.4): `import nki`, "
             "`import nki.language as nl`, `import nki.isa as nisa`, a function decorated with `@nki.jit`. Never "
             "import `neuronxcc`. Respect NeuronCore limits: partition dimension <= 128, PSUM tiles <= 2 KiB per "
-            "partition, nc_matmul operands within 128x128 (stationary) and 128x512 (moving). Add the NKI kernel "
-            "next to the Triton one under a new name ending in `_nki`, with the same inputs and output as the "
-            "Triton launcher; do not change the Triton code.",
+            "partition, nc_matmul operands within 128x128 (stationary) and 128x512 (moving). Write the NKI kernel "
+            "under a new name ending in `_nki`, taking the same inputs as the Triton launcher (as arrays) and "
+            "returning its output; it goes into a file of its own, with the kernel's correctness spec, so write "
+            "only the NKI code and its imports.",
     "fix": "Fix this problem in `{kernel}` with the smallest change:\n{diagnostic}",
     "spec": "Write a correctness spec for `{kernel}`: a plain-PyTorch reference function (new name) and a "
             "function decorated with `@spec(kernel={kernel}, launcher=<the function that launches it>, "

@@ -73,6 +73,7 @@ class Result:
     table: list[list[str]] = field(default_factory=list)
     usage: Usage | None = None
     status: str = ""  # a proposal's label (session.status_of): "correct", "unverified", "correct, not shown faster"
+    new_path: str | None = None  # a new file `new_text` is for (a port's `<name>_nki.py`); None: the user's file
 
 
 TABLE_HEADER = ["#", "result", "latency", "details"]
@@ -286,7 +287,7 @@ class Assistant:
         turn.state, turn.outcome = "proposed", summary
         suffix = {UNVERIFIED: ", unverified", NOT_SHOWN_FASTER: ", not shown faster"}.get(best.status, "")
         return Result("proposal", session.id, kernel, f"{title} ({kernel}){suffix}", summary, new_text, table,
-                      self.usage, status=best.status)
+                      self.usage, status=best.status, new_path=best.path)
 
     async def _chain(self, chain: int, content: str, turn: Turn, path: str, text: str, kernel: str,
                      baseline_task) -> list[tuple[Verified, str, CandidateRecord]]:
@@ -336,7 +337,7 @@ class Assistant:
         if why:
             return refused(why), None
         if action == "port":
-            return await self._verify_port(path, new_text, kernel, names), new_text
+            return await self._verify_port(path, text, kernel, code, names)
         if not kernel_defined(new_text, kernel):
             return Verified(False, "kernel missing", f"the candidate no longer defines the Triton kernel {kernel}; "
                             "keep its name"), None
@@ -359,7 +360,7 @@ class Assistant:
             return Verified(False, verdict.status, describe_verdict(verdict, new_text), check=verdict.message), \
                 new_text
         verified = Verified(True, "", verdict.message, check=verdict.message, ran=verdict.status == "correct",
-                            on_gpu="interpreter" not in verdict.device.lower(), compiled=compiled)
+                            on_gpu=verdict.on_gpu, compiled=compiled)
         if action != "spec":
             await self._time(verified, path, new_text, kernel, action, baseline_task)
         return verified, new_text
@@ -391,17 +392,37 @@ class Assistant:
             verified.ok, verified.failure = False, "not faster"
             verified.reason = f"correct, but not faster: {verified.speed}; the tiling must beat the current one"
 
-    async def _verify_port(self, path: str, new_text: str, kernel: str, names: list[str]) -> Verified:
+    async def _verify_port(self, path: str, text: str, kernel: str, code: str,
+                           names: list[str]) -> tuple[Verified, str | None]:
+        """The port in its own file (port_file.py) with the Triton kernel's spec naming it, run there."""
+        from analyzers import analyze_source
+
+        from .port_file import port_file, port_path
+
+        found = [k for k in analyze_source(code).nki_kernels if k.name in names]
+        if not found:
+            return Verified(False, "no NKI kernel", "the candidate adds no NKI kernel (a function decorated with "
+                            "@nki.jit, with `import nki`)"), None
+        legacy = [k.name for k in found if k.api != "current"]
+        if legacy:
+            return Verified(False, "legacy NKI", f"{', '.join(legacy)} uses the legacy neuronxcc.nki API; write it "
+                            "in the current `nki` API"), None
+        target = port_path(path)
+        try:
+            new_text = port_file(text, code, kernel, found[0].name, os.path.basename(path))
+        except SpliceError as exc:
+            return Verified(False, "not applicable", str(exc)), None
+        verified = await self._verify_port_file(target, new_text, found[0].name, names)
+        verified.path = target
+        if verified.ok:
+            verified.notes.insert(0, f"a new file, {os.path.basename(target)}: {os.path.basename(path)} is left as "
+                                     "it is")
+        return verified, new_text
+
+    async def _verify_port_file(self, path: str, new_text: str, nki_kernel: str, names: list[str]) -> Verified:
         from .nki_sim import simulate
 
         kernels, problems = nki_problems(new_text, names)
-        if not kernels:
-            return Verified(False, "no NKI kernel", "the candidate adds no NKI kernel (a function decorated with "
-                            "@nki.jit, with `import nki`)")
-        legacy = [k.name for k in kernels if k.api != "current"]
-        if legacy:
-            return Verified(False, "legacy NKI", f"{', '.join(legacy)} uses the legacy neuronxcc.nki API; write it "
-                            "in the current `nki` API")
         lines = new_text.splitlines()
         errors = [p for p in problems if p.severity.name == "ERROR"]
         if errors:
@@ -410,10 +431,12 @@ class Assistant:
                 for p in errors[:5]))
         rules = f"NKI rules NK001-NK006 pass for {', '.join(k.name for k in kernels)}"
         notes = [f"{p.code}: {p.message}" for p in problems]
-        if not has_spec(new_text, kernel):
-            return Verified(True, "", f"{rules}; not run: {kernel} has no spec to compare with", notes=notes)
-        sim = await in_thread(self.env, simulate, path, new_text, kernel, kernels[0].name, self.env.root,
+        if not has_spec(new_text, nki_kernel):
+            return Verified(True, "", f"{rules}; not run: the Triton kernel has no spec to compare with",
+                            notes=notes)
+        sim = await in_thread(self.env, simulate, path, new_text, nki_kernel, nki_kernel, self.env.root,
                               self.env.check_timeout_s, self.env.cancel)
+        notes += [str(n) for n in sim.get("notes") or ()]  # which runner ran it, and the cross-check
         if sim.get("status") == "unsupported":  # a limit of the model, not the port's fault: unverified
             return Verified(True, "", f"{rules}; not run: {sim.get('message')}", notes=notes)
         if not sim.get("ok"):
@@ -421,7 +444,8 @@ class Assistant:
             line = sim.get("line")
             where = f" at line {line + 1} (`{lines[line].strip()}`)" if isinstance(line, int) and 0 <= line < len(
                 lines) else ""
-            return Verified(False, failure, f"{sim.get('message')}{where}")
+            tool = [n for n in notes if n.startswith("tool problem")]  # the model saw it otherwise: say so
+            return Verified(False, failure, "; ".join([f"{sim.get('message')}{where}", *tool]))
         return Verified(True, "", f"{rules}; {sim.get('message')}", check=sim.get("message"), ran=True,
                         notes=notes)
 

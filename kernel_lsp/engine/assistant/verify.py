@@ -61,6 +61,7 @@ class Verified:
     compiled: str | None = None  # "compiles for sm_90", or why it was not compiled
     timing: Timing | None = None
     notes: list[str] = field(default_factory=list)
+    path: str | None = None  # the new file the candidate's text is for (a port's own file); None: the user's
 
     @property
     def status(self) -> str:

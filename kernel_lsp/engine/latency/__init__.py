@@ -225,6 +225,8 @@ def entries_for_point(point: dict, devices: Sequence[tuple[str, Hardware]],
     if point.get("error"):
         return [KernelLatency(**base, source="estimate", device="", us=None, label="no estimate",
                               error=point["error"])]
+    if point.get("nki") is not None:
+        return [nki_entry(base, point["nki"], point.get("counted_shape"))]
     out = []
     for target, hw in devices:
         group = []
@@ -256,6 +258,23 @@ def entries_for_point(point: dict, devices: Sequence[tuple[str, Hardware]],
                 bound=est.bound, fraction_of_roofline=est.fraction_of_roofline, estimate=est.to_json(),
                 work=_work_json(work, point), chosen=idx == best))
     return out
+
+
+def nki_entry(base: dict, counts: dict, counted_shape: list | None = None) -> KernelLatency:
+    """An NKI kernel's estimate on one Trainium2 NeuronCore, whatever the GPU targets (analyzers/nki_estimate.py).
+    Its estimate and work carry the figures the reports read (HBM bytes, FLOPs) beside the model's counters."""
+    from analyzers.nki_estimate import estimate as nki_estimate
+
+    est = nki_estimate(counts)
+    estimate_json = {**est.to_json(), "dram_bytes": counts.get("hbm_read_bytes", 0) + counts.get("hbm_write_bytes", 0),
+                     "notes": list(est.assumptions)}
+    work = {**counts, "tensor_flops": {"matmul": counts.get("matmul_flops", 0)},
+            "vector_flops": counts.get("vector_elements", 0) + counts.get("scalar_elements", 0)}
+    if counted_shape:
+        work["counted_shape"] = list(counted_shape)
+        estimate_json["notes"].append(f"counted at {tuple(counted_shape)} and scaled to the bench shape")
+    return KernelLatency(**base, source="estimate", device=est.device, us=est.us, label=est.label,
+                         config="counted in the NKI model", bound=est.bound, estimate=estimate_json, work=work)
 
 
 def _work_json(work: Work, point: dict) -> dict:

@@ -6,6 +6,9 @@ Modes:
   environment, so it is set before triton is imported), CPU inputs, no GPU.
 - "measure": GPU timing of the kernel's launcher and the spec's reference (timing.py).
 
+A spec whose kernel is an NKI kernel is counted in the NKI model instead (the model is installed before the file
+is imported): the point's `nki` holds the model's counters at the full bench shape (analyzers/nki_estimate.py).
+
 A request names the user's file (path, buffer text, workspace root) and points: which spec (by its inputs
 function's name) or factory (a function of the file returning (kernel, launcher, args) for (shape, dtype,
 device)), the shape and dtype, and optional overrides of the launch (constexprs, num_warps, num_stages). Without
@@ -15,7 +18,9 @@ points, every spec of the file (filtered by kernel names) at each of its bench s
 from __future__ import annotations
 
 import json
+import math
 import os
+import re
 import sys
 import time
 import traceback
@@ -162,6 +167,67 @@ def _scale_group(module, point, shape, outlines, members, plan, samples) -> tupl
     return out, list(at(reduced))
 
 
+def uses_nki(source: str) -> bool:
+    """Whether a file imports NKI (either API generation): its kernels then run in the NKI model here."""
+    return re.search(r"^[ \t]*(?:import|from)[ \t]+(?:nki|neuronxcc)\b", source, re.MULTILINE) is not None
+
+
+NKI_COUNT_ELEMENTS = 1 << 20  # larger bench shapes are counted at reduced shapes and the counts scaled
+
+
+def _nki_counts(module, point: dict, shape: tuple) -> tuple[dict, tuple | None] | None:
+    """(the NKI model's counters, the shape counted where it was reduced) for a point whose spec names an NKI
+    kernel; None for other kernels. A shape of more than NKI_COUNT_ELEMENTS elements is counted at a reduced
+    shape and at that shape with each reduced size doubled once; each counter is carried to the full shape as a
+    power law per size (exact for counts linear in a size, as streaming and tiled kernels' are)."""
+    if point.get("factory") or "kernel_lsp.engine.nki" not in sys.modules:
+        return None  # a file without NKI imports (handle() installs the model for one that has them)
+    from kernel_lsp.engine.nki.check import is_nki_kernel
+
+    spec = next((s for s in _specs(module) if s.name == point.get("spec") or
+                 (not point.get("spec") and s.kernel_name == point.get("kernel"))), None)
+    if spec is None or not is_nki_kernel(spec.kernel):
+        return None
+    reduced = list(shape)
+    while reduced and math.prod(reduced) > NKI_COUNT_ELEMENTS and max(reduced) >= 1024:
+        i = reduced.index(max(reduced))
+        reduced[i] = (reduced[i] + 1) // 2
+    if tuple(reduced) == tuple(shape):
+        return _nki_run(module, point, tuple(shape)), None
+    base = _nki_run(module, point, tuple(reduced))
+    scaled = {k: dict(v) if isinstance(v, dict) else float(v) for k, v in base.items()}
+    for i, (full, small) in enumerate(zip(shape, reduced)):
+        if full == small:
+            continue
+        grown = _nki_run(module, point, tuple(small * 2 if j == i else r for j, r in enumerate(reduced)))
+        steps = math.log2(full / small)  # doublings from the reduced size to the full one
+        for k, v in scaled.items():
+            if isinstance(v, dict):
+                scaled[k] = {c: _carry(base[k].get(c, 0), grown[k].get(c, 0), n, steps) for c, n in v.items()}
+            else:
+                scaled[k] = _carry(base[k], grown[k], v, steps)
+    return scaled, tuple(reduced)
+
+
+def _carry(base: float, grown: float, now: float, steps: float) -> float:
+    """A count carried `steps` doublings of one size further, at the rate it grew over one doubling."""
+    return now * (grown / base) ** steps if base > 0 and grown > 0 else now
+
+
+def _nki_run(module, point: dict, shape: tuple) -> dict:
+    from kernel_lsp.engine import nki as model
+
+    _, launcher, _, args = _resolve(module, {**point, "shape": list(shape)}, "cpu")
+    del model.OUTCOMES[:]
+    launcher(*[model.to_numpy(a) for a in args])
+    if not model.OUTCOMES:
+        raise RuntimeError("the launcher did not run the NKI kernel")
+    total = model.Counters()
+    for outcome in model.OUTCOMES:
+        total.add(outcome.counters)
+    return total.to_json()
+
+
 def _count(module, request: dict) -> list[dict]:
     import torch
 
@@ -175,6 +241,14 @@ def _count(module, request: dict) -> list[dict]:
         started = time.perf_counter()
         try:
             shape = tuple(int(s) for s in point.get("shape") or ())
+            nki = _nki_counts(module, point, shape)
+            if nki is not None:
+                entry["nki"], counted = nki
+                if counted is not None:
+                    entry["counted_shape"] = list(counted)
+                entry["seconds"] = time.perf_counter() - started
+                results.append(entry)
+                continue
             launches = _captured(module, point, shape)
             samples = int(request.get("samples") or counting.DEFAULT_SAMPLES)
             scaled = _count_scaled(module, point, shape, launches, samples) if scale and shape else None
@@ -250,6 +324,10 @@ def handle(request: dict) -> dict:
     import torch  # noqa: F401 - imported before the snapshot, as the user's module would import it
     import triton  # noqa: F401
 
+    if mode == "count" and uses_nki(source):
+        from kernel_lsp.engine import nki as model
+
+        model.install()  # `import nki` in the file resolves to the NKI model, which counts the kernel's work
     snapshot = Snapshot()
     try:
         module = _load(request["path"], source, request.get("root"))

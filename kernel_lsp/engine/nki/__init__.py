@@ -188,12 +188,12 @@ def _module(name: str, attrs: dict) -> types.ModuleType:
 def _language_module(name: str) -> types.ModuleType:
     attrs = {k: v for k, v in vars(language).items() if not k.startswith("_") and k not in (
         "annotations", "builtins", "math", "np", "limits", "result", "tensor_engine_matmul", "cast", "current_run",
-        "dtype_of", "is_float", "value_of")}
+        "matmul_class", "dtype_name", "dtype_of", "is_float", "value_of")}
     return _module(name, attrs)
 
 
 def _isa_module(name: str, generation: str) -> types.ModuleType:
-    skip = ("annotations", "np", "nl", "limits", "current", "value_of", "current_run")
+    skip = ("annotations", "np", "nl", "limits", "current", "value_of", "current_run", "matmul_class", "dtype_name")
     attrs = {k: v for k, v in vars(isa).items() if not k.startswith("_") and k not in skip
              and not isinstance(v, type) or k in ("engine",)}
     attrs.update(engine=isa.engine, reduce_cmd=isa.reduce_cmd, dge_mode=isa.dge_mode,
@@ -286,5 +286,5 @@ def load_file(path: str, name: str | None = None) -> types.ModuleType:
     return module
 
 
-__all__ = ["CURRENT", "LEGACY", "MODEL_LABEL", "Kernel", "NkiRuleError", "Outcome", "Unsupported", "dtype_name",
+__all__ = ["CURRENT", "LEGACY", "MODEL_LABEL", "Counters", "Kernel", "NkiRuleError", "Outcome", "Unsupported", "dtype_name",
            "install", "installed", "load_file", "modules", "run", "to_numpy"]

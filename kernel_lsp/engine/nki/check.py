@@ -107,13 +107,25 @@ def spec_verdict(spec, kernel_line: int):
 
     from ..verify.results import CaseResult, Verdict
 
+    from .simulator import SIMULATOR, available, check_in_simulator, cross_check
+
     started = time.monotonic()
     found = check_spec(spec, spec.launcher)
+    label, notes = MODEL_LABEL, ()
+    if available():  # AWS's simulator is installed: its verdict stands, the model's is compared with it
+        by_simulator = check_in_simulator(spec)
+        if by_simulator is None:
+            notes = (f"not run in {SIMULATOR}: only a spec whose launcher is the NKI kernel itself can be handed "
+                     f"to it; the {MODEL_LABEL} ran it",)
+        else:
+            notes = tuple(cross_check(by_simulator, found, what="kernel"))
+            found, label = by_simulator, SIMULATOR
     cases = tuple(CaseResult(tuple(c["shape"]), c["dtype"], c.get("seed", 0), bool(c.get("ok")), c.get("max_abs"),
                              mismatched=c.get("mismatched", 0), total=c.get("total", 0),
                              first_index=tuple(c["first_index"]) if c.get("first_index") else None)
                   for c in found["cases"])
     status = {"correct": "correct", "mismatch": "mismatch", "rule": "error", "rejected": "rejected",
               "unsupported": "not-checked"}[found["status"]]
-    return Verdict(kernel_name_of(spec.kernel), spec.name, spec.line - 1, kernel_line, status, MODEL_LABEL,
-                   found["message"], found.get("line"), cases=cases, duration_s=time.monotonic() - started)
+    return Verdict(kernel_name_of(spec.kernel), spec.name, spec.line - 1, kernel_line, status, label,
+                   found["message"], found.get("line"), cases=cases, notes=notes,
+                   duration_s=time.monotonic() - started)

@@ -7,9 +7,10 @@ from __future__ import annotations
 import numpy as np
 
 from analyzers import nki_limits as limits
+from analyzers.nki_estimate import matmul_class
 
 from . import language as nl
-from .tensor import HBM, PSUM, Access, NkiRuleError, Tensor, Unsupported, current_run, value_of
+from .tensor import HBM, PSUM, Access, NkiRuleError, Tensor, Unsupported, current_run, dtype_name, value_of
 
 
 class _Enum:
@@ -52,7 +53,7 @@ def nc_matmul(stationary, moving, is_stationary_onezero=False, is_moving_onezero
               mask=None, **_):
     # is_transpose (moving = identity) is stationary.T @ identity: the product is the transpose.
     return nl.result(nl.tensor_engine_matmul(stationary, moving, "nisa.nc_matmul"), nl.float32, mask,
-                     buffer=nl.psum)
+                     buffer=nl.psum, engine=None)
 
 
 def nc_transpose(data, engine=None, mask=None, dtype=None, **_):
@@ -63,7 +64,11 @@ def nc_transpose(data, engine=None, mask=None, dtype=None, **_):
         raise NkiRuleError("transpose-shape", f"nisa.nc_transpose of shape {data.shape}: both sizes must be at "
                            f"most {limit} on the {engine or 'tensor'} engine", code="NK001")
     values = np.asarray(value_of(data)).T
-    return nl.result(values, dtype or data.dtype, mask, buffer=nl.psum if engine != "vector" else nl.sbuf)
+    if engine == "vector":
+        return nl.result(values, dtype or data.dtype, mask, buffer=nl.sbuf)
+    # On the Tensor Engine a transpose is a matmul by the identity: the tile's partitions stream through it.
+    current_run().counters.tensor(matmul_class(dtype_name(data.dtype)), int(data.shape[0]), 0)
+    return nl.result(values, dtype or data.dtype, mask, buffer=nl.psum, engine=None)
 
 
 def activation(op, data, bias=None, scale=1.0, reduce_op=None, reduce_res=None, dtype=None, mask=None, **_):
@@ -76,12 +81,11 @@ def activation(op, data, bias=None, scale=1.0, reduce_op=None, reduce_res=None, 
     except ValueError:
         raise NkiRuleError("shape", f"nisa.activation: bias/scale of shapes {np.shape(b)}, {np.shape(s)} do not "
                            f"broadcast over data {x.shape}") from None
-    current_run().counters.scalar_elements += int(values.size)
     if reduce_op is not None and reduce_res is not None:
         red = _raw(reduce_op, "nisa.activation reduce")
         _write(reduce_res, red.reduce(values.reshape(values.shape[0], -1), axis=1, keepdims=True)
                if isinstance(red, np.ufunc) else red(values.reshape(values.shape[0], -1), axis=1, keepdims=True))
-    return nl.result(values, nl._result_dtype(dtype, data), mask)
+    return nl.result(values, nl._result_dtype(dtype, data), mask, engine="scalar")
 
 
 def activation_reduce(op, data, reduce_op, reduce_res, bias=None, scale=1.0, dtype=None, mask=None, **_):
@@ -152,14 +156,14 @@ def tensor_reduce(op, data, axis, negate=False, keepdims=False, dtype=None, mask
         fn(x, axis=axes, keepdims=keepdims)
     if negate:
         values = -values
-    return nl.result(values, nl._result_dtype(dtype, data), mask)
+    return nl.result(values, nl._result_dtype(dtype, data), mask, work=tuple(data.shape))
 
 
 def tensor_partition_reduce(op, data, dtype=None, mask=None, **_):
     fn = _raw(op, "nisa.tensor_partition_reduce")
     x = _f32(data, "data")
     values = fn.reduce(x, axis=0, keepdims=True) if isinstance(fn, np.ufunc) else fn(x, axis=0, keepdims=True)
-    return nl.result(values, nl._result_dtype(dtype, data), mask)
+    return nl.result(values, nl._result_dtype(dtype, data), mask, work=tuple(data.shape))
 
 
 def tensor_copy(src, dtype=None, engine=None, mask=None, **_):
@@ -196,7 +200,6 @@ def tensor_tensor_scan(data0, data1, initial, op0, op1, reverse0=False, reverse1
         step = f0(a2[:, i:i + 1], prev) if reverse0 else f0(prev, a2[:, i:i + 1])
         prev = f1(b2[:, i:i + 1], step) if reverse1 else f1(step, b2[:, i:i + 1])
         out[:, i:i + 1] = prev
-    current_run().counters.vector_elements += int(a2.size)
     return nl.result(out.reshape(a.shape), nl._result_dtype(dtype, data0, data1), mask)
 
 
@@ -238,9 +241,7 @@ def dma_copy(dst, src, mask=None, dge_mode=None, **_):
     if s.shape != d.shape:
         values, m = values.reshape(d.shape), m.reshape(d.shape)
     d.write(values, m)
-    run = current_run()
-    run.counters.dma_bytes += int(m.sum()) * s.dtype.itemsize
-    run.counters.instructions += 1
+    current_run().counters.dma(s.buffer, d.buffer, int(m.sum()) * s.dtype.itemsize)
 
 
 def _write(dst, value, accumulate=False):

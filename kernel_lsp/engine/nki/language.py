@@ -10,6 +10,7 @@ import warnings
 import numpy as np
 
 from analyzers import nki_limits as limits
+from analyzers.nki_estimate import matmul_class
 
 from .tensor import (
     DTYPES,
@@ -23,6 +24,7 @@ from .tensor import (
     Unsupported,
     cast,
     current_run,
+    dtype_name,
     dtype_of,
     is_float,
     value_of,
@@ -223,8 +225,7 @@ def load(src, mask=None, dtype=None, **_):
     out = _allocate(access.shape, dtype or access.dtype, sbuf)
     out.data[m] = cast(values[m], out.dtype)
     out.init[...] = m
-    current_run().counters.dma_bytes += int(m.sum()) * access.dtype.itemsize
-    current_run().counters.instructions += 1
+    current_run().counters.dma(access.buffer, SBUF, int(m.sum()) * access.dtype.itemsize)
     return out
 
 
@@ -239,8 +240,7 @@ def store(dst, value, mask=None, **_):
                            "nisa.dma_copy for HBM to HBM)")
     access.write(value_of(value, operand="value"), mask)
     n = int(np.prod(access.shape)) if mask is None else int(np.broadcast_to(mask, access.shape).sum())
-    current_run().counters.dma_bytes += n * access.dtype.itemsize
-    current_run().counters.instructions += 1
+    current_run().counters.dma(SBUF, HBM, n * access.dtype.itemsize)
 
 
 def load_transpose2d(src, mask=None, dtype=None, **_):
@@ -251,7 +251,7 @@ def load_transpose2d(src, mask=None, dtype=None, **_):
     out = _allocate(access.shape[::-1], dtype or access.dtype, sbuf)
     out.data[m.T] = cast(values.T[m.T], out.dtype)
     out.init[...] = m.T
-    current_run().counters.dma_bytes += int(m.sum()) * access.dtype.itemsize
+    current_run().counters.dma(access.buffer, SBUF, int(m.sum()) * access.dtype.itemsize)
     return out
 
 
@@ -268,8 +268,9 @@ def _result_dtype(dtype, *operands):
     return dts[0]
 
 
-def result(values, dtype, mask=None, buffer=sbuf) -> Tensor:
-    """A new on-chip tile holding `values` (computed in float32), cast to `dtype`."""
+def result(values, dtype, mask=None, buffer=sbuf, engine: str | None = "vector", work=None) -> Tensor:
+    """A new on-chip tile holding `values` (computed in float32), cast to `dtype`, counted as one instruction of
+    `engine` ("vector", "scalar"; None: counted by the caller) over the shape `work` (default: the result's)."""
     values = np.asarray(values)
     out = _allocate(values.shape, dtype, buffer)
     if mask is not None:
@@ -290,9 +291,9 @@ def result(values, dtype, mask=None, buffer=sbuf) -> Tensor:
         m = np.broadcast_to(np.asarray(mask, bool), values.shape)
         out.data[m] = cast(values[m], out.dtype)
         out.init[...] = m
-    run = current_run()
-    run.counters.vector_elements += int(values.size)
-    run.counters.instructions += 1
+    if engine is not None:
+        current_run().counters.engine(engine, tuple(np.shape(work) if work is not None and not isinstance(
+            work, tuple) else work or values.shape))
     return out
 
 
@@ -342,12 +343,19 @@ def _binary(np_fn, name):
     return op
 
 
+# Functions the Scalar Engine evaluates (its activation table); the rest of nl's arithmetic is Vector Engine work.
+_ACTIVATIONS = {"exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "relu", "gelu", "gelu_apprx_tanh", "silu",
+                "gelu_apprx_sigmoid", "softplus", "mish", "arctan", "tan", "sin", "cos", "erf", "square"}
+
+
 def _unary(np_fn, name):
+    engine = "scalar" if name in _ACTIVATIONS else "vector"
+
     def op(x, dtype=None, mask=None, **_):
         _check_tile_args(x)
         with np.errstate(all="ignore"):
             values = np_fn(np.asarray(_f32(x, mask=mask), np.float32))
-        return result(values, _result_dtype(dtype, x), mask)
+        return result(values, _result_dtype(dtype, x), mask, engine=engine)
     op.__name__ = name
     op._np = np_fn
     return op
@@ -438,7 +446,7 @@ def _reducer(np_fn, name, nan_fn=None):
             # Under a mask, the elements it leaves out are NaN and are left out of the reduction.
             fn = nan_fn if mask is not None and nan_fn is not None else np_fn
             values = fn(np.asarray(_f32(x, mask=mask), np.float32), axis=axes, keepdims=keepdims)
-        return result(values, _result_dtype(dtype, x), mask)
+        return result(values, _result_dtype(dtype, x), mask, work=tuple(x.shape))
     op.__name__ = name
     op._np = np_fn
     return op
@@ -524,10 +532,9 @@ def tensor_engine_matmul(stationary, moving, where, strict=True) -> np.ndarray:
     k, m, n = _matmul_checks(stationary.shape, moving.shape, stationary.dtype, moving.dtype, where)
     s = np.asarray(value_of(stationary), np.float32).reshape(k, m)
     v = np.asarray(value_of(moving), np.float32).reshape(k, n)
-    run = current_run()
-    run.counters.matmul_flops += 2 * k * m * n
-    run.counters.matmul_instructions += 1
-    run.counters.instructions += 1
+    rate = builtins.max((matmul_class(dtype_name(x.dtype)) for x in (stationary, moving)),
+               key=("fp8", "bf16", "fp32").index)  # the slower operand sets the rate
+    current_run().counters.tensor(rate, n, 2 * k * m * n)
     return (s.astype(np.float64).T @ v.astype(np.float64)).astype(np.float32)
 
 
@@ -544,7 +551,7 @@ def matmul(x, y, transpose_x=False, mask=None, **_):
                                f"[{limits.STATIONARY_FMAX}, {limits.PMAX}] stationary limit", code="NK003")
         xt = Tensor(np.ascontiguousarray(np.asarray(value_of(x)).T), SBUF, init=True, account=False)
         values = tensor_engine_matmul(xt, y, "nl.matmul", strict=False)
-    return result(values, float32, mask, buffer=psum)
+    return result(values, float32, mask, buffer=psum, engine=None)
 
 
 def transpose(x, dtype=None, mask=None, **_):

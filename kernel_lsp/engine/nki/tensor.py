@@ -112,17 +112,62 @@ class UnsupportedName(Unsupported, AttributeError):
 
 @dataclass
 class Counters:
-    """Work the model saw, per engine: the input of the Trainium2 latency estimate and of the benchmarks."""
+    """Work the model saw, per engine: the input of the Trainium2 latency estimate (analyzers/nki_estimate.py)
+    and of the benchmarks. A "step" is one element per partition: an engine works on all partitions of a tile at
+    once, so a [1, 512] tile costs it as many steps as a [128, 512] one."""
 
-    dma_bytes: int = 0
-    matmul_flops: int = 0
+    dma_bytes: int = 0  # all bytes moved by DMA (loads, stores, dma_copy)
+    hbm_read_bytes: int = 0
+    hbm_write_bytes: int = 0
+    on_chip_dma_bytes: int = 0  # SBUF/PSUM to SBUF/PSUM
+    matmul_flops: int = 0  # 2*K*M*N of each Tensor Engine matmul
     matmul_instructions: int = 0
+    tensor_columns: dict = field(default_factory=dict)  # columns streamed through the Tensor Engine, per rate class
     vector_elements: int = 0
+    vector_steps: int = 0
     scalar_elements: int = 0
+    scalar_steps: int = 0
     instructions: int = 0
 
     def to_json(self) -> dict:
-        return dict(self.__dict__)
+        return {k: dict(v) if isinstance(v, dict) else v for k, v in self.__dict__.items()}
+
+    def add(self, other: Counters) -> None:
+        for k, v in other.__dict__.items():
+            if isinstance(v, dict):
+                mine = getattr(self, k)
+                for key, n in v.items():
+                    mine[key] = mine.get(key, 0) + n
+            else:
+                setattr(self, k, getattr(self, k) + v)
+
+    def dma(self, src_buffer: str, dst_buffer: str, nbytes: int) -> None:
+        self.dma_bytes += nbytes
+        if src_buffer == HBM:
+            self.hbm_read_bytes += nbytes
+        if dst_buffer == HBM:
+            self.hbm_write_bytes += nbytes
+        if src_buffer != HBM and dst_buffer != HBM:
+            self.on_chip_dma_bytes += nbytes
+        self.instructions += 1
+
+    def engine(self, engine: str, shape: tuple[int, ...]) -> None:
+        """One Vector or Scalar Engine instruction over a tile of `shape` (partitions first)."""
+        elements = int(np.prod(shape, dtype=np.int64)) if shape else 1
+        steps = int(np.prod(shape[1:], dtype=np.int64)) if len(shape) > 1 else 1
+        if engine == "scalar":
+            self.scalar_elements += elements
+            self.scalar_steps += steps
+        else:
+            self.vector_elements += elements
+            self.vector_steps += steps
+        self.instructions += 1
+
+    def tensor(self, rate_class: str, columns: int, flops: int) -> None:
+        self.tensor_columns[rate_class] = self.tensor_columns.get(rate_class, 0) + columns
+        self.matmul_flops += flops
+        self.matmul_instructions += 1
+        self.instructions += 1
 
 
 @dataclass

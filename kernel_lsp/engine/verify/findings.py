@@ -1,9 +1,11 @@
-"""What a correctness check report means for the user's file: problems (KV001–KV006) and one-line summaries.
+"""What a correctness check report means for the user's file: problems (KV001–KV007) and one-line summaries.
 
 Pure: no torch, no processes. The checks themselves run in `run_checks`.
 """
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 from analyzers.model import Problem, Span
 from analyzers.rules import make_problem
@@ -36,6 +38,12 @@ def check_problems(report: CheckReport, text: str) -> list[Problem]:
         if v.notes:
             message += " (" + "; ".join(v.notes) + ")"
         out.append(make_problem(code, verdict_span(v, lines), message, kernel=v.kernel))
+    for v in report.verdicts:  # AWS's simulator and the NKI model disagree: information, never the kernel's fault
+        for note in v.notes:
+            if note.startswith("tool problem, information:"):
+                span = verdict_span(replace(v, line=None), lines)
+                out.append(make_problem("KV007", span, note.removeprefix("tool problem, information:").strip(),
+                                        kernel=v.kernel))
     for line, message in report.errors:
         at = min(max(line or 0, 0), max(len(lines) - 1, 0))
         width = len(lines[at].rstrip("\r\n")) if at < len(lines) else 0

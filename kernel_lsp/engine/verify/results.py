@@ -81,6 +81,13 @@ class Verdict:
     def ok(self) -> bool:
         return self.status == "correct"
 
+    @property
+    def on_gpu(self) -> bool:
+        """Whether the kernel ran on a GPU: not on Triton's interpreter, nor in the NKI model (whose kernels are
+        timed by its Trainium2 estimate, never measured here)."""
+        device = self.device.lower()
+        return "interpreter" not in device and "nki model" not in device
+
 
 @dataclass(frozen=True)
 class CheckReport:
