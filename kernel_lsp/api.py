@@ -351,6 +351,7 @@ class Workspace:
         self._lock = threading.Lock()
         self._compile_lock = threading.Lock()
         self._parse_caches: dict[str, Any] = {}  # path -> analyzers.source.ParseCache
+        self._analyzed: dict[str, tuple[str, Settings, AnalyzeResult]] = {}  # path -> (text, settings, result)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._service = None
 
@@ -436,9 +437,27 @@ class Workspace:
     def analyze(self, path: str | os.PathLike | None = None, source: str | None = None) -> AnalyzeResult:
         """Static findings of one file (codes, 1-based lines, fixes), with launch sites checked against the
         kernels of the same file. Runs no code."""
+        full, text = self._input(path, source)
+        with self._lock:
+            known = self._analyzed.get(full)
+        # The findings depend on the text and the settings only: an agent that analyzes an unchanged file again
+        # (it often does, between edits of other files) gets the same result without the rules running again.
+        if known is not None and known[0] == text and known[1] is self.settings:
+            result = known[2]
+        else:
+            result = self._analyze(full, text)
+            with self._lock:
+                self._analyzed.pop(full, None)
+                self._analyzed[full] = (text, self.settings, result)  # most recently used last
+                while len(self._analyzed) > 64:
+                    self._analyzed.pop(next(iter(self._analyzed)))
+        # Fresh lists: a caller that changes its result leaves the kept one as it was.
+        return _scrub(dataclasses.replace(result, kernels=list(result.kernels), findings=list(result.findings)),
+                      _secret_values())
+
+    def _analyze(self, full: str, text: str) -> AnalyzeResult:
         from .engine.index import WorkspaceIndex
 
-        full, text = self._input(path, source)
         index = WorkspaceIndex(self.settings)
         entry = index.store_analysis(full, self._analysis(full, text), None, True)
         analysis = entry.analysis
@@ -448,8 +467,7 @@ class Workspace:
                                   len(k.autotune_configs)) for k in analysis.kernels]
             kernels += [KernelInfo(k.name, k.name_span.start_line + 1, "nki", list(k.params)) for k in
                         analysis.nki_kernels]
-        findings = [_finding(p) for p in index.problems(full)]
-        return _scrub(AnalyzeResult(full, kernels, findings), _secret_values())
+        return AnalyzeResult(full, kernels, [_finding(p) for p in index.problems(full)])
 
     def _analysis(self, full: str, text: str):
         """The file's analysis, through a parse cache per path as the editor keeps per document: an agent re-reads

@@ -128,3 +128,19 @@ def test_the_first_example_of_the_api_documentation_runs(tmp_path: Path):
     assert "TR002 warning" in done.stdout
     assert re.search(r"^add_kernel sm_90 launch at line 43 \d+ 0 0$", done.stdout, re.MULTILINE), done.stdout
     assert "add_kernel gfx942" in done.stdout
+
+
+def test_analyze_again_sees_the_file_as_it_is_now(workspace: Path):
+    """An unchanged file is answered from the last analysis; an edit between two calls is always seen."""
+    path = workspace / "buggy_kernels.py"
+    text = path.read_text(encoding="utf-8")
+    with Workspace(workspace) as ws:
+        first = ws.analyze(path="buggy_kernels.py")
+        first.findings.clear()  # a caller's changes to its result do not reach the next answer
+        again = ws.analyze(path="buggy_kernels.py")
+        assert again.findings and again == ws.analyze(path="buggy_kernels.py")
+        path.write_text(text + "\nimport triton\n\n@triton.jit\ndef late_kernel(x_ptr):\n    undefined_name\n",
+                        encoding="utf-8")
+        edited = ws.analyze(path="buggy_kernels.py")
+        assert "late_kernel" in {k.name for k in edited.kernels}
+        assert "late_kernel" not in {k.name for k in again.kernels}
