@@ -38,7 +38,7 @@ from analyzers.model import Problem, Severity
 
 from .settings import Settings
 
-API_VERSION = "1.0.0"
+API_VERSION = "1.1.0"
 
 __all__ = [
     "API_VERSION", "AnalyzeResult", "ApiError", "CandidateResult", "CaseInfo", "CheckResult", "CompareResult",
@@ -187,11 +187,20 @@ class LatencyEntry(_Result):
     config: str = ""
     chosen: bool = True  # an autotuned kernel's config its autotuner is expected to pick
     bound: str | None = None  # estimates: "memory" | "compute" | "launch" ...
-    fraction_of_roofline: float | None = None  # estimates: modelled time at the roofline / modelled time
+    # The time the kernel's counted work takes at the device's roofs (DRAM bandwidth, peak FLOP/s) over `us`:
+    # of a measurement, how close the kernel came to the hardware; of an estimate, the model's own figure.
+    fraction_of_roofline: float | None = None
     reference_us: float | None = None  # measurements: the PyTorch reference timed alike
     speedup: float | None = None
     suspicious: str | None = None
     error: str | None = None
+    roofline_us: float | None = None  # the counted work at the roofs: the fastest it can run on `device`
+    achieved_tflops: float | None = None  # measurements: counted FLOPs / measured time
+    achieved_tbps: float | None = None  # measurements: DRAM bytes / measured time, TB/s
+    peak_tflops: float | None = None  # the compute roof for this work's dtypes on `device`
+    peak_tbps: float | None = None  # the DRAM roof of `device`
+    work_estimated: bool | None = None  # the work count is itself an estimate (sampled programs, a scaled shape)
+    work_note: str | None = None  # how the work was counted, or why the roofline fraction is missing
 
 
 @dataclass(frozen=True)
@@ -240,6 +249,7 @@ class CandidateResult(_Result):
     latency_label: str | None
     speedup_vs_baseline: float | None
     verdicts: list[VerdictInfo]
+    fraction_of_roofline: float | None = None  # the timed launches' time at the roofs over `latency_us`
 
 
 @dataclass(frozen=True)
@@ -317,6 +327,71 @@ def _verdict(v: Any) -> VerdictInfo:
 def _edits(edits: Sequence[tuple[tuple[int, int, int, int], str]]) -> list[dict[str, Any]]:
     return [{"line": r[0] + 1, "column": r[1] + 1, "end_line": r[2] + 1, "end_column": r[3] + 1, "text": t}
             for r, t in edits]
+
+
+def _latency_entry(e: Any, **roofline: Any) -> LatencyEntry:
+    """An engine latency entry as the API's; an estimate's roofline time is the model's fraction of its time."""
+    if "roofline_us" not in roofline and e.fraction_of_roofline is not None and e.us is not None:
+        roofline = {"roofline_us": e.fraction_of_roofline * e.us, "work_estimated": True,
+                    "work_note": "an estimate: the roofline model's time for the work counted under the interpreter"}
+    return LatencyEntry(e.kernel, list(e.shape), e.dtype, e.source, e.device, e.us, e.label, e.config, e.chosen,
+                        e.bound, roofline.pop("fraction_of_roofline", e.fraction_of_roofline), e.reference_us,
+                        e.speedup, e.suspicious, e.error, **roofline)
+
+
+def _with_roofline(measured: Sequence[Any], counted: list[dict] | str) -> list[LatencyEntry]:
+    """Measured entries with the roofline fraction of the work their kernel was counted to do at the same spec,
+    shape and dtype; each says how the work was counted, and whether that count is itself an estimate."""
+    from analyzers.roofline import achieved, estimate
+
+    from .engine.latency import _device_from_name, work_from_json
+
+    points = {} if isinstance(counted, str) else {
+        (p.get("kernel"), tuple(p.get("shape") or ()), p.get("dtype")): p for p in counted}
+    out = []
+    for e in measured:
+        if e.us is None:
+            out.append(_latency_entry(e))
+            continue
+        hw = _device_from_name(e.device)
+        point = points.get((e.kernel, tuple(e.shape), e.dtype))
+        why = (counted if isinstance(counted, str) else
+               f"no roofline fraction: {e.device} is not in the hardware table" if hw is None else
+               "no roofline fraction: the work was not counted at this shape" if point is None else
+               f"no roofline fraction: work counting failed: {point['error']}" if point.get("error") else
+               "no roofline fraction: the launcher launched no kernel while counting" if not point.get("launches")
+               else None)
+        if why:
+            out.append(_latency_entry(e, work_note=why))
+            continue
+        by_config: dict[Any, list[Any]] = {}
+        for launch in point["launches"]:
+            by_config.setdefault(launch.get("config_index"), []).append(launch)
+        notes = []
+        if len(by_config) > 1:  # autotuned: the one the model expects the autotuner to pick
+            pick = min(by_config, key=lambda i: sum(estimate(work_from_json(x), hw).us for x in by_config[i]))
+            notes.append(f"the work of autotune config {by_config[pick][0].get('config_label') or pick} (the one "
+                         "expected to win; the GPU's pick is not reported)")
+            launches = by_config[pick]
+        else:
+            launches = next(iter(by_config.values()))
+        works = [work_from_json(x) for x in launches]
+        sampled = [w for w in works if 0 < w.sampled_programs < w.programs]
+        scaled = point.get("counted_shape")
+        how = "FLOPs and bytes counted under Triton's interpreter"
+        if sampled:
+            how += (f" on {sum(w.sampled_programs for w in works)} of {sum(w.programs for w in works)} programs "
+                    "and extrapolated over the grid")
+        if scaled:
+            how += f" at the reduced shape {tuple(scaled)} and scaled to this one"
+        how += "; DRAM bytes are the distinct bytes touched plus the modelled L2 misses of re-reads"
+        got = achieved(works, hw, e.us)
+        out.append(_latency_entry(
+            e, fraction_of_roofline=got.fraction_of_roofline, roofline_us=got.roofline_us,
+            achieved_tflops=got.tflops, achieved_tbps=got.tbps, peak_tflops=got.peak_tflops, peak_tbps=got.peak_tbps,
+            work_estimated=bool(sampled or scaled),
+            work_note="; ".join([how + (" (an estimate)" if sampled or scaled else ""), *notes])))
+    return out
 
 
 def _worst_status(verdicts: Sequence[VerdictInfo]) -> str:
@@ -612,20 +687,34 @@ class Workspace:
         if gpu_present():
             report = measure_file(full, text, kernels, str(self.root), history=False)
             source = "measured"
+            entries = _with_roofline(report.entries, self._count_work(full, text, report.entries))
         else:
             report = estimate_file(full, text, list(targets) or ["H200"], kernels, str(self.root))
             source = "estimate"
-        entries = [LatencyEntry(e.kernel, list(e.shape), e.dtype, e.source, e.device, e.us, e.label, e.config,
-                                e.chosen, e.bound, e.fraction_of_roofline, e.reference_us, e.speedup, e.suspicious,
-                                e.error) for e in report.entries]
+            entries = [_latency_entry(e) for e in report.entries]
         return MeasureResult(full, source, entries, list(report.errors))
+
+    def _count_work(self, full: str, text: str, measured: Sequence[Any]) -> list[dict] | str:
+        """The work of each measured point, counted under the interpreter (the roofline fraction's numerator), or
+        why it could not be counted."""
+        from .engine.latency import WorkerError, count_work
+
+        points = [{"spec": e.spec, "kernel": e.kernel, "shape": list(e.shape), "dtype": e.dtype}
+                  for e in measured if e.us is not None]
+        if not points:
+            return []
+        try:
+            return count_work(full, text, points, root=str(self.root), timeout=self._timeout())
+        except WorkerError as exc:
+            return f"work not counted, so no roofline fraction: {exc}"
 
     def measure(self, path: str | os.PathLike | None = None, source: str | None = None, *,
                 kernel: str | None = None, targets: Sequence[str] = ("H200",)) -> MeasureResult:
         """Latency of each spec'd kernel at its spec's bench shapes: measured on this machine's GPU (with the
-        reference timed alike), or, without one, estimated by the roofline model for each of `targets` (device
-        names such as H100, or compile targets: sm_90 -> H200) from work counted under the interpreter, with
-        the fraction of the roofline. Runs the file's code: needs trust."""
+        reference timed alike, and the fraction of the roofline its counted work reaches: docs/api.md), or,
+        without one, estimated by the roofline model for each of `targets` (device names such as H100, or compile
+        targets: sm_90 -> H200) from work counted under the interpreter, with the model's fraction of the
+        roofline. Runs the file's code: needs trust."""
         self._require_run("timing")
         full, text = self._input(path, source)
         return _scrub(self._latency(full, text, kernel, targets), _secret_values())
@@ -694,7 +783,7 @@ class Workspace:
         rows = []
         source = "measured" if gpu_present() else "estimate"  # what _latency does for every candidate
         for (name, _, _), (checked, timed) in zip(named, evaluated):
-            reason, us, label, lat_source = None, None, None, None
+            reason, us, label, lat_source, fraction = None, None, None, None, None
             if not checked.ok:
                 bad = next((v for v in checked.verdicts if not v.ok), None)
                 reason = (f"{bad.status}: {bad.message}" if bad else "; ".join(checked.errors))
@@ -713,16 +802,18 @@ class Workspace:
                     us = sum(e.us for e in chosen)
                     lat_source = timed.source
                     label = "; ".join(e.label for e in chosen)
-            rows.append((name, checked, reason, us, lat_source, label))
+                    if all(e.roofline_us is not None for e in chosen):
+                        fraction = sum(e.roofline_us for e in chosen) / us
+            rows.append((name, checked, reason, us, lat_source, label, fraction))
         passing = sorted((r for r in rows if r[3] is not None), key=lambda r: r[3])
         failing = [r for r in rows if r[3] is None]
         base_us = next((r[3] for r in rows if r[0] == base), None)
         ranking = []
-        for rank, (name, checked, reason, us, lat_source, label) in enumerate(passing + failing, start=1):
+        for rank, (name, checked, reason, us, lat_source, label, fraction) in enumerate(passing + failing, start=1):
             status = _worst_status(checked.verdicts) if checked.verdicts else "error"
             speedup = base_us / us if base_us and us else None
             ranking.append(CandidateResult(name, rank, us is not None, status, reason, us, lat_source, label,
-                                           speedup, checked.verdicts))
+                                           speedup, checked.verdicts, fraction))
         return _scrub(CompareResult(kernel, base, source, ranking), _secret_values())
 
     # --- propose_edit ------------------------------------------------------------------------------------------

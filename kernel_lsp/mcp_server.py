@@ -114,9 +114,11 @@ def build_server(workspace: Workspace, *, max_parallel: int = 2) -> MCPServer:
     @server.tool(annotations=code_running)
     async def measure(source: str | None = None, path: str | None = None, kernel: str | None = None,
                       targets: list[str] = ["H200"]) -> MeasureResult:  # noqa: B006
-        """Latency of each @spec'd kernel at its bench shapes: measured on this machine's GPU (with the reference
-        and the speedup), or without a GPU the roofline estimate for `targets` (labelled as an estimate, with the
-        bound and the fraction of the roofline). Runs the file's code (needs a trusted folder)."""
+        """Latency of each @spec'd kernel at its bench shapes: measured on this machine's GPU (with the reference,
+        the speedup, and the achieved FLOP/s and bytes/s against the GPU's roofs for the work counted under the
+        interpreter: `fraction_of_roofline`, with `work_estimated` where that count is itself an estimate), or
+        without a GPU the roofline estimate for `targets` (labelled as an estimate, with the bound and the
+        model's fraction of the roofline). Runs the file's code (needs a trusted folder)."""
         result = await call(workspace.measure, path, source, kernel=kernel, targets=targets)
         remember("measure", {e.kernel for e in result.entries}, result)
         return result
