@@ -23,12 +23,10 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import difflib
 import os
 import re
 import threading
-import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -218,6 +216,7 @@ class TuneRow(_Result):
     estimated_us: float | None
     measured_us: float | None = None
     note: str | None = None
+    source: str | None = None  # "measured" | "estimated": which figure ranks this row
 
 
 @dataclass(frozen=True)
@@ -235,6 +234,12 @@ class TuneResult(_Result):
     table: list[TuneRow]
     edits: list[dict[str, Any]]  # {"line", "column", "end_line", "end_column", "text"}, 1-based
     errors: list[str]
+    winner_overrides: dict[str, Any] | None = None  # each tunable of the winner by name
+    status: str = ""  # "estimated; not measured", "measured on the GPU (29% of 48 configurations timed)", ...
+    space_size: int = 0  # configurations in the searched space
+    measured_fraction: float = 0.0  # of the space, timed on the GPU
+    frozen: list[str] = field(default_factory=list)  # block sizes the launch grid ties, kept at their values
+    cached: bool = False  # answered from an identical earlier search
 
 
 @dataclass(frozen=True)
@@ -722,21 +727,29 @@ class Workspace:
     # --- tune --------------------------------------------------------------------------------------------------
 
     def tune(self, path: str | os.PathLike | None = None, source: str | None = None, *, kernel: str,
-             target: str = "H200", budget: int = 48) -> TuneResult:
+             target: str = "H200", budget: int = 48, measure: bool | None = None, verify: bool = True,
+             cache: bool = True, progress: Callable[[str, float], None] | None = None,
+             cancel: threading.Event | None = None) -> TuneResult:
         """The tiling search for `kernel` on `target`: up to `budget` configurations ranked by the model on
-        counted work, the best ones timed where there is a GPU, the winner verified with the checker; the table,
-        the winner and the edit that would apply it (not applied). Runs the file's code: needs trust."""
+        counted work, the best ones timed where there is a GPU (`measure=False`: the model only), the winner
+        verified with the checker (unless `verify=False`); the table, the winner and the edit that would apply it
+        (not applied). An identical earlier search is answered from the workspace's cache unless `cache=False`.
+        `progress(message, fraction)` hears of each step; setting `cancel` stops the search and its processes.
+        Runs the file's code: needs trust."""
         from .engine.latency import search_tiling
 
         self._require_run("the tiling search")
         full, text = self._input(path, source)
         if not isinstance(budget, int) or budget < 1:
             raise ApiError("budget: a number of configurations, at least 1")
-        p = search_tiling(full, text, kernel, target, str(self.root), limit=budget, hardware=None)
+        p = search_tiling(full, text, kernel, target, str(self.root), limit=budget, hardware=None, measure=measure,
+                          verify=verify, cache=cache, progress=progress, cancel=cancel)
         table = [TuneRow(t.label, {k: _json_value(v) for k, v in t.overrides.items()}, t.estimated_us,
-                         t.measured_us, t.note) for t in p.tried]
+                         t.measured_us, t.note, t.source) for t in p.tried]
+        winner = {k: _json_value(v) for k, v in p.winner_overrides.items()} if p.winner_overrides else None
         return _scrub(TuneResult(p.kernel, p.device, p.source, p.current, p.winner, p.current_us, p.winner_us,
-                                 p.speedup, p.verified, p.verify_message, table, _edits(p.edits), list(p.errors)),
+                                 p.speedup, p.verified, p.verify_message, table, _edits(p.edits), list(p.errors),
+                                 winner, p.status, p.space_size, p.measured_fraction, list(p.frozen), p.cached),
                       _secret_values())
 
     # --- compare -----------------------------------------------------------------------------------------------
@@ -818,17 +831,18 @@ class Workspace:
 
     # --- propose_edit ------------------------------------------------------------------------------------------
 
-    def propose_edit(self, path: str | os.PathLike, new_source: str) -> ProposalResult:
-        """Write `new_source` for `path` as a proposal: a unified diff under `<root>/.kernel-lsp/proposals/`,
-        verified first (static analysis; and the checker when the folder's code may run). The file at `path` is
-        never written."""
-        from .engine.files import ensure_private_dir
+    def propose_edit(self, path: str | os.PathLike, new_source: str, *, proposer: str = "kernel_lsp.api"
+                     ) -> ProposalResult:
+        """Write `new_source` for `path` as a proposal under `<root>/.kernel-lsp/proposals/`: a unified diff for a
+        person to read, and beside it what the editor needs to offer it ("Review proposal from <proposer>"),
+        accept or reject it (engine/proposals.py). Verified first (static analysis; and the checker when the
+        folder's code may run). The file at `path` is never written."""
+        from .engine import proposals
 
         full, old = self._input(path, None)
         new = self._text(new_source, "new_source")
         rel = os.path.relpath(full, self.root)
-        diff = "".join(difflib.unified_diff(old.splitlines(keepends=True), new.splitlines(keepends=True),
-                                            f"a/{rel}", f"b/{rel}"))
+        diff = proposals.unified_diff(old, new, rel)
         if not diff:
             raise ApiError(f"new_source is the same as {rel}: nothing to propose")
         notes: list[str] = []
@@ -842,13 +856,21 @@ class Workspace:
         else:
             notes.append(f"checks not run: {self.root} is not trusted (kernel-lsp trust), so the proposal is "
                          "verified by static analysis only")
-        verified = checked_ok and not any(f.severity == "error" for f in findings)
-        folder = ensure_private_dir(self.root) / "proposals"
-        folder.mkdir(exist_ok=True)
-        stamp = time.strftime("%Y%m%d-%H%M%S")
-        target = folder / f"{Path(rel).name}.{stamp}-{os.getpid()}-{time.monotonic_ns() % 10**6}.diff"
-        header = f"# Proposed change to {rel}: {'verified' if verified else 'NOT verified'}\n"
+        errors = [f for f in findings if f.severity == "error"]
+        verified = checked_ok and not errors
+        if verified:
+            verdict = f"verified: {len(verdicts)} spec{'s' if len(verdicts) != 1 else ''} correct"
+        else:
+            bad = next((v for v in verdicts if not v.ok), None)
+            verdict = ("NOT verified: " + (f"{bad.kernel} {bad.status}" if bad else
+                                           f"{errors[0].code} at line {errors[0].line}" if errors else
+                                           "checks not run" if not self.may_run else
+                                           (notes[0] if notes else "no spec checked")))
+        header = f"# Proposed change to {rel} by {proposer}: {'verified' if verified else 'NOT verified'}\n"
         header += "".join(f"# {' '.join(n.split())}\n" for n in notes)
         header += "".join(f"# {v.kernel}/{v.spec}: {v.status}: {' '.join(v.message.split())}\n" for v in verdicts)
-        target.write_text(header + diff, encoding="utf-8")
-        return _scrub(ProposalResult(full, str(target), diff, verified, verdicts, findings, notes), _secret_values())
+        secrets = _secret_values()
+        written = proposals.write(self.root, full, old, new, proposer=_scrub(str(proposer), secrets),
+                                  verified=verified, verdict=_scrub(" ".join(verdict.split()), secrets),
+                                  header=_scrub(header, secrets))
+        return _scrub(ProposalResult(full, written.diff_path, diff, verified, verdicts, findings, notes), secrets)

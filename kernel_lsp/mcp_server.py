@@ -19,7 +19,7 @@ from dataclasses import asdict
 from typing import Any
 
 import anyio
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError, ToolError
 from mcp_types import ToolAnnotations
 from pydantic import BaseModel, Field
@@ -143,11 +143,11 @@ def build_server(workspace: Workspace, *, max_parallel: int = 2) -> MCPServer:
                           target=target)
 
     @server.tool(annotations=ToolAnnotations(readOnlyHint=False, destructiveHint=False, openWorldHint=False))
-    async def propose_edit(path: str, new_source: str) -> ProposalResult:
+    async def propose_edit(path: str, new_source: str, ctx: Context) -> ProposalResult:
         """Propose `new_source` as the new text of `path`: verified (static analysis, and the checker when the
-        folder's code may run), then written as a unified diff under .kernel-lsp/proposals/ for a person to review
-        and apply. The file itself is never changed."""
-        return await call(workspace.propose_edit, path, new_source)
+        folder's code may run), then written under .kernel-lsp/proposals/ (a unified diff, and what the editor
+        needs to offer it) for a person to review and accept in the editor. The file itself is never changed."""
+        return await call(workspace.propose_edit, path, new_source, proposer=_client_name(ctx))
 
     # --- resources ---------------------------------------------------------------------------------------------
 
@@ -210,6 +210,17 @@ def build_server(workspace: Workspace, *, max_parallel: int = 2) -> MCPServer:
             "run only where the Neuron tools are installed).")
 
     return server
+
+
+def _client_name(ctx: Context) -> str:
+    """The name the agent's MCP client gave itself at initialization ("claude-code", ...), for the editor to say
+    whose proposal it offers."""
+    try:
+        info = ctx.session.client_params.client_info
+        name = " ".join(str(info.name).split())[:60]
+    except AttributeError:
+        return "an MCP client"
+    return name or "an MCP client"
 
 
 def run(root: str, *, http: tuple[str, int] | None = None, allow_run: bool = False, max_parallel: int = 2,
