@@ -1,8 +1,8 @@
 """Proposals an agent wrote through the API or `kernel-lsp mcp` (`propose_edit`), offered on the file they are for.
 
 The file's code actions list "Review proposal from <who>: +N −M lines, <verdict>", "Accept …" and "Reject …"
-for each proposal in `<root>/.kernel-lsp/proposals/` (engine/proposals.py); opening the file says one is
-waiting. Review opens the diff as a document and asks accept or reject; accept sends the new text as one
+for each proposal in `<root>/.kernel-lsp/proposals/` (engine/proposals.py); opening the file, or a proposal
+arriving while it is open (the folder is looked at every second), says one is waiting. Review opens the diff as a document and asks accept or reject; accept sends the new text as one
 versioned edit through `workspace/applyEdit` (the editor applies it, never the server) and removes the
 proposal once the editor has applied it; reject removes it. A proposal made for a text that has changed since
 is stale: it is refused with a message, and only rejecting it is offered.
@@ -55,10 +55,50 @@ def _name(path: str) -> str:
     return os.path.basename(path)
 
 
-def notice(ls: "KernelLanguageServer", path: str | None) -> None:
-    """Say once per proposal, when its file is opened, that a proposal is waiting for it."""
+# How often the proposal folders of open files are looked at (one stat each): an agent proposes while the file is
+# open in the editor, and the person should hear of it without reopening the file.
+POLL_S = 1.0
+_folders_seen: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # server -> {folder: its mtime}
+
+
+def _watch(ls: "KernelLanguageServer") -> None:
+    """Start looking for new proposals of the open documents (once per server, from its event loop)."""
+    if ls in _folders_seen:
+        return
+    seen: dict[str, int | None] = {}
+    _folders_seen[ls] = seen
+    loop = asyncio.get_running_loop()
+
+    def tick() -> None:
+        try:
+            paths = [p for uri in list(ls.workspace.text_documents) if (p := to_fs_path(uri)) and p.endswith(".py")]
+            changed = False
+            for root in {r for p in paths for r in _roots(ls, p)}:
+                try:
+                    mtime: int | None = store.folder(root).stat().st_mtime_ns
+                except OSError:
+                    mtime = None
+                changed = changed or root not in seen or seen[root] != mtime  # each proposal is told once
+                seen[root] = mtime
+            for path in paths if changed else ():
+                notice(ls, path, watch=False)
+        except Exception:  # noqa: BLE001 - looking for proposals must never stop the server
+            log.exception("cannot look for proposals")
+        if not loop.is_closed():
+            loop.call_later(POLL_S, tick)
+
+    loop.call_later(POLL_S, tick)
+
+
+def notice(ls: "KernelLanguageServer", path: str | None, *, watch: bool = True) -> None:
+    """Say once per proposal, when its file is opened or a proposal arrives for an open file, that it is waiting."""
     if path is None:
         return
+    if watch:
+        try:
+            _watch(ls)
+        except RuntimeError:  # no running event loop (called outside the server's loop)
+            log.debug("not watching for proposals", exc_info=True)
     try:
         waiting = store.for_file(_roots(ls, path), path)
     except Exception:  # noqa: BLE001 - opening a document must never fail over a proposal

@@ -5,6 +5,7 @@ applies, rejected, and refused once the file has changed since it was made."""
 from __future__ import annotations
 
 import ast
+import asyncio
 
 from pathlib import Path
 
@@ -128,3 +129,17 @@ async def test_a_damaged_proposal_file_is_skipped(start, tmp_path: Path):
     uri = session.open("blocks.py")
     titles = [title for title, _, _ in await actions(session, uri)]
     assert sum(t.startswith("Review proposal") for t in titles) == 1
+
+
+async def test_a_proposal_for_an_open_file_is_announced_when_it_arrives(start, tmp_path: Path):
+    session = await start({"blocks.py": OLD})
+    uri = session.open("blocks.py")
+    await session.diagnostics(uri)
+    assert not any("proposed a change" in m.message for m in session.client.messages)
+    propose(tmp_path, "blocks.py", NEW, who="cursor")
+    await wait_for(lambda: any("cursor proposed a change to blocks.py" in m.message
+                               for m in session.client.messages), timeout=10)
+    assert [title for title, _, _ in await actions(session, uri)][0].startswith("Review proposal from cursor")
+    # Announced once, however long it waits.
+    await asyncio.sleep(2.5)
+    assert sum("cursor proposed a change" in m.message for m in session.client.messages) == 1
