@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from . import targets as _targets
 
@@ -250,7 +251,7 @@ def parse_hardware_overrides(value: object) -> tuple[dict[str, Hardware], list[s
             errors.append(f"hardware override {name!r}: base {base_name!r} is not a known device ({known}); "
                           "give \"base\" to start from one")
             continue
-        changes: dict[str, object] = {"name": name}
+        changes: dict[str, Any] = {"name": name}  # checked per field below
         prov = dict(base.provenance)
         for key, raw in entry.items():
             if key == "base":

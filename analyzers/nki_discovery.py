@@ -210,9 +210,9 @@ def discover_nki(src: SourceText, imports: ImportMap, body: list[ast.stmt]) -> N
         if not kinds:
             continue
         decorators: list[str] = []
-        for _, kind in kinds:
-            if kind not in decorators:
-                decorators.append(kind)
+        for _, decorator in kinds:
+            if decorator not in decorators:
+                decorators.append(decorator)
         api = next((a for a, _ in kinds if a is not None), None) or _body_api(fn, found.aliases)
         start = min([d.lineno for d in fn.decorator_list] + [fn.lineno]) - 1
         end = (fn.end_lineno or fn.lineno) - 1

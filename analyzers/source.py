@@ -3,17 +3,35 @@
 from __future__ import annotations
 
 import ast
+import gc
 import re
 import threading
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Literal, overload
+from typing import Any, Iterator, Literal, overload
 
 from .model import Span
 
 # CPython 3.11 tracks the depth of its C-to-Python AST conversion in interpreter-wide state, so two threads parsing
 # at once can fail with "SystemError: AST constructor recursion depth mismatch". The server parses from its
-# analysis and compile-planning threads: every parse goes through `parse_python`, or holds PARSE_LOCK, one at a time.
+# analysis and compile-planning threads: every parse goes through `parse_python`, or `parsing()`, one at a time.
+# A parse nested in another on the same thread breaks it too: a garbage collection during the conversion can run a
+# finalizer whose traceback is formatted (logging, pytest's unraisable hook), and 3.11's traceback parses the
+# failing line to place its carets. The cyclic collector is paused while a parse runs.
 PARSE_LOCK = threading.Lock()
+
+
+@contextmanager
+def parsing() -> Iterator[None]:
+    """Hold while calling `ast.parse` directly: one parse at a time, no garbage collection inside it."""
+    with PARSE_LOCK:
+        collecting = gc.isenabled()
+        gc.disable()
+        try:
+            yield
+        finally:
+            if collecting:
+                gc.enable()
 
 
 @overload
@@ -24,7 +42,7 @@ def parse_python(text: str, mode: Literal["eval"]) -> ast.Expression: ...
 
 def parse_python(text: str, mode: str = "exec") -> ast.Module | ast.Expression:
     """`ast.parse`, safe to call from several threads at once."""
-    with PARSE_LOCK:
+    with parsing():
         tree = ast.parse(text, mode=mode)
     assert isinstance(tree, (ast.Module, ast.Expression))
     return tree

@@ -75,7 +75,7 @@ def specced_kernels(text: str) -> frozenset[str]:
     return frozenset(site.kernel.rsplit(".", 1)[-1] for site in find_specs(text) if site.kernel)
 
 
-def _enclosing_function(body: list[ast.stmt], line: int) -> ast.FunctionDef | None:
+def _enclosing_function(body: list[ast.stmt], line: int) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
     best = None
     for node in ast.walk(ast.Module(body=body, type_ignores=[])):
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):

@@ -136,7 +136,7 @@ def parse_target(text: str) -> TargetSpec:
 def _spec(target: object) -> TargetSpec:
     if isinstance(target, TargetSpec):
         return target
-    return parse_target(target if isinstance(target, str) else target.name)
+    return parse_target(target if isinstance(target, str) else str(getattr(target, "name", target)))
 
 
 def _round_up(value: int, unit: int) -> int:

@@ -8,6 +8,7 @@ import itertools
 import math
 import random
 from dataclasses import dataclass
+from typing import Any
 
 WARPS = (1, 2, 4, 8, 16)
 STAGES = (2, 3, 4, 5)
@@ -62,18 +63,23 @@ def enumerate_space(constexprs: dict[str, object], tunable: list[str] | None = N
                 if extra not in out:
                     out.append(extra)
         return out[:limit]
-    names = [n for n in (tunable if tunable is not None else constexprs) if _pow2(constexprs.get(n))]
-    fixed = tuple((k, v) for k, v in constexprs.items() if k not in names)
+    pow2: dict[str, int] = {}
+    for n in (tunable if tunable is not None else constexprs):
+        value = constexprs.get(n)
+        if isinstance(value, int) and _pow2(value):
+            pow2[n] = value
+    names = list(pow2)
+    fixed: dict[str, Any] = {k: v for k, v in constexprs.items() if k not in pow2}  # passed through as they are
     choices = []
     for n in names:
-        v = int(constexprs[n])
+        v = pow2[n]
         lo, hi = (min(MIN_BLOCK, v), max(MAX_BLOCK, v)) if v >= MIN_BLOCK else (1, max(v, 8))
         choices.append(_around(v, radius, lo, hi))
     warps = [w for w in WARPS if abs(math.log2(w) - math.log2(max(1, num_warps))) <= 1] if vary_launch else [num_warps]
     stages = [s for s in STAGES if abs(s - num_stages) <= 1] if vary_launch else [num_stages]
-    current = Candidate(tuple(sorted({**dict(fixed), **{n: int(constexprs[n]) for n in names}}.items())),
+    current = Candidate(tuple(sorted({**fixed, **pow2}.items())),
                         num_warps, num_stages)
-    everything = [Candidate(tuple(sorted({**dict(fixed), **dict(zip(names, values))}.items())), w, s)
+    everything = [Candidate(tuple(sorted({**fixed, **dict(zip(names, values))}.items())), w, s)
                   for values in itertools.islice(itertools.product(*choices), 20000) for w in warps for s in stages]
     return _diverse(current, everything, limit)
 

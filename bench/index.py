@@ -6,7 +6,7 @@ are a .git folder (1,500 object files) and a .venv with 1,500 .py files in site-
 kernel modules); both are excluded by the default settings, and the figures below confirm that exactly the 500
 workspace files were indexed.
 
-(a) engine alone: `kernel_lsp.engine.check.check_paths([root], Settings())`, timed inside a fresh Python
+(a) engine alone: `kernel_lsp.engine.batch.check_paths([root], Settings())`, timed inside a fresh Python
     process after its imports (the import time is reported separately); includes the walk, reading, analysis
     and the cross-file launch checks of every file.
 (b) through the server: a fresh `kernel-lsp serve` (VS Code 1.65.2 capabilities, default settings, file
@@ -51,7 +51,7 @@ TARGET_S = 5.0
 _ENGINE = r"""
 import json, sys, time
 t0 = time.perf_counter()
-from kernel_lsp.engine.check import check_paths
+from kernel_lsp.engine.batch import check_paths
 from kernel_lsp.settings import Settings
 t1 = time.perf_counter()
 result = check_paths([sys.argv[1]], Settings())

@@ -13,6 +13,7 @@ document. `background_job` is the one place that decides what happens around it:
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -23,6 +24,13 @@ if TYPE_CHECKING:
     from .server import KernelLanguageServer
 
 T = TypeVar("T")
+log = logging.getLogger(__name__)
+
+
+def log_task_failure(task: asyncio.Task) -> None:
+    """A done callback for work nobody awaits (a check started on save, timing after a check): logs its failure."""
+    if not task.cancelled() and task.exception() is not None:
+        log.error("background work failed", exc_info=task.exception())
 
 
 @dataclass

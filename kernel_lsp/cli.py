@@ -279,7 +279,7 @@ def _check(args: argparse.Namespace) -> int:
 def _check_once(args: argparse.Namespace, settings: Settings, targets: list[str]) -> int:
     from analyzers.model import Severity
 
-    from .engine.check import check_paths
+    from .engine.batch import check_paths
     from .report import json_report, sarif_report, text_report
 
     with _Progress(_show_progress(args)) as progress:
@@ -359,7 +359,7 @@ def _report(args: argparse.Namespace) -> int:
     if isinstance(prepared, int):
         return prepared
     settings, targets = prepared
-    from .engine.check import check_paths
+    from .engine.batch import check_paths
     from .engine.compile import triton_installed
     from .html_report import html_page
 

@@ -17,7 +17,7 @@ from analyzers.hardware import Hardware, get_device
 from analyzers.model import Severity
 
 from . import __version__
-from .engine.check import CheckResult
+from .engine.batch import CheckResult
 
 _STYLE = """
 body { font: 14px/1.45 system-ui, sans-serif; margin: 24px auto; max-width: 1180px; color: #1d2329; }

@@ -14,7 +14,7 @@ from analyzers.model import Problem, Severity
 from analyzers.rules import RULES
 
 from . import __version__
-from .engine.check import CheckResult
+from .engine.batch import CheckResult
 
 # The `$schema` of every JSON report and the `$id` of kernel_lsp/schema/check-report.schema.json.
 SCHEMA_ID = "urn:kernel-lsp:check-report:2"

@@ -7,7 +7,6 @@ index, the settings, the scheduler and the watcher, and the flow from a change t
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import gc
 import itertools
 import logging
@@ -27,18 +26,19 @@ from analyzers.model import FileAnalysis
 from analyzers.source import ParseCache
 
 from . import __version__
-from .background import background_job
 from .convert import Positions
-from .engine.files import PRIVATE_DIR, oversize, path_is_excluded, read_source, untrusted_private_dir, walk_sources
+from .background import log_task_failure
+from .engine.files import (PRIVATE_DIR, is_cuda, oversize, path_is_excluded, read_source, untrusted_private_dir,
+                           walk_sources)
 from .engine.index import WorkspaceIndex
 from .engine.scheduler import Scheduler
 from .engine.watcher import DELETED, DELETED_DIR, WorkspaceWatcher
 from .settings import Settings
+from .features.compiling import Compiles
 from .transport import KernelProtocol
 
 if TYPE_CHECKING:
     from .engine.apidocs import ApiDocsStore
-    from .engine.compile.service import CompileService
     from .engine.cuda import CudaReport
     from .engine.latency import LatencyReport
     from .engine.profile import ProfileReport
@@ -54,8 +54,6 @@ IDLE_GC_DELAY = 1.0
 # Seconds without a change after which it also collects among the long-lived objects (180 ms with a 500-file
 # index here, too long to risk between two keystrokes; a pause this long is not typing).
 IDLE_FULL_GC_DELAY = 60.0
-# Partial compile results of a file are shown at most this often (seconds): each showing republishes the file.
-PARTIAL_COMPILE_INTERVAL = 0.25
 _PROGRESS_TOKENS = itertools.count(1)
 
 
@@ -83,22 +81,15 @@ class ServerState:
     parse_caches: dict[str, ParseCache] = field(default_factory=dict)  # per open document
     idle_gc: asyncio.TimerHandle | None = None
     idle_full_gc: asyncio.TimerHandle | None = None
-    compiler: "CompileService | None" = None  # created on first use: it starts worker processes
-    # path -> (the analysis it was compiled from, its reports, their problems): valid while that analysis is current
-    compiled: dict[str, tuple[FileAnalysis, list, list]] = field(default_factory=dict)
-    # path -> the same, for the jobs finished so far of a compile still running (shown while its analysis is current)
-    compiling: dict[str, tuple[FileAnalysis, list, list]] = field(default_factory=dict)
     opening: set[str] = field(default_factory=set)  # documents just opened: compiled without waiting for the debounce
-    stale_compiles_dropped: int = 0
-    compile_unavailable: bool = False  # triton is not installed where the server runs
     focus: dict[str, int] = field(default_factory=dict)  # path -> the line the user last asked about
     # CUDA C++ documents: path -> (document version, nvcc's report of that version)
     cuda: dict[str, tuple[int | None, "CudaReport"]] = field(default_factory=dict)
     nvcc: str | None = None
     nvcc_missing_told: bool = False
-    pin_hint_told: bool = False  # the user has been told how to pin parameter types the compile had to assume
     code_lens_refresh: bool = False  # the client accepts workspace/codeLens/refresh
     change_annotations: bool = False  # the client previews edits whose change annotations need confirmation
+    progress_support: bool = False  # the client shows work-done progress (window.workDoneProgress)
     # Correctness checks: path -> (the text that was checked, its report); shown while that text is current
     checks: dict[str, tuple[str, "CheckReport"]] = field(default_factory=dict)
     checking: dict[str, threading.Event] = field(default_factory=dict)  # path -> the running check's cancel
@@ -116,73 +107,12 @@ class ServerState:
     file_root: str | None = None
 
 
-class CompileProgress:
-    """One "compiling 3/12" progress report for all the compiles in flight, where the client shows progress."""
-
-    def __init__(self, server: "KernelLanguageServer"):
-        self.server = server
-        self.total = 0
-        self.done = 0
-        self.token: str | None = None
-        self.supported = False  # the client has window.workDoneProgress
-        self._begun: asyncio.Task | None = None
-        self._count = 0
-
-    def add(self, jobs: int, finished: int) -> None:
-        self.total += jobs
-        self.done += finished
-        if not self.supported:
-            return
-        if self.token is None and self.total > self.done:
-            self._count += 1
-            self.token = f"kernel-lsp-compile-{self._count}"
-            self._begun = asyncio.get_running_loop().create_task(self._begin(self.token))
-        elif self.token is not None:
-            token, begun = self.token, self._begun
-            if self.done >= self.total:
-                send = partial(self.server.end_progress, token, f"compiled {self.done}")
-                self.token, self.total, self.done = None, 0, 0
-            else:
-                send = partial(self.server.report_progress, token, self._message(), self._percent())
-            if begun is None or begun.done():
-                send()
-            else:  # the client has not acknowledged the token yet
-                begun.add_done_callback(lambda _: send())
-
-    def _message(self) -> str:
-        return f"compiling {self.done}/{self.total}"
-
-    def _percent(self) -> int:
-        return int(100 * self.done / self.total) if self.total else 100
-
-    async def _begin(self, token: str) -> None:
-        try:
-            await self.server.work_done_progress.create_async(token)
-            self.server.work_done_progress.begin(token, types.WorkDoneProgressBegin(
-                title="kernel-lsp", message=self._message(), percentage=self._percent(), cancellable=False))
-        except Exception:  # noqa: BLE001 - progress is a nicety; compiling goes on without it
-            log.debug("cannot report progress", exc_info=True)
-
-
-@dataclass
-class _Partial:
-    """A running compile's results as shown so far, and what converting them has already produced."""
-
-    analysis: FileAnalysis
-    latest: list = field(default_factory=list)  # the reports with the jobs finished so far
-    timer: asyncio.TimerHandle | None = None  # a showing is due
-    shown_at: float = float("-inf")  # loop time of the last showing
-    stripped: dict[int, tuple] = field(default_factory=dict)  # id(JobReport) -> (it, it without IR text)
-    problems: dict[int, tuple] = field(default_factory=dict)  # id(report) -> (it, jobs seen, its problems)
-
-
 class KernelLanguageServer(LanguageServer):
     def __init__(self) -> None:
         super().__init__("kernel-lsp", __version__, text_document_sync_kind=types.TextDocumentSyncKind.Incremental,
                          protocol_cls=KernelProtocol)
         self.state = ServerState()
-        self.progress = CompileProgress(self)
-        self._partials: dict[str, _Partial] = {}  # path -> its running compile's partial results
+        self.compiles = Compiles(self)  # the documents' background compiles (features/compiling.py)
         # More code actions for textDocument/codeAction, each `(ls, params) -> list[CodeAction]` (the assistant's);
         # features/code_actions.py answers the request and adds theirs.
         self.code_action_providers: list = []
@@ -219,7 +149,8 @@ class KernelLanguageServer(LanguageServer):
     # -- analysis flow -------------------------------------------------------------------------------------
 
     def analyze_document(self, uri: str) -> None:
-        """Schedule the analysis of an open document's current version; the result is published if still current."""
+        """Schedule the analysis of an open Python document's current version; the result is published if still
+        current. (CUDA C++ documents are compiled by features/cuda.py instead.)"""
         doc = self.workspace.get_text_document(uri)
         path = to_fs_path(uri)
         if path is None:
@@ -228,9 +159,6 @@ class KernelLanguageServer(LanguageServer):
         # The older text's compile is superseded: its results would never be shown, and its planning would only
         # compete with this version's analysis for the interpreter.
         self.state.scheduler.cancel(("compile", path))
-        if is_cuda(path):
-            self.schedule_cuda(path, uri, version, text)
-            return
         # A pulling client asks for the problems right after each change, and that request analyses the new
         # version itself; the background job only matters when no request comes (then dependents need it).
         delay = PULL_FALLBACK_DELAY if self.state.pull else 0.0
@@ -286,7 +214,7 @@ class KernelLanguageServer(LanguageServer):
         """Bring the index up to the open document's version now (for pull requests); returns the path."""
         path = to_fs_path(uri)
         if path is None or is_cuda(path):
-            return path  # CUDA C++ has no static analysis: nvcc's results arrive from schedule_cuda
+            return path  # CUDA C++ has no static analysis: nvcc's results arrive from features/cuda.py
         doc = self.workspace.text_documents.get(uri)
         if doc is None:
             if self.state.index.get(path) is None:
@@ -321,54 +249,11 @@ class KernelLanguageServer(LanguageServer):
             # A document just opened is not being typed in: its compile (often all cache hits) starts now.
             opened = path in self.state.opening
             self.state.opening.discard(path)
-            self.schedule_compile(path, priority=0,
-                                  delay=0.0 if opened else self.state.settings.compile_debounce_ms / 1000)
+            self.compiles.schedule(path, priority=0,
+                                   delay=0.0 if opened else self.state.settings.compile_debounce_ms / 1000)
         dependents = index.dependents(_changed(before, _signatures(index, path)), exclude=path)
         if dependents:
             self.publish(dependents)
-
-    # -- CUDA C++ ------------------------------------------------------------------------------------------
-
-    def schedule_cuda(self, path: str, uri: str, version: int | None, text: str) -> None:
-        """Compile an open .cu document with nvcc for the configured CUDA targets once typing settles."""
-        settings = self.state.settings
-        if settings.compile == "off":
-            return
-        if self.state.nvcc is None:
-            from .engine.cuda import find_nvcc
-
-            self.state.nvcc = find_nvcc()
-            if self.state.nvcc is None:
-                if not self.state.nvcc_missing_told:
-                    self.state.nvcc_missing_told = True
-                    self.message("CUDA C++ files are compiled with nvcc, which is not installed here (or not on "
-                                 "PATH / under CUDA_HOME); only Triton and NKI kernels are checked",
-                                 types.MessageType.Info)
-                return
-        nvcc, targets, timeout = self.state.nvcc, list(settings.targets), settings.compile_timeout_s
-
-        async def work():
-            from .engine.cuda import check_cuda
-
-            return await asyncio.to_thread(check_cuda, path, targets, nvcc, timeout, text)
-
-        def done(report) -> None:
-            doc = self.workspace.text_documents.get(uri)
-            if doc is None or doc.version != version:
-                self.state.stale_dropped += 1  # edited or closed while nvcc ran: a newer compile follows
-                return
-            self.state.cuda[path] = (version, report)
-            self.publish([path], hints=True)
-
-        self.state.scheduler.submit_async(("cuda", path), work, done, delay=settings.compile_debounce_ms / 1000)
-
-    def cuda_report(self, path: str) -> "CudaReport | None":
-        """nvcc's report of an open .cu document's current version."""
-        found = self.state.cuda.get(path)
-        doc = self.open_document(path)
-        if found is None or doc is None or doc.version != found[0]:
-            return None
-        return found[1]
 
     # -- correctness checks --------------------------------------------------------------------------------
 
@@ -381,105 +266,6 @@ class KernelLanguageServer(LanguageServer):
         is still the file's current text."""
         found = results.get(path)
         return found[1] if found is not None and self.current_text(path) == found[0] else None
-
-    def check_report(self, path: str) -> "CheckReport | None":
-        """The last check report of a file, while its text is still the one that was checked."""
-        return self.while_current(self.state.checks, path)
-
-    def check_problems(self, path: str) -> list:
-        found = self.state.checks.get(path)
-        report = self.check_report(path)
-        if report is None or found is None:
-            return []
-        from .engine.checks import check_problems
-
-        return check_problems(report, found[0])
-
-    def is_checking(self, path: str) -> bool:
-        return path in self.state.checking
-
-    async def run_checks(self, path: str, kernels: tuple[str, ...] | None = None) -> "CheckReport | None":
-        """Check a file's specs (or those of `kernels`) against their references, in a separate process. A newer
-        request for the same file cancels this one (None is returned for the cancelled one)."""
-        from .engine.verify import CheckReport, CheckRequest, run_checks
-
-        text = self.current_text(path)
-        if text is None:
-            return None
-        settings = self.state.settings
-        request = CheckRequest(path, text, kernels, device=settings.check_device,
-                               timeout_s=float(settings.check_timeout_s),
-                               root=self.state.roots[0] if self.state.roots else None)
-        title = f"checking {', '.join(kernels) if kernels else os.path.basename(path)}"
-        async with background_job(self, title, running=self.state.checking, key=path,
-                                  started=self.refresh_lenses) as job:  # a newer check supersedes this one
-            report = await job.run(run_checks, request, job.cancel)
-        if job.cancelled:
-            return None
-        self.state.checks_run += 1
-        before = self.state.checks.get(path)
-        if kernels and before is not None and before[0] == text:  # keep the other kernels' verdicts of this text
-            kept = tuple(v for v in before[1].verdicts if v.kernel not in kernels)
-            report = CheckReport(path, kept + report.verdicts, report.errors)
-        self.state.checks[path] = (text, report)
-        self.publish([path])
-        self.refresh_lenses()
-        correct = tuple(dict.fromkeys(v.kernel for v in report.verdicts if v.ok))
-        if correct and settings.latency != "off":  # timing a kernel that computes the wrong thing means nothing
-            # Time where the check ran: a CPU build of torch on a GPU machine checks on the interpreter.
-            on_gpu = any(v.ok and "interpreter" not in v.device.lower() for v in report.verdicts)
-            task = asyncio.ensure_future(self.run_latency(path, text, correct, gpu=on_gpu))
-            task.add_done_callback(log_task_failure)
-        return report
-
-    def latency_report(self, path: str) -> "LatencyReport | None":
-        return self.while_current(self.state.latency, path)
-
-    async def run_latency(self, path: str, text: str, kernels: tuple[str, ...],
-                          gpu: bool | None = None) -> "LatencyReport | None":
-        """Time the kernels at their bench shapes on this machine's GPU, or estimate them for each target's device
-        without one. Kernels of the text not asked about keep their earlier figures for the same text."""
-        from analyzers.hardware import parse_hardware_overrides
-
-        from .engine.gpu import runs_on_gpu
-        from .engine.latency import LatencyReport, estimate_file, measure_file, record_estimates
-
-        settings = self.state.settings
-        root = self.state.roots[0] if self.state.roots else None
-        if gpu is None:
-            gpu = runs_on_gpu(settings.check_device)
-        title = f"{'timing' if gpu else 'estimating'} {', '.join(kernels)}"
-        async with background_job(self, title, running=self.state.timing, key=path,
-                                  current=lambda: self.current_text(path) == text) as job:
-            if gpu:
-                report = await job.run(measure_file, path, text, list(kernels), root, cancel=job.cancel)
-            else:
-                table, _ = parse_hardware_overrides(settings.hardware or None)
-                report = await job.run(estimate_file, path, text, list(settings.targets), list(kernels), root,
-                                       hardware=table, resources=self._compiled_resources(path), cancel=job.cancel)
-                if root and not job.cancelled:
-                    await job.run(record_estimates, report, root)
-        if not job.still_current():
-            return None  # superseded, or the text changed meanwhile: a newer check times it again
-        before = self.state.latency.get(path)
-        if before is not None and before[0] == text:
-            kept = [e for e in before[1].entries if e.kernel not in kernels]
-            report = LatencyReport(path, kept + report.entries, report.errors, report.seconds)
-        self.state.latency[path] = (text, report)
-        if report.errors:
-            log.info("latency of %s: %s", path, "; ".join(report.errors))
-        for error in report.errors:  # the worker failed (killed, timed out): no hint will say so, a message does
-            if error.startswith(("work counting failed:", "timing failed:")):
-                self.message(f"latency of {os.path.basename(path)}: {error}")
-        self.refresh_hints()
-        self.refresh_lenses()
-        return report
-
-    def _compiled_resources(self, path: str):
-        """Registers and shared memory of the file's compiled configurations, for the estimate's occupancy."""
-        from .engine.check import resources_lookup
-
-        return resources_lookup(self.compile_reports(path))
 
     def refresh_hints(self) -> None:
         if self.state.inlay_hint_refresh:
@@ -497,7 +283,7 @@ class KernelLanguageServer(LanguageServer):
 
     async def begin_progress(self, message: str) -> str | None:
         """A work-done progress for one piece of work, where the client shows progress; returns its token."""
-        if not self.progress.supported:
+        if not self.state.progress_support:
             return None
         token = f"kernel-lsp-work-{next(_PROGRESS_TOKENS)}"
         try:
@@ -611,84 +397,12 @@ class KernelLanguageServer(LanguageServer):
             "workspace folder). Open the folder as a workspace to get all of it (Neovim finds one from a .git or "
             "pyproject.toml above the file).", types.MessageType.Info)
 
-    def compile_service(self) -> "CompileService | None":
-        settings = self.state.settings
-        if settings.compile == "off" or self.compile_root() is None or self.state.compile_unavailable:
-            return None
-        if self.state.compiler is None:
-            from .engine.compile import triton_installed
-
-            if not triton_installed():
-                self.state.compile_unavailable = True
-                self.message("background compiles need triton in the Python environment that runs kernel-lsp "
-                             "(pip install triton); the static checks keep working", types.MessageType.Info)
-                return None
-            from .engine.compile.service import CompileService
-
-            self.state.compiler = CompileService(self.compile_root(), settings, private_dir=self.private_dir())
-        return self.state.compiler
-
     def private_dir(self) -> Path:
         """Where this workspace's caches and IR go: `<root>/.kernel-lsp` once trusted, the user's cache before."""
         from .features.lifecycle import workspace_trusted
 
         root = self.compile_root()
         return Path(root) / PRIVATE_DIR if workspace_trusted(self) else untrusted_private_dir(root)
-
-    def schedule_compile(self, path: str, *, priority: int = 0, delay: float = 0.0) -> None:
-        """Compile a file's kernels for the configured targets in the background (superseding an older request)."""
-        if not self.state.roots and self.state.settings.compile != "off" and self.open_document(path) is not None:
-            self.adopt_file_root(path)
-        service = self.compile_service()
-        entry = self.state.index.get(path)
-        if service is None or entry is None or entry.read_problem or not entry.analysis or not entry.analysis.kernels:
-            return
-        if not entry.from_buffer and self.state.settings.compile != "workspace":
-            return
-        text = self.current_text(path)
-        if text is None:
-            return
-        analysis, targets = entry.analysis, list(self.state.settings.targets)
-
-        async def work() -> list:
-            sites = self._launches_of(path)  # after the debounce: typing supersedes this work before it gets here
-            service.pool.prestart()  # a cold worker imports triton while the first kernel is planned
-            planned = done = 0
-
-            def progress(jobs: int, finished: int) -> None:
-                nonlocal planned, done
-                planned, done = planned + jobs, done + finished
-                self.progress.add(jobs, finished)
-
-            try:
-                return await service.compile_file(path, text, analysis, targets, sites, priority=priority,
-                                                  progress=progress, first=self.focused_kernel(path, analysis),
-                                                  on_result=lambda reports: self._compiled_partly(path, analysis,
-                                                                                                  reports))
-            except BaseException:
-                self._drop_partial(path, analysis)
-                raise
-            finally:
-                self.progress.add(done - planned, 0)  # superseded or failed: its remaining jobs will not come
-
-        self.state.scheduler.submit_async(
-            ("compile", path), work, lambda reports: self._compiled(path, analysis, reports), delay=delay)
-
-    def _tell_how_to_pin(self, reports: list) -> None:
-        """Once per session: some pointer types were guessed, so the figures hold only for launches like that."""
-        if self.state.pin_hint_told:
-            return
-        for report in reports:
-            guessed = next((n for j in report.jobs for n in j.job.notes if ": assumed *" in n), None)
-            if guessed:
-                self.state.pin_hint_told = True
-                first = guessed.split(":")[0].split(",")[0].strip()
-                self.message(
-                    f"{report.kernel} was compiled with assumed parameter types ({guessed}); its registers, "
-                    "errors and IR hold for launches with those types. Pin them with an annotation in the kernel "
-                    f"(`{first}: \"*bf16\"`) or the `pins` setting ({{\"{report.kernel}\": {{\"{first}\": "
-                    "\"*bf16\"}}); hover a kernel's name to see what each compile assumed.", types.MessageType.Info)
-                return
 
     def kernel_at(self, path: str, line: int | None):
         """The Triton kernel whose definition holds this line of the file's current analysis (None: none there)."""
@@ -700,115 +414,6 @@ class KernelLanguageServer(LanguageServer):
         if path is not None:
             self.state.focus[path] = line
 
-    def focused_kernel(self, path: str, analysis: FileAnalysis) -> str | None:
-        kernel = _kernel_on_line(analysis, self.state.focus.get(path))
-        return kernel.name if kernel is not None else None
-
-    def _launches_of(self, path: str) -> list[tuple]:
-        """(launch site, its file's text, its path) for every workspace launch of a kernel defined in path."""
-        texts: dict[str, str | None] = {}
-        found = []
-        for site, where in self.state.index.launches_by_kernel_file().get(path, []):
-            if where not in texts:
-                texts[where] = self.current_text(where)
-            if texts[where] is not None:
-                found.append((site, texts[where], where))
-        return found
-
-    def _compiled(self, path: str, analysis: FileAnalysis, reports: list) -> None:
-        entry = self.state.index.get(path)
-        if entry is None or entry.analysis is not analysis:
-            self.state.stale_compiles_dropped += 1  # the text changed while compiling: a newer compile follows
-            self._drop_partial(path, analysis)
-            return
-        self._tell_how_to_pin(reports)
-        shown = self._as_shown(path, analysis, reports)
-        self._drop_partial(path, analysis)
-        self.state.compiled[path] = shown
-        self.state.compiling.pop(path, None)
-        self.publish([path], hints=True)
-
-    def _compiled_partly(self, path: str, analysis: FileAnalysis, reports: list) -> None:
-        """Some jobs of a file's compile have finished: show them without waiting for the others (the first at
-        once, then at most every PARTIAL_COMPILE_INTERVAL, since each showing republishes the file)."""
-        partial_state = self._partials.setdefault(path, _Partial(analysis))
-        if partial_state.analysis is not analysis:
-            self._partials[path] = partial_state = _Partial(analysis)
-        partial_state.latest = reports
-        if partial_state.timer is None:
-            loop = asyncio.get_running_loop()
-            wait = max(0.0, partial_state.shown_at + PARTIAL_COMPILE_INTERVAL - loop.time())
-            partial_state.timer = loop.call_later(wait, self._show_partial, path, partial_state)
-
-    def _show_partial(self, path: str, partial_state: "_Partial") -> None:
-        partial_state.timer = None
-        partial_state.shown_at = asyncio.get_running_loop().time()
-        entry = self.state.index.get(path)
-        if self._partials.get(path) is not partial_state or entry is None or entry.analysis is not partial_state.analysis:
-            return  # superseded: the newer text's compile shows its own
-        self.state.compiling[path] = self._as_shown(path, partial_state.analysis, partial_state.latest)
-        self.publish([path], hints=True)
-
-    def _drop_partial(self, path: str, analysis: FileAnalysis) -> None:
-        partial_state = self._partials.get(path)
-        if partial_state is not None and partial_state.analysis is analysis:
-            if partial_state.timer is not None:
-                partial_state.timer.cancel()
-            del self._partials[path]
-
-    def _as_shown(self, path: str, analysis: FileAnalysis, reports: list) -> tuple[FileAnalysis, list, list]:
-        """(analysis, reports without their IR text, their problems). A compile's jobs finish one by one: what an
-        earlier showing of the same compile converted is reused, so each showing costs only what is new."""
-        from .engine.compile.service import compile_problems
-
-        partial_state = self._partials.get(path)
-        if partial_state is None or partial_state.analysis is not analysis:
-            partial_state = _Partial(analysis)
-        shown, problems = [], []
-        for report in reports:
-            jobs = []
-            for j in report.jobs:
-                known = partial_state.stripped.get(id(j))
-                if known is None or known[0] is not j:
-                    # The IR text stays in the disk cache (Show IR reads it from there): memory does not grow with it.
-                    known = (j, dataclasses.replace(j, result=dataclasses.replace(j.result, asm={})))
-                    partial_state.stripped[id(j)] = known
-                jobs.append(known[1])
-            found = partial_state.problems.get(id(report))
-            if found is None or found[0] is not report or found[1] != len(jobs):
-                found = (report, len(jobs), compile_problems(report))
-                partial_state.problems[id(report)] = found
-            problems += found[2]
-            shown.append(dataclasses.replace(report, jobs=jobs))
-        return analysis, shown, problems
-
-    def compiled_asm(self, job, result) -> dict[str, str]:
-        """The IR of a compile result: in the result itself, else from the compile cache (by the job's key)."""
-        if result.asm:
-            return result.asm
-        full = self.state.compiler.cache.get(job.key) if self.state.compiler is not None and job.key else None
-        return getattr(full, "asm", None) or {}
-
-    def _shown_compile(self, path: str) -> tuple[FileAnalysis, list, list] | None:
-        """The compile results of a file's current text: complete, else those of the jobs finished so far."""
-        entry = self.state.index.get(path)
-        if entry is None:
-            return None
-        for shown in (self.state.compiled.get(path), self.state.compiling.get(path)):
-            if shown is not None and entry.analysis is shown[0]:
-                return shown
-        return None
-
-    def compile_reports(self, path: str) -> list:
-        """The compile reports of a file's current text (none while a compile of it is pending, except the jobs
-        of a running compile that have finished)."""
-        shown = self._shown_compile(path)
-        return shown[1] if shown else []
-
-    def compile_problems(self, path: str) -> list:
-        shown = self._shown_compile(path)
-        return shown[2] if shown else []
-
     def reload_from_disk(self, paths: Iterable[str]) -> None:
         """Re-read files that changed on disk (unless open in the editor, whose buffer wins)."""
         touched = []
@@ -819,7 +424,7 @@ class KernelLanguageServer(LanguageServer):
             entry = self.state.index.load_from_disk(path)
             touched.append(path)
             if entry is not None:
-                self.schedule_compile(path, priority=10)
+                self.compiles.schedule(path, priority=10)
             after = _signatures(self.state.index, path) if entry else {}
             touched.extend(self.state.index.dependents(_changed(before, after), exclude=path))
         self.publish(touched)
@@ -902,7 +507,7 @@ class KernelLanguageServer(LanguageServer):
         if state.settings.compile == "workspace":
             for path, entry in state.index.files.items():
                 if entry.analysis and entry.analysis.kernels and not entry.from_buffer:
-                    self.schedule_compile(path, priority=10)
+                    self.compiles.schedule(path, priority=10)
 
     def start_watching(self) -> None:
         self.stop_watching()
@@ -939,15 +544,6 @@ class KernelLanguageServer(LanguageServer):
 
 def _changed(before: dict[str, tuple], after: dict[str, tuple]) -> set[str]:
     return {name for name in before.keys() | after.keys() if before.get(name) != after.get(name)}
-
-
-def log_task_failure(task: asyncio.Task) -> None:
-    if not task.cancelled() and task.exception() is not None:
-        log.error("background work failed", exc_info=task.exception())
-
-
-def is_cuda(path: str) -> bool:
-    return path.endswith(".cu")
 
 
 def _kernel_on_line(analysis: FileAnalysis, line: int | None):

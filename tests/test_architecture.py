@@ -9,6 +9,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+from analyzers.source import parse_python
+
 ROOT = Path(__file__).resolve().parent.parent
 PROTOCOL_LIBRARIES = {"lsprotocol", "pygls"}
 # The protocol layer: the only modules that may speak LSP.
@@ -20,13 +22,27 @@ def module_name(path: Path, root: Path = ROOT) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def imports_of(path: Path, root: Path = ROOT) -> list[tuple[str, int]]:
+def _type_checking_only(tree: ast.Module) -> set[int]:
+    """ids of the import nodes inside `if TYPE_CHECKING:` blocks (read by type checkers, never run)."""
+    inside: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and ast.unparse(node.test) in ("TYPE_CHECKING", "typing.TYPE_CHECKING"):
+            inside |= {id(n) for stmt in node.body for n in ast.walk(stmt)}
+    return inside
+
+
+def imports_of(path: Path, root: Path = ROOT, at_run_time: bool = False) -> list[tuple[str, int]]:
     """Every module a file imports, absolute, with its line: `from ..model import X` in analyzers/rules/a.py is
-    analyzers.model (and analyzers.model.X, in case X is a module)."""
+    analyzers.model (and analyzers.model.X, in case X is a module). `at_run_time`: leave out the imports made for
+    type checkers only."""
     name = module_name(path, root)
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     found: list[tuple[str, int]] = []
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+    tree = parse_python(path.read_text())
+    skipped = _type_checking_only(tree) if at_run_time else set()
+    for node in ast.walk(tree):
+        if id(node) in skipped:
+            continue
         if isinstance(node, ast.Import):
             found += [(alias.name, node.lineno) for alias in node.names]
         elif isinstance(node, ast.ImportFrom):
@@ -45,13 +61,13 @@ def sources(*folders: str) -> list[Path]:
 
 
 def violations(files: list[Path], forbidden, allowed: dict[str, set[str]] | None = None,
-               root: Path = ROOT) -> list[str]:
+               root: Path = ROOT, at_run_time: bool = False) -> list[str]:
     """`file:line imports module` for each import whose module is (or is inside) one of `forbidden`."""
     allowed = allowed or {}
     out = []
     for path in files:
         rel = str(path.relative_to(root))
-        for module, line in imports_of(path, root):
+        for module, line in imports_of(path, root, at_run_time):
             for bad in forbidden:
                 if (module == bad or module.startswith(bad + ".")) and bad not in allowed.get(rel, set()):
                     out.append(f"{rel}:{line} imports {module}")
@@ -78,6 +94,16 @@ def test_protocol_libraries_are_used_only_in_the_protocol_layer():
     assert violations(outside, PROTOCOL_LIBRARIES) == []
 
 
+def test_nothing_climbs_back_up_into_the_server():
+    """The server holds the session and the documents and registers the features; what a request needs beyond that
+    (checks, timing, compiles, CUDA documents, profiles) lives in the features and the engine, so no module calls
+    back into server.py's module at run time (a type annotation may name the server class). Only the command line
+    builds the server."""
+    files = [p for p in sources("kernel_lsp") if p.relative_to(ROOT).as_posix() not in ("kernel_lsp/server.py",
+                                                                                          "kernel_lsp/cli.py")]
+    assert violations(files, {"kernel_lsp.server"}, at_run_time=True) == []
+
+
 def test_the_import_check_sees_relative_and_lazy_imports(tmp_path):
     """The checks above would pass vacuously if imports_of missed the spellings the code base uses."""
     pkg = tmp_path / "analyzers" / "rules"
@@ -92,6 +118,12 @@ def test_the_import_check_sees_relative_and_lazy_imports(tmp_path):
                      "analyzers/rules/bad.py:1 imports kernel_lsp.server",
                      "analyzers/rules/bad.py:4 imports lsprotocol.types",
                      "analyzers/rules/bad.py:5 imports analyzers.model"]
+    typed = pkg / "typed.py"
+    typed.write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from ...kernel_lsp import server\n"
+                     "else:\n    from ...kernel_lsp import cli\n")
+    assert violations([typed], {"kernel_lsp"}, root=tmp_path, at_run_time=True) == [
+        "analyzers/rules/typed.py:5 imports kernel_lsp", "analyzers/rules/typed.py:5 imports kernel_lsp.cli"]
+    assert len(violations([typed], {"kernel_lsp"}, root=tmp_path)) == 4
 
 
 
@@ -104,7 +136,7 @@ RESULT_TYPES = {"Diagnostic", "DiagnosticRelatedInformation", "CodeAction", "Cod
 
 def protocol_objects_built(path: Path) -> list[tuple[str, int]]:
     """(type, line) of each lsprotocol result type constructed in a file, however `types` is imported."""
-    tree = ast.parse(path.read_text(), str(path))
+    tree = parse_python(path.read_text())
     modules: set[str] = set()
     names: dict[str, str] = {}  # local name -> lsprotocol type
     for node in ast.walk(tree):

@@ -161,4 +161,4 @@ register(Rule(
 
 def load_rule_modules() -> None:
     """Import every rule module so that its rules and checks register themselves."""
-    from . import checks, compile, nki, profile, triton_kernel, triton_launch  # noqa: F401
+    from . import compile, nki, profile, triton_kernel, triton_launch, verification  # noqa: F401

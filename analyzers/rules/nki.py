@@ -10,10 +10,11 @@ from __future__ import annotations
 import ast
 import zlib
 from collections import Counter
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from ..model import Fix, NkiKernel, Related, Severity, Span, TextEdit
-from ..nki_discovery import CURRENT, LEGACY, NkiDiscovery, is_type_only, nki_name
+from ..nki_discovery import CURRENT, LEGACY, NkiDiscovery, NkiImport, is_type_only, nki_name
 from ..nki_limits import DTYPE_BYTES, MOVING_FMAX, PMAX, PSUM_BANK_BYTES, STATIONARY_FMAX, TILE_SIZES
 from . import FileContext, Rule, file_check, register
 
@@ -154,7 +155,7 @@ class Tile:
         return size
 
 
-def _local_nodes(nodes: list[ast.AST]):
+def _local_nodes(nodes: Iterable[ast.AST]):
     """Walk statements without entering nested functions, classes or lambdas (their own scopes)."""
     stack = list(nodes)
     while stack:
@@ -172,7 +173,7 @@ def _target_names(target: ast.AST) -> list[str]:
     return [n.id for n in ast.walk(target) if isinstance(n, ast.Name)]
 
 
-def _single_assignments(stmts: list[ast.stmt], extra_bound: list[str] = ()) -> tuple[dict[str, ast.expr], set[str]]:
+def _single_assignments(stmts: list[ast.stmt], extra_bound: Sequence[str] = ()) -> tuple[dict[str, ast.expr], set[str]]:
     """Names assigned exactly once by a plain `name = value` (constants to resolve) and every name bound at all."""
     counts: Counter[str] = Counter(extra_bound)
     values: dict[str, ast.expr] = {}
@@ -199,7 +200,7 @@ def _single_assignments(stmts: list[ast.stmt], extra_bound: list[str] = ()) -> t
     return {k: v for k, v in values.items() if counts[k] == 1}, set(counts)
 
 
-def _statements(nodes: list[ast.stmt]):
+def _statements(nodes: Sequence[ast.stmt | ast.excepthandler]):
     """Statements of a block and of the blocks nested in it (if/for/while/with/try), without expressions."""
     for node in nodes:
         yield node
@@ -744,7 +745,7 @@ class _Scope:
             x_transposed = ops.get("transpose_x") is not None and _literal(ops["transpose_x"]) is True
         label = "nc_matmul" if name == "nc_matmul" else "nl.matmul"
         st = self.tile_of(stat) if stat is not None else None
-        if st is not None and len(st.dims) == 2 and st.part == 0:
+        if stat is not None and st is not None and len(st.dims) == 2 and st.part == 0:
             k_dim, m_dim = (st.dims[0], st.dims[1]) if x_transposed else (st.dims[1], st.dims[0])
             if k_dim is not None and k_dim > PMAX:
                 self.report("NK003", stat, f"{label}: contraction dimension K of `{self.seg(stat)}` is {k_dim}, "
@@ -755,7 +756,7 @@ class _Scope:
                             f"{m_dim}, more than {STATIONARY_FMAX}: tile M into blocks of 128 "
                             "(nl.tile_size.gemm_stationary_fmax)")
         mv = self.tile_of(mov) if mov is not None else None
-        if mv is not None and mv.part == 0 and mv.dims:
+        if mov is not None and mv is not None and mv.part == 0 and mv.dims:
             if mv.partitions is not None and mv.partitions > PMAX:
                 self.report("NK003", mov, f"{label}: contraction dimension K of `{self.seg(mov)}` is "
                             f"{mv.partitions}, more than {PMAX}: split K into tiles of 128 and accumulate the "
@@ -869,7 +870,7 @@ def check_nki_generations(ctx: FileContext) -> None:
     disc: NkiDiscovery = ctx.nki  # type: ignore[assignment]
     # File level: imports of both generations, outside try/except ImportError shims.
     plain = [i for i in disc.imports if not i.guarded]
-    first = {}
+    first: dict[str, NkiImport] = {}
     for imp in plain:
         first.setdefault(imp.api, imp)
     if len(first) == 2 and disc.kernels:  # a host file may import prebuilt kernels of both generations

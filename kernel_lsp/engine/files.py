@@ -49,6 +49,11 @@ def is_source(path: str | Path) -> bool:
     return str(path).endswith(SOURCE_SUFFIXES)
 
 
+def is_cuda(path: str | Path) -> bool:
+    """A CUDA C++ file: compiled by nvcc while open, never analysed statically."""
+    return str(path).endswith(".cu")
+
+
 def read_source(path: str | Path, max_bytes: int) -> FileText:
     """Read a source file; binary, non-UTF-8, oversized and vanished files become a FileText with a reason."""
     try:

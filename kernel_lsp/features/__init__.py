@@ -6,7 +6,6 @@ from typing import TYPE_CHECKING
 
 from . import (
     assistant,
-    checks,
     code_actions,
     commands,
     completion,
@@ -23,12 +22,13 @@ from . import (
     semantic_tokens,
     signature_help,
     symbols,
+    verification,
 )
 
 if TYPE_CHECKING:
     from ..server import KernelLanguageServer
 
-FEATURES = (lifecycle, documents, diagnostics, code_actions, symbols, resources, commands, ir, checks, latency,
+FEATURES = (lifecycle, documents, diagnostics, code_actions, symbols, resources, commands, ir, verification, latency,
             assistant, profile, proposals, completion, signature_help, navigation, rename, semantic_tokens)
 
 

@@ -25,6 +25,7 @@ from ..background import background_job
 from ..commands import (ASSISTANT_OPTIMIZE, CANCEL_ASSISTANT, EXPLAIN_TIME, FIX_THIS, PORT_TO_NKI, POSITION, REFINE,
                         WRITE_SPEC, command_arguments)
 from ..engine.gpu import runs_on_gpu
+from . import verification
 
 if TYPE_CHECKING:
     from ..server import KernelLanguageServer
@@ -52,7 +53,7 @@ def state_of(ls: KernelLanguageServer) -> AssistantState:
 
 
 def has_key(ls: KernelLanguageServer) -> bool:
-    from ..engine.assistant.model import resolve_key
+    from ..engine.assistant.client import resolve_key
 
     return bool(resolve_key(ls.state.settings.assistant_api_key))
 
@@ -68,7 +69,7 @@ def _kernel_at(ls: KernelLanguageServer, path: str, line: int | None):
 
 def _problem_at(ls: KernelLanguageServer, path: str, line: int) -> dict | None:
     """The problem the user means by "Fix this": the first fixable one on that line (errors first)."""
-    found = list(ls.state.index.problems(path)) + list(ls.compile_problems(path)) + list(ls.check_problems(path))
+    found = [*ls.state.index.problems(path), *ls.compiles.problems(path), *verification.check_problems(ls, path)]
     on_line = [p for p in found if p.span.start_line <= line <= p.span.end_line
                and p.code.startswith(FIXABLE_PREFIXES)]
     on_line.sort(key=lambda p: p.severity)
@@ -82,7 +83,7 @@ def _environment(ls: KernelLanguageServer, root: str, cancel: threading.Event):
     from ..engine.assistant import Environment
 
     settings = ls.state.settings
-    service = ls.compile_service()
+    service = ls.compiles.service()
     compile_fn = None
     if service is not None:
         async def compile_fn(path: str, text: str) -> list:
@@ -101,7 +102,7 @@ def _environment(ls: KernelLanguageServer, root: str, cancel: threading.Event):
 
 def _assistant(ls: KernelLanguageServer, root: str, progress, cancel: threading.Event):
     from ..engine.assistant import Assistant, AssistantConfig, ModelConfig
-    from ..engine.assistant.model import resolve_key
+    from ..engine.assistant.client import resolve_key
 
     s = ls.state.settings
     model = ModelConfig(s.assistant_model, resolve_key(s.assistant_api_key), s.assistant_base_url,
@@ -279,7 +280,7 @@ class RedactKey(logging.Filter):
         self.server = server
 
     def filter(self, record: logging.LogRecord) -> bool:
-        from ..engine.assistant.model import resolve_key
+        from ..engine.assistant.client import resolve_key
 
         keys = {k for k in (resolve_key(self.server.state.settings.assistant_api_key),
                             os.environ.get("ANTHROPIC_API_KEY", "").strip()) if len(k) >= 8}

@@ -44,8 +44,8 @@ def status(ls: "KernelLanguageServer") -> dict[str, Any]:
         "watchedFolders": len(watcher.watched_folders) if watcher else 0,
         "compile": {
             "mode": state.settings.compile, "targets": list(state.settings.targets),
-            "filesCompiled": len(state.compiled), "staleDropped": state.stale_compiles_dropped,
-            **(state.compiler.stats() if state.compiler is not None else {}),
+            "filesCompiled": len(ls.compiles.compiled), "staleDropped": ls.compiles.stale_dropped,
+            **(ls.compiles.compiler.stats() if ls.compiles.compiler is not None else {}),
         },
         "mode": "gpu" if runs_on_gpu(state.settings.check_device) else "cpu",
         "checks": {"when": state.settings.checks, "device": state.settings.check_device, "run": state.checks_run,

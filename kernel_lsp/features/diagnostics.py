@@ -13,8 +13,8 @@ from lsprotocol import types
 from pygls.uris import from_fs_path
 
 from .. import convert
-from ..server import is_cuda
-from . import profile
+from ..engine.files import is_cuda
+from . import cuda, profile, verification
 
 if TYPE_CHECKING:
     from ..server import KernelLanguageServer
@@ -22,11 +22,11 @@ if TYPE_CHECKING:
 
 def diagnostics_for(ls: "KernelLanguageServer", path: str) -> list[types.Diagnostic]:
     if is_cuda(path):
-        report = ls.cuda_report(path)
+        report = cuda.report(ls, path)
         problems = ls.state.index.filtered(report.problems) if report else []
     else:
         # profile.profile_problems: Nsight Compute's advice (KP001) for the text that was profiled
-        problems = ls.state.index.problems(path, ls.compile_problems(path) + ls.check_problems(path)
+        problems = ls.state.index.problems(path, ls.compiles.problems(path) + verification.check_problems(ls, path)
                                            + profile.profile_problems(ls, path))
     if not problems:
         return []

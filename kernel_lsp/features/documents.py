@@ -7,12 +7,22 @@ from typing import TYPE_CHECKING
 from lsprotocol import types
 from pygls.uris import to_fs_path
 
-from ..server import is_cuda
+from ..engine.files import is_cuda
+from . import cuda
 from . import proposals
 from .diagnostics import push_diagnostics
 
 if TYPE_CHECKING:
     from ..server import KernelLanguageServer
+
+
+def analyze(ls: "KernelLanguageServer", uri: str) -> None:
+    """An open document changed: analyse its new version (a .cu file: compile it with nvcc)."""
+    path = to_fs_path(uri)
+    if path is not None and is_cuda(path):
+        cuda.schedule(ls, uri)
+    else:
+        ls.analyze_document(uri)
 
 
 def register(server: "KernelLanguageServer") -> None:
@@ -24,12 +34,12 @@ def register(server: "KernelLanguageServer") -> None:
             push_diagnostics(ls, path, clear=True)
         if path is not None and not is_cuda(path):
             ls.state.opening.add(path)  # its first analysis compiles it at once: opening is not typing
-        ls.analyze_document(params.text_document.uri)
+        analyze(ls, params.text_document.uri)
         proposals.notice(ls, path)  # an agent's proposal waiting for this file
 
     @server.feature(types.TEXT_DOCUMENT_DID_CHANGE)
     def did_change(ls: "KernelLanguageServer", params: types.DidChangeTextDocumentParams) -> None:
-        ls.analyze_document(params.text_document.uri)
+        analyze(ls, params.text_document.uri)
 
     @server.feature(types.TEXT_DOCUMENT_DID_CLOSE)
     def did_close(ls: "KernelLanguageServer", params: types.DidCloseTextDocumentParams) -> None:
@@ -39,7 +49,7 @@ def register(server: "KernelLanguageServer") -> None:
         ls.state.parse_caches.pop(path, None)
         ls.state.focus.pop(path, None)
         if is_cuda(path):  # .cu files are checked while open only
-            if ls.state.cuda.pop(path, None) is not None or path in ls.state.pushed:
+            if cuda.forget(ls, path) or path in ls.state.pushed:
                 push_diagnostics(ls, path, clear=True)
             return
         # The buffer is gone: what counts now is the file on disk (if it is part of the workspace).

@@ -91,14 +91,14 @@ async def show_ir(ls: "KernelLanguageServer", uri: Any, line: Any, character: An
     if settings.compile == "off":
         return _fail(ls, f"{kernel.name} has not been compiled: compiling is off (set the `compile` setting to "
                          "\"open\" or \"workspace\")", kernel=kernel.name)
-    if ls.compile_service() is None:
-        why = ("triton is not installed where kernel-lsp runs" if ls.state.compile_unavailable
+    if ls.compiles.service() is None:
+        why = ("triton is not installed where kernel-lsp runs" if ls.compiles.unavailable
                else "there is no workspace folder")
         return _fail(ls, f"{kernel.name} has not been compiled: {why}", kernel=kernel.name)
     if target not in configured:
         return _fail(ls, f"target {target!r} is not configured: the `targets` setting has {', '.join(configured)}",
                      kernel=kernel.name)
-    reports = [r for r in ls.compile_reports(path) if r.kernel == kernel.name and r.target.name == target]
+    reports = [r for r in ls.compiles.reports(path) if r.kernel == kernel.name and r.target.name == target]
     if not reports:
         if ls.open_document(path) is None and settings.compile != "workspace":
             why = "the file is not open (the `compile` setting is \"open\")"
@@ -114,10 +114,10 @@ async def show_ir(ls: "KernelLanguageServer", uri: Any, line: Any, character: An
         reason = failed.result.error.message.splitlines()[0] if failed else "no configuration to compile"
         return _fail(ls, f"{kernel.name} failed to compile for {target}: {reason}", kernel=kernel.name)
     chosen = ok[0]
-    job, asm = chosen.job, ls.compiled_asm(chosen.job, chosen.result)
+    job, asm = chosen.job, ls.compiles.asm(chosen.job, chosen.result)
     on_request = {"sass"} if job.target.backend == "cuda" and asm.get("ptx") else set()  # disassembled when asked
     if stage in on_request and not asm.get(stage):
-        asm = await ls.state.compiler.asm_with_sass(job)
+        asm = await ls.compiles.compiler.asm_with_sass(job)
     available = [s for s in STAGES if asm.get(s) or s in on_request]
     if stage not in available:
         return _fail(ls, f"stage {stage!r} is not available for {kernel.name} on {target}: available stages are "

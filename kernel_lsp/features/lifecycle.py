@@ -12,6 +12,7 @@ from pygls.uris import to_fs_path
 
 from ..engine import trust
 from ..settings import SECTION, Settings, parse_settings
+from . import documents
 
 if TYPE_CHECKING:
     from ..server import KernelLanguageServer
@@ -91,7 +92,7 @@ def register(server: "KernelLanguageServer") -> None:
         state.code_lens_refresh = bool(ws and ws.code_lens and ws.code_lens.refresh_support)
         state.change_annotations = bool(ws and ws.apply_edit and ws.workspace_edit
                                         and ws.workspace_edit.change_annotation_support is not None)
-        ls.progress.supported = bool(caps.window and caps.window.work_done_progress)
+        state.progress_support = bool(caps.window and caps.window.work_done_progress)
         state.related_support = bool(td and td.publish_diagnostics and td.publish_diagnostics.related_information) \
             or bool(td and td.diagnostic and td.diagnostic.related_information)
         roots = [to_fs_path(f.uri) for f in params.workspace_folders or []]
@@ -149,8 +150,7 @@ def register(server: "KernelLanguageServer") -> None:
     async def shutdown(ls: "KernelLanguageServer", params: None) -> None:
         ls.stop_watching()
         ls.state.scheduler.shutdown()
-        if ls.state.compiler is not None:
-            await ls.state.compiler.close()  # no worker process outlives the server
+        await ls.compiles.close()  # no worker process outlives the server
 
 
 def state_wants_to_run(server: "KernelLanguageServer") -> bool:
@@ -195,14 +195,11 @@ async def grant_trust(server: "KernelLanguageServer") -> list[str]:
 
 async def restart_compiles(ls: "KernelLanguageServer") -> None:
     """A new compile service (new settings, or another place for its caches); the open files compile again."""
-    if ls.state.compiler is not None:
-        await ls.state.compiler.close()
-        ls.state.compiler = None
-    ls.state.compiled.clear()
+    await ls.compiles.close()
     for doc in list(ls.workspace.text_documents.values()):
         path = to_fs_path(doc.uri)
         if path:
-            ls.schedule_compile(path)
+            ls.compiles.schedule(path)
 
 
 async def settings_changed(ls: "KernelLanguageServer", old: Settings) -> None:
@@ -214,7 +211,7 @@ async def settings_changed(ls: "KernelLanguageServer", old: Settings) -> None:
             ls.state.index.remove(path)
         await ls.index_workspace()
         for doc in list(ls.workspace.text_documents.values()):
-            ls.analyze_document(doc.uri)
+            documents.analyze(ls, doc.uri)
     compile_keys = ("targets", "compile", "pins", "compile_workers", "compile_timeout_s", "cache_max_mb")
     if any(getattr(old, k) != getattr(new, k) for k in compile_keys):
         await restart_compiles(ls)

@@ -126,7 +126,7 @@ def answer(report: ProfileReport) -> dict[str, Any]:
 
 
 async def profile_lines(ls: KernelLanguageServer, *args: Any) -> dict[str, Any]:
-    from .checks import spec_request
+    from .verification import spec_request
 
     if ls.state.settings.checks == "off":  # profiling runs the file's launcher, as checks do
         return {"error": "profiling runs the kernel's launcher, and checks are off (the `checks` setting; "

@@ -9,8 +9,8 @@ from lsprotocol import types
 from analyzers.model import Span
 
 from .. import convert
-from ..server import is_cuda
-from . import api_docs, latency, profile
+from ..engine.files import is_cuda
+from . import api_docs, cuda, latency, profile
 
 if TYPE_CHECKING:
     from ..server import KernelLanguageServer
@@ -119,7 +119,7 @@ def cuda_hover_table(name: str, kernels: list) -> str:
 
 
 def _cuda_kernels_by_line(ls: "KernelLanguageServer", path: str) -> dict[int, tuple[str, list]]:
-    report = ls.cuda_report(path)
+    report = cuda.report(ls, path)
     out: dict[int, tuple[str, list]] = {}
     for k in report.kernels if report else ():
         if k.line >= 0:
@@ -129,7 +129,7 @@ def _cuda_kernels_by_line(ls: "KernelLanguageServer", path: str) -> dict[int, tu
 
 def _reports_by_kernel(ls: "KernelLanguageServer", path: str) -> dict[str, list]:
     out: dict[str, list] = {}
-    for report in ls.compile_reports(path):
+    for report in ls.compiles.reports(path):
         if report.jobs:
             out.setdefault(report.kernel, []).append(report)
     return out
@@ -148,7 +148,7 @@ def register(server: "KernelLanguageServer") -> None:
         if entry is None or entry.analysis is None:
             return []
         by_kernel = _reports_by_kernel(ls, path)
-        timings = ls.latency_report(path)
+        timings = latency.latency_report(ls, path)
         pos = ls.positions(path)
         hints = []
         for kernel in entry.analysis.kernels:

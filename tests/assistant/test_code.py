@@ -13,7 +13,7 @@ from kernel_lsp.engine.assistant.code import (
     spec_texts,
     splice,
 )
-from kernel_lsp.engine.assistant.model import Usage, price_of
+from kernel_lsp.engine.assistant.client import Usage, price_of
 
 from .conftest import EXAMPLE, TWICE
 

@@ -11,6 +11,7 @@ import pytest
 
 import kernel_lsp.engine.latency as latency
 from kernel_lsp.background import background_job
+from kernel_lsp.features.latency import run_latency
 from kernel_lsp.server import KernelLanguageServer
 
 WAIT = 60.0  # seconds: generous, the machine running the suite may be busy
@@ -121,7 +122,7 @@ async def test_cancelling_a_latency_run_stops_its_worker(monkeypatch, tmp_path):
     monkeypatch.setattr(latency, "estimate_file", estimate_file)
     ls = KernelLanguageServer()
     path = str(tmp_path / "k.py")
-    task = asyncio.ensure_future(ls.run_latency(path, "text", ("k",), gpu=False))
+    task = asyncio.ensure_future(run_latency(ls, path, "text", ("k",), gpu=False))
     assert await asyncio.to_thread(started.wait, WAIT)
     assert path in ls.state.timing
     task.cancel()

@@ -123,7 +123,8 @@ async def test_a_cancelled_check_stops_its_process(start):
                 pass
         return found
 
-    assert runners()  # the check is running in its own process
+    # the check is running in its own process (counted as running just before that process starts)
+    await until(lambda: asyncio.sleep(0, runners()), bool, timeout=20)
     s.client.cancel_request(types.CancelParams(id="check-1"))
     with pytest.raises(Exception, match="cancel"):
         await asyncio.wait_for(request, 15)

@@ -90,7 +90,8 @@ def _operand_bits(k: KernelFacts, e: ast.AST, depth: int = 0) -> int | None:
         return None
     if isinstance(e, ast.Name):
         binds = k.assigns.get(e.id, ())
-        return _operand_bits(k, binds[0][1], depth + 1) if len(binds) == 1 and binds[0][0] == PLAIN else None
+        value = binds[0][1] if len(binds) == 1 and binds[0][0] == PLAIN else None
+        return _operand_bits(k, value, depth + 1) if isinstance(value, ast.AST) else None
     if not isinstance(e, ast.Call):
         return None
     dtypes = [*e.args, *(kw.value for kw in e.keywords if kw.arg in ("dtype", "dst_ty"))]

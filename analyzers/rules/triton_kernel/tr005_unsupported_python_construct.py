@@ -41,16 +41,17 @@ def _tr005_constructs(k: KernelFacts) -> None:
                 "constexpr condition is false)" if static else ""),
                 kernel=k.name, severity=Severity.INFO if static else None)
             continue
-        if what in ("With", "AsyncWith"):
+        if what in ("With", "AsyncWith") and isinstance(node, (ast.With, ast.AsyncWith)):
             items = node.items
             if all(isinstance(i.context_expr, ast.Call) and (k.callee(i.context_expr.func) or "").startswith("triton.")
                    for i in items):
                 continue
         msg = _UNSUPPORTED_MSG.get(what, "this Python construct is not supported in a kernel")
         span = _span(k, node)
-        if what in ("for-else", "while-else"):  # point at the `else:` line
+        if what in ("for-else", "while-else") and isinstance(node, (ast.For, ast.While)):  # at the `else:` line
             lines = k.ctx.src.lines
-            line = next((i for i in range(node.orelse[0].lineno - 1, node.body[-1].end_lineno - 1, -1)
+            last = node.body[-1].end_lineno or node.body[-1].lineno
+            line = next((i for i in range(node.orelse[0].lineno - 1, last - 1, -1)
                          if lines[i].lstrip().startswith("else")), node.orelse[0].lineno - 1)
             col = len(lines[line]) - len(lines[line].lstrip())
             span = Span(line, col, line, col + 4)
@@ -102,6 +103,8 @@ def _tr005_constructs(k: KernelFacts) -> None:
             rep("TR005", node, "`:=` needs triton >= 3.9 (3.6 rejects it): assign on its own line", kernel=k.name,
                 severity=Severity.INFO)
     for node in k.fors:
+        if not isinstance(node, (ast.ListComp, ast.For)):
+            continue
         it = node.generators[0].iter if isinstance(node, ast.ListComp) else node.iter
         ok, name = False, None
         if isinstance(it, ast.Call):

@@ -60,8 +60,8 @@ def _tr006_calls(k: KernelFacts) -> None:
     tl = k.f.tl
     # Loops over enumerate/zip and `with open(...)` are TR005's: one problem per mistake.
     for_iters = {id(n.iter) for n in k.fors if isinstance(n, ast.For)}
-    for_iters.update(id(i.context_expr) for n, what, _ in k.unsupported if what in ("With", "AsyncWith")
-                     for i in n.items)
+    for_iters.update(id(i.context_expr) for n, what, _ in k.unsupported
+                     if what in ("With", "AsyncWith") and isinstance(n, (ast.With, ast.AsyncWith)) for i in n.items)
     for c in k.calls:
         node, f = c.node, c.node.func
         if id(node) in for_iters:
@@ -93,7 +93,7 @@ def _tr006_calls(k: KernelFacts) -> None:
                              f"tensor: write {_short(text, 30)}.to({dtype})", fix=fix, kernel=k.name)
                 continue
             if fid in _BANNED_BUILTINS and fid not in k.f.module_names:
-                alt = _BANNED_BUILTINS[fid]
+                alt: str | None = _BANNED_BUILTINS[fid]
                 fix = None
                 if fid in _FIXABLE_BUILTINS and k.f.can_fix:
                     new = f"{tl}{_FIXABLE_BUILTINS[fid]}"
@@ -103,7 +103,7 @@ def _tr006_calls(k: KernelFacts) -> None:
                              fix=fix, kernel=k.name)
                 continue
         top = name.split(".")[0]
-        if top == "math" and "." in name and (isinstance(f, ast.Attribute) or f.id not in k.bound):
+        if top == "math" and "." in name and (not isinstance(f, ast.Name) or f.id not in k.bound):
             if all(k.is_static(a) for a in [*node.args, *(kw.value for kw in node.keywords)]):
                 continue  # math on compile-time constants is evaluated by the compiler
             attr = name.rsplit(".", 1)[1]
@@ -113,7 +113,7 @@ def _tr006_calls(k: KernelFacts) -> None:
                          (f"use {tl}{alt}" if alt else
                           f"use {_HINTS.get(attr, 'the libdevice equivalent')}".replace("tl.", tl)),
                          fix=fix, kernel=k.name)
-        elif top in _HOST_MODULES and "." in name and (isinstance(f, ast.Attribute) or f.id not in k.bound):
+        elif top in _HOST_MODULES and "." in name and (not isinstance(f, ast.Name) or f.id not in k.bound):
             attr = name.rsplit(".", 1)[1]
             alt = attr if top in ("numpy", "torch") and attr in NAMES[TL] and attr not in _NOT_ELEMENTWISE else None
             fix = _once(k, f"Use {tl}{alt}", [TextEdit(_span(k, f), f"{tl}{alt}")]) if alt and k.f.can_fix else None

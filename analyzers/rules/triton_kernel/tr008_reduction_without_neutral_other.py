@@ -33,7 +33,8 @@ _REDUCTIONS = {"max": "max", "min": "min", "sum": "sum", "argmax": "max", "argmi
 
 
 def _insert_kwarg(k: KernelFacts, call: ast.Call, text: str) -> TextEdit:
-    last = max([*call.args, *(kw for kw in call.keywords)], key=lambda n: (n.end_lineno, n.end_col_offset))
+    arguments: list[ast.expr | ast.keyword] = [*call.args, *call.keywords]
+    last = max(arguments, key=lambda n: (n.end_lineno or 0, n.end_col_offset or 0))
     s = _span(k, last)
     return TextEdit(Span(s.end_line, s.end_col, s.end_line, s.end_col), f", {text}")
 
@@ -124,7 +125,8 @@ def _trace_loads(k: KernelFacts, e: ast.AST, kind: str, line: int):
                 last = max(ln for ln, _ in before)
                 binds = [lb for lb in before if lb[0] == last]
             for ln, (_, v, _) in binds:
-                stack.append((v, kd, depth + 1, ln or at, direct))
+                if isinstance(v, ast.AST):
+                    stack.append((v, kd, depth + 1, ln or at, direct))
         elif isinstance(n, ast.Call):
             name = k.callee(n.func) or ""
             short = name[len(TL) + 1:] if name.startswith(TL + ".") else None

@@ -17,7 +17,7 @@ against the spec in the NKI model, or AWS's simulator where it is installed). No
 from __future__ import annotations
 
 from .code import SpliceError, extract_code, line_edits, splice
-from .model import KEY_ENV, ModelClient, ModelConfig, ModelError, Usage, price_of, resolve_key
+from .client import KEY_ENV, ModelClient, ModelConfig, ModelError, Usage, price_of, resolve_key
 from .runner import ACTIONS, TITLES, Assistant, AssistantConfig, Result
 from .session import Session, SessionStore, session_id
 from .verify import Environment

@@ -23,7 +23,7 @@ from analyzers.specs import find_specs
 
 from . import integrity, prompts
 from .code import Refused, SpliceError, extract_code, extract_plan, protected_names, splice
-from .model import ModelClient, ModelConfig, ModelError, Usage
+from .client import ModelClient, ModelConfig, ModelError, Usage
 from .session import NOT_SHOWN_FASTER, UNVERIFIED, CandidateRecord, Session, SessionStore, Turn, tally
 from .verify import (
     Environment,

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from analyzers.model import LaunchArg, LaunchSite, Param, TritonKernel
-from analyzers.source import PARSE_LOCK, literal_value, parse_python, statements
+from analyzers.source import literal_value, parse_python, parsing, statements
 from analyzers.targets import parse_target
 
 from . import offline
@@ -655,7 +655,7 @@ def plan_jobs(
 
     heuristics = _heuristics(mod.node)
     # A slice the worker will refuse (KC008, offline.py) is never compiled: a missing value does not matter there.
-    with PARSE_LOCK:  # offline.py parses with ast.parse (it also runs in the worker, which imports no analyzers)
+    with parsing():  # offline.py parses with ast.parse (it also runs in the worker, which imports no analyzers)
         refused = bool(offline.unsafe_statements(mod.source))
     jobs: list[CompileJob] = []
     seen: set[tuple] = set()

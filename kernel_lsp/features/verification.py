@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 from typing import TYPE_CHECKING, Any
 
 from lsprotocol import types
@@ -13,11 +14,12 @@ from pygls.uris import from_fs_path, to_fs_path
 from analyzers.specs import specced_kernels
 
 from .. import convert
+from ..background import background_job, log_task_failure
 from ..commands import RUN_CHECKS, position_argument
-from ..server import log_task_failure
-from .latency import lens_title
+from .latency import latency_report, lens_title, run_latency
 
 if TYPE_CHECKING:
+    from ..engine.verify import CheckReport
     from ..server import KernelLanguageServer
 
 log = logging.getLogger(__name__)
@@ -50,6 +52,59 @@ def spec_request(ls: "KernelLanguageServer", args: tuple, command: str, why: str
     return path, text, kernels
 
 
+def check_report(ls: "KernelLanguageServer", path: str) -> "CheckReport | None":
+    """The last check report of a file, while its text is still the one that was checked."""
+    return ls.while_current(ls.state.checks, path)
+
+
+def check_problems(ls: "KernelLanguageServer", path: str) -> list:
+    """What the last check of the file's current text found, as problems (KV001–KV006)."""
+    found = ls.state.checks.get(path)
+    report = check_report(ls, path)
+    if report is None or found is None:
+        return []
+    from ..engine.verify.findings import check_problems as problems_of
+
+    return problems_of(report, found[0])
+
+
+async def run_checks(ls: "KernelLanguageServer", path: str,
+                     kernels: tuple[str, ...] | None = None) -> "CheckReport | None":
+    """Check a file's specs (or those of `kernels`) against their references, in a separate process. A newer
+    request for the same file cancels this one (None is returned for the cancelled one). Kernels found correct
+    are then timed (`latency.run_latency`), unless latency is off."""
+    from ..engine.verify import CheckReport, CheckRequest, run_checks as check
+
+    text = ls.current_text(path)
+    if text is None:
+        return None
+    settings = ls.state.settings
+    request = CheckRequest(path, text, kernels, device=settings.check_device,
+                           timeout_s=float(settings.check_timeout_s),
+                           root=ls.state.roots[0] if ls.state.roots else None)
+    title = f"checking {', '.join(kernels) if kernels else os.path.basename(path)}"
+    async with background_job(ls, title, running=ls.state.checking, key=path,
+                              started=ls.refresh_lenses) as job:  # a newer check supersedes this one
+        report = await job.run(check, request, job.cancel)
+    if job.cancelled:
+        return None
+    ls.state.checks_run += 1
+    before = ls.state.checks.get(path)
+    if kernels and before is not None and before[0] == text:  # keep the other kernels' verdicts of this text
+        kept = tuple(v for v in before[1].verdicts if v.kernel not in kernels)
+        report = CheckReport(path, kept + report.verdicts, report.errors)
+    ls.state.checks[path] = (text, report)
+    ls.publish([path])
+    ls.refresh_lenses()
+    correct = tuple(dict.fromkeys(v.kernel for v in report.verdicts if v.ok))
+    if correct and settings.latency != "off":  # timing a kernel that computes the wrong thing means nothing
+        # Time where the check ran: a CPU build of torch on a GPU machine checks on the interpreter.
+        on_gpu = any(v.ok and "interpreter" not in v.device.lower() for v in report.verdicts)
+        task = asyncio.ensure_future(run_latency(ls, path, text, correct, gpu=on_gpu))
+        task.add_done_callback(log_task_failure)
+    return report
+
+
 async def run_checks_command(ls: "KernelLanguageServer", *args: Any) -> dict[str, Any]:
     if ls.state.settings.checks == "off":
         return {"error": "checks are off (set the `checks` setting to \"save\" or \"request\")"}
@@ -57,7 +112,7 @@ async def run_checks_command(ls: "KernelLanguageServer", *args: Any) -> dict[str
     if isinstance(found, dict):
         return found
     path, _, kernels = found
-    report = await ls.run_checks(path, kernels)
+    report = await run_checks(ls, path, kernels)
     if report is None:
         return {"error": "the check was superseded by a newer one"}
     return {"verdicts": [{"kernel": v.kernel, "status": v.status, "message": v.message, "device": v.device,
@@ -71,10 +126,10 @@ def code_lenses(ls: "KernelLanguageServer", path: str) -> list[types.CodeLens]:
     if entry is None or entry.analysis is None or text is None:
         return []
     specced = specced_kernels(text)
-    report = ls.check_report(path)
+    report = check_report(ls, path)
     pos = ls.positions(path)
-    running = ls.is_checking(path)
-    timings = ls.latency_report(path)
+    running = path in ls.state.checking
+    timings = latency_report(ls, path)
     lenses = []
     for kernel in [*entry.analysis.kernels, *entry.analysis.nki_kernels]:  # an NKI spec runs in the NKI model
         if kernel.name not in specced:
@@ -85,7 +140,7 @@ def code_lenses(ls: "KernelLanguageServer", path: str) -> list[types.CodeLens]:
         if running:
             lenses.append(convert.code_lens(pos, line, "checking…"))
         elif verdicts:
-            from ..engine.checks import summary
+            from ..engine.verify.findings import summary
 
             for v in verdicts:
                 lenses.append(convert.code_lens(pos, line, summary(v), RUN_CHECKS, [where]))
@@ -108,7 +163,7 @@ def register(server: "KernelLanguageServer") -> None:
         text = ls.current_text(path)
         if text is None or not specced_kernels(text):
             return
-        asyncio.ensure_future(ls.run_checks(path)).add_done_callback(log_task_failure)
+        asyncio.ensure_future(run_checks(ls, path)).add_done_callback(log_task_failure)
 
     @server.feature(types.TEXT_DOCUMENT_CODE_LENS, types.CodeLensOptions(resolve_provider=False))
     def code_lens(ls: "KernelLanguageServer", params: types.CodeLensParams):

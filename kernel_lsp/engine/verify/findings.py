@@ -1,6 +1,6 @@
 """What a correctness check report means for the user's file: problems (KV001–KV006) and one-line summaries.
 
-Pure: no torch, no processes. The checks themselves run in `engine.verify`.
+Pure: no torch, no processes. The checks themselves run in `run_checks`.
 """
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from __future__ import annotations
 from analyzers.model import Problem, Span
 from analyzers.rules import make_problem
 
-from .verify import CheckReport, Verdict
+from .results import CheckReport, Verdict
 
 _CODES = {"mismatch": "KV001", "rejected": "KV002", "out-of-bounds": "KV003", "crashed": "KV004",
           "timeout": "KV004", "out-of-memory": "KV004", "error": "KV005", "not-checked": "KV006"}

@@ -103,7 +103,7 @@ def _run_specs(result: CheckResult, settings: Settings, root: Path, extra: dict[
     """Every file with a spec, checked in its own process, a few at a time; or each file a task on a Ray cluster."""
     from analyzers.specs import find_specs
 
-    from .checks import check_problems
+    from .verify.findings import check_problems
 
     texts = {path: text for path in sorted(result.index.files) if (text := text_of(path)) and find_specs(text)}
     if not texts:
