@@ -36,10 +36,10 @@ from analyzers.model import Problem, Severity
 
 from .settings import Settings
 
-API_VERSION = "1.1.0"
+API_VERSION = "1.2.0"
 
 __all__ = [
-    "API_VERSION", "AnalyzeResult", "ApiError", "CandidateResult", "CaseInfo", "CheckResult", "CompareResult",
+    "API_VERSION", "AnalyzeResult", "ApiError", "BatchResult", "CandidateResult", "CaseInfo", "CheckResult", "CompareResult",
     "CompileResult", "CompiledConfig", "Finding", "FixInfo", "KernelInfo", "LatencyEntry", "MeasureResult",
     "NotTrustedError", "ProposalResult", "TuneResult", "TuneRow", "VerdictInfo", "Workspace",
 ]
@@ -55,7 +55,7 @@ class NotTrustedError(ApiError):
 
 def _to_dict(obj: Any) -> Any:
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        return {f.name: _to_dict(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+        return {f.name: _to_dict(getattr(obj, f.name)) for f in dataclasses.fields(obj) if f.metadata.get("plain", True)}
     if isinstance(obj, (list, tuple)):
         return [_to_dict(x) for x in obj]
     if isinstance(obj, dict):
@@ -276,6 +276,26 @@ class ProposalResult(_Result):
     notes: list[str]
 
 
+@dataclass(frozen=True)
+class BatchResult(_Result):
+    """Files and folders checked at once (`Workspace.check_files`): what `kernel-lsp check` and `kernel-lsp report`
+    print. Every field but `details` is plain data; `to_dict()` leaves `details` out."""
+
+    files: list[AnalyzeResult]  # every file checked, with its findings (compile and spec findings merged in)
+    missing: list[str]  # paths given that do not exist
+    compiled: list[CompiledConfig]  # with `targets` only
+    checks: list[CheckResult]  # with `run_checks` only: one per file that has a spec
+    latency: list[MeasureResult]  # with `latency`: one per file whose kernels passed their specs
+    latency_source: str | None  # "measured" | "estimate" | None (nothing timed)
+    messages: list[str]  # where the jobs ran, when not where asked (a Ray cluster lost, ...)
+    worst: str | None  # the most severe finding's severity, None without findings
+    # The engine's full record of the run (engine.batch.CheckResult: compile reports, verdicts with every case,
+    # timings with their spread and history), for front ends that print more than the plain fields. Not plain
+    # data, not in `to_dict()`, and not under the version's promise. `latency[i].entries[j]` is
+    # `details.latency[i].entries[j]` as plain data.
+    details: Any = field(default=None, compare=False, repr=False, metadata={"plain": False})
+
+
 # --- helpers --------------------------------------------------------------------------------------------------
 
 _SEVERITY = {Severity.ERROR: "error", Severity.WARNING: "warning", Severity.INFO: "information",
@@ -300,7 +320,7 @@ def _scrub(obj: Any, secrets: list[str]) -> Any:
         return obj
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
         return dataclasses.replace(obj, **{f.name: _scrub(getattr(obj, f.name), secrets)
-                                           for f in dataclasses.fields(obj)})
+                                           for f in dataclasses.fields(obj) if f.metadata.get("plain", True)})
     if isinstance(obj, list):
         return [_scrub(x, secrets) for x in obj]
     if isinstance(obj, dict):
@@ -406,6 +426,24 @@ def _worst_status(verdicts: Sequence[VerdictInfo]) -> str:
 
 def _json_value(v: Any) -> Any:
     return v if isinstance(v, (int, float, bool, str, type(None))) else repr(v)
+
+
+def _compiled_configs(report: Any, stages: Sequence[str] = ()) -> list[CompiledConfig]:
+    """A compile report's configurations as plain data; `stages`: the IR texts to include."""
+    configs = []
+    for jr in report.jobs:
+        r, res = jr.result, jr.result.resources
+        err = r.error
+        configs.append(CompiledConfig(
+            report.kernel, report.target.name, jr.job.config_label,
+            {k: _json_value(v) for k, v in jr.job.constexprs}, jr.job.num_warps, jr.job.num_stages,
+            r.ok, jr.cached, round(r.seconds, 3), err.message if err else None,
+            err.line + 1 if err and err.line is not None else None,
+            err.col + 1 if err and err.col is not None else None,
+            res.registers, res.spill_bytes, res.shared_bytes, res.occupancy,
+            list(res.matrix_instructions), list(jr.job.notes),
+            {s: r.asm[s] for s in stages if s in r.asm}))
+    return configs
 
 
 # --- the workspace --------------------------------------------------------------------------------------------
@@ -644,18 +682,7 @@ class Workspace:
             if report.plan_error:
                 not_compiled.append(f"{report.kernel} on {report.target.name}: {report.plan_error}")
             findings += [_finding(p) for p in compile_problems(report)]
-            for jr in report.jobs:
-                r, res = jr.result, jr.result.resources
-                err = r.error
-                configs.append(CompiledConfig(
-                    report.kernel, report.target.name, jr.job.config_label,
-                    {k: _json_value(v) for k, v in jr.job.constexprs}, jr.job.num_warps, jr.job.num_stages,
-                    r.ok, jr.cached, round(r.seconds, 3), err.message if err else None,
-                    err.line + 1 if err and err.line is not None else None,
-                    err.col + 1 if err and err.col is not None else None,
-                    res.registers, res.spill_bytes, res.shared_bytes, res.occupancy,
-                    list(res.matrix_instructions), list(jr.job.notes),
-                    {s: r.asm[s] for s in stages if s in r.asm}))
+            configs += _compiled_configs(report, stages)
         return _scrub(CompileResult(full, configs, findings, not_compiled), _secret_values())
 
     # --- check -------------------------------------------------------------------------------------------------
@@ -828,6 +855,73 @@ class Workspace:
             ranking.append(CandidateResult(name, rank, us is not None, status, reason, us, lat_source, label,
                                            speedup, checked.verdicts, fraction))
         return _scrub(CompareResult(kernel, base, source, ranking), _secret_values())
+
+    # --- many files at once ------------------------------------------------------------------------------------
+
+    def check_files(self, paths: Sequence[str | os.PathLike], *, targets: Sequence[str] = (),
+                    run_checks: bool = False, latency: bool = False, confined: bool = True,
+                    progress: Callable[[str, int, int], None] | None = None) -> BatchResult:
+        """Files and folders at once, as `kernel-lsp check` and `kernel-lsp report` do: every Triton, NKI and CUDA
+        source under `paths` analysed, with launch sites checked across files; with `targets`, every kernel compiled
+        for them; with `run_checks`, every spec checked (runs the files' code: needs trust); with `latency` as well,
+        every kernel that passed timed at its bench shapes (measured on a GPU, with the roofline fraction of its
+        counted work, else estimated). `confined=False` lets paths lie outside the workspace (the command line
+        names its own files); the workspace's root still holds the caches. `progress(what, done, total)` hears of
+        "analysing", "compiling", "checking" and "timing"."""
+        from analyzers.targets import UnknownTargetError, parse_target
+
+        from .engine.batch import check_paths
+        from .engine.files import read_source
+
+        if isinstance(paths, (str, os.PathLike)):
+            paths = [paths]
+        if run_checks:
+            self._require_run("checking specs")
+        given: dict[str, str] = {}  # the path checked -> the path as given
+        for p in paths:
+            if confined:
+                self._path(p)
+            full = str(p) if os.path.isabs(p) else os.path.join(self.root, p)
+            given[full] = str(p)
+        names = []
+        for t in [targets] if isinstance(targets, str) else targets:
+            try:
+                name = parse_target(str(t)).name
+            except UnknownTargetError as exc:
+                raise ApiError(f"targets: {exc}") from None
+            if name not in names:
+                names.append(name)
+        record = check_paths(list(given), self.settings, names, root=self.root, run_specs=run_checks,
+                             latency=run_checks and latency, progress=progress)
+        record.missing = [given.get(m, m) for m in record.missing]
+        files = []
+        for path, problems in record.problems.items():
+            entry = record.index.files.get(path)
+            analysis = entry.analysis if entry is not None else None
+            kernels = [] if analysis is None else (
+                [KernelInfo(k.name, k.name_span.start_line + 1, "triton", [q.name for q in k.params],
+                            len(k.autotune_configs)) for k in analysis.kernels]
+                + [KernelInfo(k.name, k.name_span.start_line + 1, "nki", list(k.params))
+                   for k in analysis.nki_kernels])
+            files.append(AnalyzeResult(path, kernels, [_finding(p) for p in problems]))
+        by_file: dict[str, list[VerdictInfo]] = {}
+        for path, v in record.verdicts:
+            by_file.setdefault(path, []).append(_verdict(v))
+        checks = [CheckResult(path, all(v.ok for v in vs), vs, []) for path, vs in by_file.items()]
+        timed = []
+        for report in record.latency:
+            if any(e.source == "measured" for e in report.entries):
+                text = read_source(report.path, self.settings.max_file_bytes).text or ""
+                entries = _with_roofline(report.entries, self._count_work(report.path, text, report.entries))
+                source = "measured"
+            else:
+                entries, source = [_latency_entry(e) for e in report.entries], "estimate"
+            timed.append(MeasureResult(report.path, source, entries, list(report.errors)))
+        worst = record.worst()
+        plain = BatchResult(files, list(record.missing), [c for r in record.compiled for c in _compiled_configs(r)],
+                            checks, timed, record.latency_source, list(record.messages),
+                            _SEVERITY.get(worst) if worst is not None else None)
+        return dataclasses.replace(_scrub(plain, _secret_values()), details=record)
 
     # --- propose_edit ------------------------------------------------------------------------------------------
 
