@@ -367,56 +367,9 @@ def _latency_entry(e: Any, **roofline: Any) -> LatencyEntry:
 def _with_roofline(measured: Sequence[Any], counted: list[dict] | str) -> list[LatencyEntry]:
     """Measured entries with the roofline fraction of the work their kernel was counted to do at the same spec,
     shape and dtype; each says how the work was counted, and whether that count is itself an estimate."""
-    from analyzers.roofline import achieved, estimate
+    from .engine.latency.roofline import measured_roofline
 
-    from .engine.latency import _device_from_name, work_from_json
-
-    points = {} if isinstance(counted, str) else {
-        (p.get("kernel"), tuple(p.get("shape") or ()), p.get("dtype")): p for p in counted}
-    out = []
-    for e in measured:
-        if e.us is None:
-            out.append(_latency_entry(e))
-            continue
-        hw = _device_from_name(e.device)
-        point = points.get((e.kernel, tuple(e.shape), e.dtype))
-        why = (counted if isinstance(counted, str) else
-               f"no roofline fraction: {e.device} is not in the hardware table" if hw is None else
-               "no roofline fraction: the work was not counted at this shape" if point is None else
-               f"no roofline fraction: work counting failed: {point['error']}" if point.get("error") else
-               "no roofline fraction: the launcher launched no kernel while counting" if not point.get("launches")
-               else None)
-        if why:
-            out.append(_latency_entry(e, work_note=why))
-            continue
-        by_config: dict[Any, list[Any]] = {}
-        for launch in point["launches"]:
-            by_config.setdefault(launch.get("config_index"), []).append(launch)
-        notes = []
-        if len(by_config) > 1:  # autotuned: the one the model expects the autotuner to pick
-            pick = min(by_config, key=lambda i: sum(estimate(work_from_json(x), hw).us for x in by_config[i]))
-            notes.append(f"the work of autotune config {by_config[pick][0].get('config_label') or pick} (the one "
-                         "expected to win; the GPU's pick is not reported)")
-            launches = by_config[pick]
-        else:
-            launches = next(iter(by_config.values()))
-        works = [work_from_json(x) for x in launches]
-        sampled = [w for w in works if 0 < w.sampled_programs < w.programs]
-        scaled = point.get("counted_shape")
-        how = "FLOPs and bytes counted under Triton's interpreter"
-        if sampled:
-            how += (f" on {sum(w.sampled_programs for w in works)} of {sum(w.programs for w in works)} programs "
-                    "and extrapolated over the grid")
-        if scaled:
-            how += f" at the reduced shape {tuple(scaled)} and scaled to this one"
-        how += "; DRAM bytes are the distinct bytes touched plus the modelled L2 misses of re-reads"
-        got = achieved(works, hw, e.us)
-        out.append(_latency_entry(
-            e, fraction_of_roofline=got.fraction_of_roofline, roofline_us=got.roofline_us,
-            achieved_tflops=got.tflops, achieved_tbps=got.tbps, peak_tflops=got.peak_tflops, peak_tbps=got.peak_tbps,
-            work_estimated=bool(sampled or scaled),
-            work_note="; ".join([how + (" (an estimate)" if sampled or scaled else ""), *notes])))
-    return out
+    return [_latency_entry(e, **got) for e, got in zip(measured, measured_roofline(measured, counted))]
 
 
 def _worst_status(verdicts: Sequence[VerdictInfo]) -> str:
@@ -729,16 +682,9 @@ class Workspace:
     def _count_work(self, full: str, text: str, measured: Sequence[Any]) -> list[dict] | str:
         """The work of each measured point, counted under the interpreter (the roofline fraction's numerator), or
         why it could not be counted."""
-        from .engine.latency import WorkerError, count_work
+        from .engine.latency.roofline import count_measured_work
 
-        points = [{"spec": e.spec, "kernel": e.kernel, "shape": list(e.shape), "dtype": e.dtype}
-                  for e in measured if e.us is not None]
-        if not points:
-            return []
-        try:
-            return count_work(full, text, points, root=str(self.root), timeout=self._timeout())
-        except WorkerError as exc:
-            return f"work not counted, so no roofline fraction: {exc}"
+        return count_measured_work(full, text, measured, str(self.root), timeout=self._timeout())
 
     def measure(self, path: str | os.PathLike | None = None, source: str | None = None, *,
                 kernel: str | None = None, targets: Sequence[str] = ("H200",)) -> MeasureResult:
