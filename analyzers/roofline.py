@@ -23,6 +23,7 @@ The model, per launch (times in seconds):
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 
 from . import targets as _targets
@@ -205,11 +206,7 @@ def estimate(work: Work, hw: Hardware, resources: Resources | None = None) -> Es
         bound = "latency" if concurrency < 0.999 else "memory"
     else:
         bound = "compute"
-    ideal = max(
-        dram / (hw.hbm_tbps * 1e12),
-        sum(f / (hw.peak(cls) * 1e12) for cls, f in work.tensor_flops.items())
-        + work.vector_flops / (hw.peak("fp32", tensor=False) * 1e12),
-    )
+    ideal = max(_dram_seconds(dram, hw), _compute_seconds(work, hw))
     us = total * 1e6
     if concurrency < 0.999:
         if in_flight is not None and needed is not None and in_flight < needed and in_flight / needed <= concurrency:
@@ -226,6 +223,41 @@ def estimate(work: Work, hw: Hardware, resources: Resources | None = None) -> Es
         us=us, bound=bound, device=hw.name, label=label(us, hw), fraction_of_roofline=min(1.0, ideal / total),
         dram_bytes=dram, terms_us={**{k: v * 1e6 for k, v in terms.items()}, "launch": hw.launch_overhead_us},
         programs_per_sm=per_sm, waves=waves, notes=tuple(notes))
+
+
+def _dram_seconds(dram: float, hw: Hardware) -> float:
+    return dram / (hw.hbm_tbps * 1e12)
+
+
+def _compute_seconds(work: Work, hw: Hardware) -> float:
+    """The work's FLOPs at the device's peaks: dot FLOPs on the tensor units per dtype, the rest on the vector unit."""
+    return (sum(f / (hw.peak(cls) * 1e12) for cls, f in work.tensor_flops.items())
+            + work.vector_flops / (hw.peak("fp32", tensor=False) * 1e12))
+
+
+@dataclass(frozen=True)
+class Achieved:
+    """A measured time set against the device's roofs for the work it did."""
+
+    tflops: float  # FLOPs / measured time, TFLOP/s
+    tbps: float  # DRAM bytes / measured time, TB/s
+    peak_tflops: float | None  # the compute roof for this work's mix of dot dtypes and vector math (None: no FLOPs)
+    peak_tbps: float  # the DRAM roof
+    roofline_us: float  # the fastest this work can run: the slower of its bytes at the DRAM roof and FLOPs at peak
+    fraction_of_roofline: float  # roofline_us / measured time; above 1 the counted work overstates what ran
+
+
+def achieved(works: Sequence[Work], hw: Hardware, us: float) -> Achieved:
+    """The launches `works` (one kernel call's launches) measured at `us` microseconds in all on `hw`."""
+    seconds = us * 1e-6
+    dram = sum(dram_bytes(w, hw) for w in works)
+    flops = sum(w.flops for w in works)
+    compute = sum(_compute_seconds(w, hw) for w in works)
+    roofline_s = max(_dram_seconds(dram, hw), compute)
+    return Achieved(
+        tflops=flops / seconds / 1e12, tbps=dram / seconds / 1e12,
+        peak_tflops=flops / compute / 1e12 if compute > 0 else None, peak_tbps=hw.hbm_tbps,
+        roofline_us=roofline_s * 1e6, fraction_of_roofline=roofline_s / seconds)
 
 
 def label(us: float, hw: Hardware | str) -> str:

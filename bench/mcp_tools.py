@@ -2,7 +2,9 @@
 
     python bench/mcp_tools.py [--runs N]
 
-- analyze: a 500-line file of Triton kernels (examples concatenated into one module), by path; target < 50 ms.
+- analyze: a 500-line file of Triton kernels (examples concatenated into one module), by path and unchanged
+  between calls (an agent re-reading a file), and as a source with one line changed per call (an agent editing it);
+  target < 50 ms.
 - compile (cached): vector_add for sm_90 after a first, cold compile of the same text; target < 100 ms.
 
 Prints median and p95 per tool over N calls (after one warm-up call). Exits 0 whatever the figures are.
@@ -38,14 +40,27 @@ def five_hundred_lines() -> str:
     return "\n".join(parts)
 
 
-async def timed(session, tool: str, args: dict, runs: int) -> list[float]:
-    structured(await session.call_tool(tool, args))  # warm-up
+async def timed(session, tool: str, args, runs: int) -> list[float]:
+    """`args`: the call's arguments, or a function of the call's number that gives them."""
+    def args_of(i: int) -> dict:
+        return args(i) if callable(args) else args
+
+    structured(await session.call_tool(tool, args_of(-1)))  # warm-up
     out = []
-    for _ in range(runs):
+    for i in range(runs):
+        call_args = args_of(i)
         start = time.perf_counter()
-        structured(await session.call_tool(tool, args))
+        structured(await session.call_tool(tool, call_args))
         out.append((time.perf_counter() - start) * 1000)
     return out
+
+
+def edited(text: str, i: int) -> str:
+    """`text` with one line changed (a comment inside the last kernel's body: the rules have to run again)."""
+    lines = text.splitlines(keepends=True)
+    at = max(i for i, line in enumerate(lines) if line.startswith("    ") and line.strip())
+    indent = lines[at][: len(lines[at]) - len(lines[at].lstrip())]
+    return "".join(lines[:at] + [f"{indent}# edit {i}\n"] + lines[at:])
 
 
 async def main(runs: int) -> None:
@@ -63,7 +78,9 @@ async def main(runs: int) -> None:
                   f" ok={cold['configs'][0]['ok']}")
             for label, tool, args, target in [
                 ("analyze a one-line source (the protocol's own cost)", "analyze", {"source": "x = 1\n"}, 50),
-                (f"analyze {big.count(chr(10))}-line file", "analyze", {"path": "kernels.py"}, 50),
+                (f"analyze {big.count(chr(10))}-line file, unchanged", "analyze", {"path": "kernels.py"}, 50),
+                (f"analyze {big.count(chr(10))}-line source, one line changed per call", "analyze",
+                 lambda i: {"source": edited(big, i)}, 50),
                 ("compile cached (sm_90)", "compile", {"path": "vector_add.py", "targets": ["sm_90"]}, 100),
             ]:
                 ms = await timed(session, tool, args, runs)

@@ -23,12 +23,10 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import difflib
 import os
 import re
 import threading
-import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,10 +36,10 @@ from analyzers.model import Problem, Severity
 
 from .settings import Settings
 
-API_VERSION = "1.0.0"
+API_VERSION = "1.2.0"
 
 __all__ = [
-    "API_VERSION", "AnalyzeResult", "ApiError", "CandidateResult", "CaseInfo", "CheckResult", "CompareResult",
+    "API_VERSION", "AnalyzeResult", "ApiError", "BatchResult", "CandidateResult", "CaseInfo", "CheckResult", "CompareResult",
     "CompileResult", "CompiledConfig", "Finding", "FixInfo", "KernelInfo", "LatencyEntry", "MeasureResult",
     "NotTrustedError", "ProposalResult", "TuneResult", "TuneRow", "VerdictInfo", "Workspace",
 ]
@@ -57,7 +55,7 @@ class NotTrustedError(ApiError):
 
 def _to_dict(obj: Any) -> Any:
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        return {f.name: _to_dict(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+        return {f.name: _to_dict(getattr(obj, f.name)) for f in dataclasses.fields(obj) if f.metadata.get("plain", True)}
     if isinstance(obj, (list, tuple)):
         return [_to_dict(x) for x in obj]
     if isinstance(obj, dict):
@@ -187,11 +185,20 @@ class LatencyEntry(_Result):
     config: str = ""
     chosen: bool = True  # an autotuned kernel's config its autotuner is expected to pick
     bound: str | None = None  # estimates: "memory" | "compute" | "launch" ...
-    fraction_of_roofline: float | None = None  # estimates: modelled time at the roofline / modelled time
+    # The time the kernel's counted work takes at the device's roofs (DRAM bandwidth, peak FLOP/s) over `us`:
+    # of a measurement, how close the kernel came to the hardware; of an estimate, the model's own figure.
+    fraction_of_roofline: float | None = None
     reference_us: float | None = None  # measurements: the PyTorch reference timed alike
     speedup: float | None = None
     suspicious: str | None = None
     error: str | None = None
+    roofline_us: float | None = None  # the counted work at the roofs: the fastest it can run on `device`
+    achieved_tflops: float | None = None  # measurements: counted FLOPs / measured time
+    achieved_tbps: float | None = None  # measurements: DRAM bytes / measured time, TB/s
+    peak_tflops: float | None = None  # the compute roof for this work's dtypes on `device`
+    peak_tbps: float | None = None  # the DRAM roof of `device`
+    work_estimated: bool | None = None  # the work count is itself an estimate (sampled programs, a scaled shape)
+    work_note: str | None = None  # how the work was counted, or why the roofline fraction is missing
 
 
 @dataclass(frozen=True)
@@ -209,6 +216,7 @@ class TuneRow(_Result):
     estimated_us: float | None
     measured_us: float | None = None
     note: str | None = None
+    source: str | None = None  # "measured" | "estimated": which figure ranks this row
 
 
 @dataclass(frozen=True)
@@ -226,6 +234,12 @@ class TuneResult(_Result):
     table: list[TuneRow]
     edits: list[dict[str, Any]]  # {"line", "column", "end_line", "end_column", "text"}, 1-based
     errors: list[str]
+    winner_overrides: dict[str, Any] | None = None  # each tunable of the winner by name
+    status: str = ""  # "estimated; not measured", "measured on the GPU (29% of 48 configurations timed)", ...
+    space_size: int = 0  # configurations in the searched space
+    measured_fraction: float = 0.0  # of the space, timed on the GPU
+    frozen: list[str] = field(default_factory=list)  # block sizes the launch grid ties, kept at their values
+    cached: bool = False  # answered from an identical earlier search
 
 
 @dataclass(frozen=True)
@@ -240,6 +254,7 @@ class CandidateResult(_Result):
     latency_label: str | None
     speedup_vs_baseline: float | None
     verdicts: list[VerdictInfo]
+    fraction_of_roofline: float | None = None  # the timed launches' time at the roofs over `latency_us`
 
 
 @dataclass(frozen=True)
@@ -259,6 +274,26 @@ class ProposalResult(_Result):
     verdicts: list[VerdictInfo]
     findings: list[Finding]  # errors and warnings of the new source
     notes: list[str]
+
+
+@dataclass(frozen=True)
+class BatchResult(_Result):
+    """Files and folders checked at once (`Workspace.check_files`): what `kernel-lsp check` and `kernel-lsp report`
+    print. Every field but `details` is plain data; `to_dict()` leaves `details` out."""
+
+    files: list[AnalyzeResult]  # every file checked, with its findings (compile and spec findings merged in)
+    missing: list[str]  # paths given that do not exist
+    compiled: list[CompiledConfig]  # with `targets` only
+    checks: list[CheckResult]  # with `run_checks` only: one per file that has a spec
+    latency: list[MeasureResult]  # with `latency`: one per file whose kernels passed their specs
+    latency_source: str | None  # "measured" | "estimate" | None (nothing timed)
+    messages: list[str]  # where the jobs ran, when not where asked (a Ray cluster lost, ...)
+    worst: str | None  # the most severe finding's severity, None without findings
+    # The engine's full record of the run (engine.batch.CheckResult: compile reports, verdicts with every case,
+    # timings with their spread and history), for front ends that print more than the plain fields. Not plain
+    # data, not in `to_dict()`, and not under the version's promise. `latency[i].entries[j]` is
+    # `details.latency[i].entries[j]` as plain data.
+    details: Any = field(default=None, compare=False, repr=False, metadata={"plain": False})
 
 
 # --- helpers --------------------------------------------------------------------------------------------------
@@ -285,7 +320,7 @@ def _scrub(obj: Any, secrets: list[str]) -> Any:
         return obj
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
         return dataclasses.replace(obj, **{f.name: _scrub(getattr(obj, f.name), secrets)
-                                           for f in dataclasses.fields(obj)})
+                                           for f in dataclasses.fields(obj) if f.metadata.get("plain", True)})
     if isinstance(obj, list):
         return [_scrub(x, secrets) for x in obj]
     if isinstance(obj, dict):
@@ -319,6 +354,24 @@ def _edits(edits: Sequence[tuple[tuple[int, int, int, int], str]]) -> list[dict[
             for r, t in edits]
 
 
+def _latency_entry(e: Any, **roofline: Any) -> LatencyEntry:
+    """An engine latency entry as the API's; an estimate's roofline time is the model's fraction of its time."""
+    if "roofline_us" not in roofline and e.fraction_of_roofline is not None and e.us is not None:
+        roofline = {"roofline_us": e.fraction_of_roofline * e.us, "work_estimated": True,
+                    "work_note": "an estimate: the roofline model's time for the work counted under the interpreter"}
+    return LatencyEntry(e.kernel, list(e.shape), e.dtype, e.source, e.device, e.us, e.label, e.config, e.chosen,
+                        e.bound, roofline.pop("fraction_of_roofline", e.fraction_of_roofline), e.reference_us,
+                        e.speedup, e.suspicious, e.error, **roofline)
+
+
+def _with_roofline(measured: Sequence[Any], counted: list[dict] | str) -> list[LatencyEntry]:
+    """Measured entries with the roofline fraction of the work their kernel was counted to do at the same spec,
+    shape and dtype; each says how the work was counted, and whether that count is itself an estimate."""
+    from .engine.latency.roofline import measured_roofline
+
+    return [_latency_entry(e, **got) for e, got in zip(measured, measured_roofline(measured, counted))]
+
+
 def _worst_status(verdicts: Sequence[VerdictInfo]) -> str:
     statuses = [v.status for v in verdicts]
     return max(statuses, key=lambda s: _RANK_WORST.index(s) if s in _RANK_WORST else len(_RANK_WORST))
@@ -326,6 +379,24 @@ def _worst_status(verdicts: Sequence[VerdictInfo]) -> str:
 
 def _json_value(v: Any) -> Any:
     return v if isinstance(v, (int, float, bool, str, type(None))) else repr(v)
+
+
+def _compiled_configs(report: Any, stages: Sequence[str] = ()) -> list[CompiledConfig]:
+    """A compile report's configurations as plain data; `stages`: the IR texts to include."""
+    configs = []
+    for jr in report.jobs:
+        r, res = jr.result, jr.result.resources
+        err = r.error
+        configs.append(CompiledConfig(
+            report.kernel, report.target.name, jr.job.config_label,
+            {k: _json_value(v) for k, v in jr.job.constexprs}, jr.job.num_warps, jr.job.num_stages,
+            r.ok, jr.cached, round(r.seconds, 3), err.message if err else None,
+            err.line + 1 if err and err.line is not None else None,
+            err.col + 1 if err and err.col is not None else None,
+            res.registers, res.spill_bytes, res.shared_bytes, res.occupancy,
+            list(res.matrix_instructions), list(jr.job.notes),
+            {s: r.asm[s] for s in stages if s in r.asm}))
+    return configs
 
 
 # --- the workspace --------------------------------------------------------------------------------------------
@@ -351,6 +422,7 @@ class Workspace:
         self._lock = threading.Lock()
         self._compile_lock = threading.Lock()
         self._parse_caches: dict[str, Any] = {}  # path -> analyzers.source.ParseCache
+        self._analyzed: dict[str, tuple[str, Settings, AnalyzeResult]] = {}  # path -> (text, settings, result)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._service = None
 
@@ -436,9 +508,27 @@ class Workspace:
     def analyze(self, path: str | os.PathLike | None = None, source: str | None = None) -> AnalyzeResult:
         """Static findings of one file (codes, 1-based lines, fixes), with launch sites checked against the
         kernels of the same file. Runs no code."""
+        full, text = self._input(path, source)
+        with self._lock:
+            known = self._analyzed.get(full)
+        # The findings depend on the text and the settings only: an agent that analyzes an unchanged file again
+        # (it often does, between edits of other files) gets the same result without the rules running again.
+        if known is not None and known[0] == text and known[1] is self.settings:
+            result = known[2]
+        else:
+            result = self._analyze(full, text)
+            with self._lock:
+                self._analyzed.pop(full, None)
+                self._analyzed[full] = (text, self.settings, result)  # most recently used last
+                while len(self._analyzed) > 64:
+                    self._analyzed.pop(next(iter(self._analyzed)))
+        # Fresh lists: a caller that changes its result leaves the kept one as it was.
+        return _scrub(dataclasses.replace(result, kernels=list(result.kernels), findings=list(result.findings)),
+                      _secret_values())
+
+    def _analyze(self, full: str, text: str) -> AnalyzeResult:
         from .engine.index import WorkspaceIndex
 
-        full, text = self._input(path, source)
         index = WorkspaceIndex(self.settings)
         entry = index.store_analysis(full, self._analysis(full, text), None, True)
         analysis = entry.analysis
@@ -448,8 +538,7 @@ class Workspace:
                                   len(k.autotune_configs)) for k in analysis.kernels]
             kernels += [KernelInfo(k.name, k.name_span.start_line + 1, "nki", list(k.params)) for k in
                         analysis.nki_kernels]
-        findings = [_finding(p) for p in index.problems(full)]
-        return _scrub(AnalyzeResult(full, kernels, findings), _secret_values())
+        return AnalyzeResult(full, kernels, [_finding(p) for p in index.problems(full)])
 
     def _analysis(self, full: str, text: str):
         """The file's analysis, through a parse cache per path as the editor keeps per document: an agent re-reads
@@ -546,18 +635,7 @@ class Workspace:
             if report.plan_error:
                 not_compiled.append(f"{report.kernel} on {report.target.name}: {report.plan_error}")
             findings += [_finding(p) for p in compile_problems(report)]
-            for jr in report.jobs:
-                r, res = jr.result, jr.result.resources
-                err = r.error
-                configs.append(CompiledConfig(
-                    report.kernel, report.target.name, jr.job.config_label,
-                    {k: _json_value(v) for k, v in jr.job.constexprs}, jr.job.num_warps, jr.job.num_stages,
-                    r.ok, jr.cached, round(r.seconds, 3), err.message if err else None,
-                    err.line + 1 if err and err.line is not None else None,
-                    err.col + 1 if err and err.col is not None else None,
-                    res.registers, res.spill_bytes, res.shared_bytes, res.occupancy,
-                    list(res.matrix_instructions), list(jr.job.notes),
-                    {s: r.asm[s] for s in stages if s in r.asm}))
+            configs += _compiled_configs(report, stages)
         return _scrub(CompileResult(full, configs, findings, not_compiled), _secret_values())
 
     # --- check -------------------------------------------------------------------------------------------------
@@ -594,20 +672,27 @@ class Workspace:
         if gpu_present():
             report = measure_file(full, text, kernels, str(self.root), history=False)
             source = "measured"
+            entries = _with_roofline(report.entries, self._count_work(full, text, report.entries))
         else:
             report = estimate_file(full, text, list(targets) or ["H200"], kernels, str(self.root))
             source = "estimate"
-        entries = [LatencyEntry(e.kernel, list(e.shape), e.dtype, e.source, e.device, e.us, e.label, e.config,
-                                e.chosen, e.bound, e.fraction_of_roofline, e.reference_us, e.speedup, e.suspicious,
-                                e.error) for e in report.entries]
+            entries = [_latency_entry(e) for e in report.entries]
         return MeasureResult(full, source, entries, list(report.errors))
+
+    def _count_work(self, full: str, text: str, measured: Sequence[Any]) -> list[dict] | str:
+        """The work of each measured point, counted under the interpreter (the roofline fraction's numerator), or
+        why it could not be counted."""
+        from .engine.latency.roofline import count_measured_work
+
+        return count_measured_work(full, text, measured, str(self.root), timeout=self._timeout())
 
     def measure(self, path: str | os.PathLike | None = None, source: str | None = None, *,
                 kernel: str | None = None, targets: Sequence[str] = ("H200",)) -> MeasureResult:
         """Latency of each spec'd kernel at its spec's bench shapes: measured on this machine's GPU (with the
-        reference timed alike), or, without one, estimated by the roofline model for each of `targets` (device
-        names such as H100, or compile targets: sm_90 -> H200) from work counted under the interpreter, with
-        the fraction of the roofline. Runs the file's code: needs trust."""
+        reference timed alike, and the fraction of the roofline its counted work reaches: docs/api.md), or,
+        without one, estimated by the roofline model for each of `targets` (device names such as H100, or compile
+        targets: sm_90 -> H200) from work counted under the interpreter, with the model's fraction of the
+        roofline. Runs the file's code: needs trust."""
         self._require_run("timing")
         full, text = self._input(path, source)
         return _scrub(self._latency(full, text, kernel, targets), _secret_values())
@@ -615,21 +700,29 @@ class Workspace:
     # --- tune --------------------------------------------------------------------------------------------------
 
     def tune(self, path: str | os.PathLike | None = None, source: str | None = None, *, kernel: str,
-             target: str = "H200", budget: int = 48) -> TuneResult:
+             target: str = "H200", budget: int = 48, measure: bool | None = None, verify: bool = True,
+             cache: bool = True, progress: Callable[[str, float], None] | None = None,
+             cancel: threading.Event | None = None) -> TuneResult:
         """The tiling search for `kernel` on `target`: up to `budget` configurations ranked by the model on
-        counted work, the best ones timed where there is a GPU, the winner verified with the checker; the table,
-        the winner and the edit that would apply it (not applied). Runs the file's code: needs trust."""
+        counted work, the best ones timed where there is a GPU (`measure=False`: the model only), the winner
+        verified with the checker (unless `verify=False`); the table, the winner and the edit that would apply it
+        (not applied). An identical earlier search is answered from the workspace's cache unless `cache=False`.
+        `progress(message, fraction)` hears of each step; setting `cancel` stops the search and its processes.
+        Runs the file's code: needs trust."""
         from .engine.latency import search_tiling
 
         self._require_run("the tiling search")
         full, text = self._input(path, source)
         if not isinstance(budget, int) or budget < 1:
             raise ApiError("budget: a number of configurations, at least 1")
-        p = search_tiling(full, text, kernel, target, str(self.root), limit=budget, hardware=None)
+        p = search_tiling(full, text, kernel, target, str(self.root), limit=budget, hardware=None, measure=measure,
+                          verify=verify, cache=cache, progress=progress, cancel=cancel)
         table = [TuneRow(t.label, {k: _json_value(v) for k, v in t.overrides.items()}, t.estimated_us,
-                         t.measured_us, t.note) for t in p.tried]
+                         t.measured_us, t.note, t.source) for t in p.tried]
+        winner = {k: _json_value(v) for k, v in p.winner_overrides.items()} if p.winner_overrides else None
         return _scrub(TuneResult(p.kernel, p.device, p.source, p.current, p.winner, p.current_us, p.winner_us,
-                                 p.speedup, p.verified, p.verify_message, table, _edits(p.edits), list(p.errors)),
+                                 p.speedup, p.verified, p.verify_message, table, _edits(p.edits), list(p.errors),
+                                 winner, p.status, p.space_size, p.measured_fraction, list(p.frozen), p.cached),
                       _secret_values())
 
     # --- compare -----------------------------------------------------------------------------------------------
@@ -676,7 +769,7 @@ class Workspace:
         rows = []
         source = "measured" if gpu_present() else "estimate"  # what _latency does for every candidate
         for (name, _, _), (checked, timed) in zip(named, evaluated):
-            reason, us, label, lat_source = None, None, None, None
+            reason, us, label, lat_source, fraction = None, None, None, None, None
             if not checked.ok:
                 bad = next((v for v in checked.verdicts if not v.ok), None)
                 reason = (f"{bad.status}: {bad.message}" if bad else "; ".join(checked.errors))
@@ -695,31 +788,101 @@ class Workspace:
                     us = sum(e.us for e in chosen)
                     lat_source = timed.source
                     label = "; ".join(e.label for e in chosen)
-            rows.append((name, checked, reason, us, lat_source, label))
+                    if all(e.roofline_us is not None for e in chosen):
+                        fraction = sum(e.roofline_us for e in chosen) / us
+            rows.append((name, checked, reason, us, lat_source, label, fraction))
         passing = sorted((r for r in rows if r[3] is not None), key=lambda r: r[3])
         failing = [r for r in rows if r[3] is None]
         base_us = next((r[3] for r in rows if r[0] == base), None)
         ranking = []
-        for rank, (name, checked, reason, us, lat_source, label) in enumerate(passing + failing, start=1):
+        for rank, (name, checked, reason, us, lat_source, label, fraction) in enumerate(passing + failing, start=1):
             status = _worst_status(checked.verdicts) if checked.verdicts else "error"
             speedup = base_us / us if base_us and us else None
             ranking.append(CandidateResult(name, rank, us is not None, status, reason, us, lat_source, label,
-                                           speedup, checked.verdicts))
+                                           speedup, checked.verdicts, fraction))
         return _scrub(CompareResult(kernel, base, source, ranking), _secret_values())
+
+    # --- many files at once ------------------------------------------------------------------------------------
+
+    def check_files(self, paths: Sequence[str | os.PathLike], *, targets: Sequence[str] = (),
+                    run_checks: bool = False, latency: bool = False, confined: bool = True,
+                    progress: Callable[[str, int, int], None] | None = None) -> BatchResult:
+        """Files and folders at once, as `kernel-lsp check` and `kernel-lsp report` do: every Triton, NKI and CUDA
+        source under `paths` analysed, with launch sites checked across files; with `targets`, every kernel compiled
+        for them; with `run_checks`, every spec checked (runs the files' code: needs trust); with `latency` as well,
+        every kernel that passed timed at its bench shapes (measured on a GPU, with the roofline fraction of its
+        counted work, else estimated). `confined=False` lets paths lie outside the workspace (the command line
+        names its own files); the workspace's root still holds the caches. `progress(what, done, total)` hears of
+        "analysing", "compiling", "checking" and "timing"."""
+        from analyzers.targets import UnknownTargetError, parse_target
+
+        from .engine.batch import check_paths
+        from .engine.files import read_source
+
+        if isinstance(paths, (str, os.PathLike)):
+            paths = [paths]
+        if run_checks:
+            self._require_run("checking specs")
+        given: dict[str, str] = {}  # the path checked -> the path as given
+        for p in paths:
+            if confined:
+                self._path(p)
+            full = str(p) if os.path.isabs(p) else os.path.join(self.root, p)
+            given[full] = str(p)
+        names = []
+        for t in [targets] if isinstance(targets, str) else targets:
+            try:
+                name = parse_target(str(t)).name
+            except UnknownTargetError as exc:
+                raise ApiError(f"targets: {exc}") from None
+            if name not in names:
+                names.append(name)
+        record = check_paths(list(given), self.settings, names, root=self.root, run_specs=run_checks,
+                             latency=run_checks and latency, progress=progress)
+        record.missing = [given.get(m, m) for m in record.missing]
+        files = []
+        for path, problems in record.problems.items():
+            entry = record.index.files.get(path)
+            analysis = entry.analysis if entry is not None else None
+            kernels = [] if analysis is None else (
+                [KernelInfo(k.name, k.name_span.start_line + 1, "triton", [q.name for q in k.params],
+                            len(k.autotune_configs)) for k in analysis.kernels]
+                + [KernelInfo(k.name, k.name_span.start_line + 1, "nki", list(k.params))
+                   for k in analysis.nki_kernels])
+            files.append(AnalyzeResult(path, kernels, [_finding(p) for p in problems]))
+        by_file: dict[str, list[VerdictInfo]] = {}
+        for path, v in record.verdicts:
+            by_file.setdefault(path, []).append(_verdict(v))
+        checks = [CheckResult(path, all(v.ok for v in vs), vs, []) for path, vs in by_file.items()]
+        timed = []
+        for report in record.latency:
+            if any(e.source == "measured" for e in report.entries):
+                text = read_source(report.path, self.settings.max_file_bytes).text or ""
+                entries = _with_roofline(report.entries, self._count_work(report.path, text, report.entries))
+                source = "measured"
+            else:
+                entries, source = [_latency_entry(e) for e in report.entries], "estimate"
+            timed.append(MeasureResult(report.path, source, entries, list(report.errors)))
+        worst = record.worst()
+        plain = BatchResult(files, list(record.missing), [c for r in record.compiled for c in _compiled_configs(r)],
+                            checks, timed, record.latency_source, list(record.messages),
+                            _SEVERITY.get(worst) if worst is not None else None)
+        return dataclasses.replace(_scrub(plain, _secret_values()), details=record)
 
     # --- propose_edit ------------------------------------------------------------------------------------------
 
-    def propose_edit(self, path: str | os.PathLike, new_source: str) -> ProposalResult:
-        """Write `new_source` for `path` as a proposal: a unified diff under `<root>/.kernel-lsp/proposals/`,
-        verified first (static analysis; and the checker when the folder's code may run). The file at `path` is
-        never written."""
-        from .engine.files import ensure_private_dir
+    def propose_edit(self, path: str | os.PathLike, new_source: str, *, proposer: str = "kernel_lsp.api"
+                     ) -> ProposalResult:
+        """Write `new_source` for `path` as a proposal under `<root>/.kernel-lsp/proposals/`: a unified diff for a
+        person to read, and beside it what the editor needs to offer it ("Review proposal from <proposer>"),
+        accept or reject it (engine/proposals.py). Verified first (static analysis; and the checker when the
+        folder's code may run). The file at `path` is never written."""
+        from .engine import proposals
 
         full, old = self._input(path, None)
         new = self._text(new_source, "new_source")
         rel = os.path.relpath(full, self.root)
-        diff = "".join(difflib.unified_diff(old.splitlines(keepends=True), new.splitlines(keepends=True),
-                                            f"a/{rel}", f"b/{rel}"))
+        diff = proposals.unified_diff(old, new, rel)
         if not diff:
             raise ApiError(f"new_source is the same as {rel}: nothing to propose")
         notes: list[str] = []
@@ -733,13 +896,21 @@ class Workspace:
         else:
             notes.append(f"checks not run: {self.root} is not trusted (kernel-lsp trust), so the proposal is "
                          "verified by static analysis only")
-        verified = checked_ok and not any(f.severity == "error" for f in findings)
-        folder = ensure_private_dir(self.root) / "proposals"
-        folder.mkdir(exist_ok=True)
-        stamp = time.strftime("%Y%m%d-%H%M%S")
-        target = folder / f"{Path(rel).name}.{stamp}-{os.getpid()}-{time.monotonic_ns() % 10**6}.diff"
-        header = f"# Proposed change to {rel}: {'verified' if verified else 'NOT verified'}\n"
+        errors = [f for f in findings if f.severity == "error"]
+        verified = checked_ok and not errors
+        if verified:
+            verdict = f"verified: {len(verdicts)} spec{'s' if len(verdicts) != 1 else ''} correct"
+        else:
+            bad = next((v for v in verdicts if not v.ok), None)
+            verdict = ("NOT verified: " + (f"{bad.kernel} {bad.status}" if bad else
+                                           f"{errors[0].code} at line {errors[0].line}" if errors else
+                                           "checks not run" if not self.may_run else
+                                           (notes[0] if notes else "no spec checked")))
+        header = f"# Proposed change to {rel} by {proposer}: {'verified' if verified else 'NOT verified'}\n"
         header += "".join(f"# {' '.join(n.split())}\n" for n in notes)
         header += "".join(f"# {v.kernel}/{v.spec}: {v.status}: {' '.join(v.message.split())}\n" for v in verdicts)
-        target.write_text(header + diff, encoding="utf-8")
-        return _scrub(ProposalResult(full, str(target), diff, verified, verdicts, findings, notes), _secret_values())
+        secrets = _secret_values()
+        written = proposals.write(self.root, full, old, new, proposer=_scrub(str(proposer), secrets),
+                                  verified=verified, verdict=_scrub(" ".join(verdict.split()), secrets),
+                                  header=_scrub(header, secrets))
+        return _scrub(ProposalResult(full, written.diff_path, diff, verified, verdicts, findings, notes), secrets)

@@ -277,14 +277,10 @@ def _check(args: argparse.Namespace) -> int:
 
 
 def _check_once(args: argparse.Namespace, settings: Settings, targets: list[str]) -> int:
-    from analyzers.model import Severity
-
-    from .engine.batch import check_paths
     from .report import json_report, sarif_report, text_report
 
     with _Progress(_show_progress(args)) as progress:
-        result = check_paths(args.paths, settings, targets, run_specs=args.run_checks, latency=args.run_checks,
-                             progress=progress)
+        result = _check_files(args, settings, targets, args.run_checks, progress)
     for line in result.messages:  # where the jobs ran, when not where asked (a Ray cluster lost, ...)
         print(f"kernel-lsp: {line}", file=sys.stderr)
     if args.format == "json":
@@ -303,9 +299,20 @@ def _check_once(args: argparse.Namespace, settings: Settings, targets: list[str]
     if result.missing:
         return EXIT_USAGE
     fail_on = "never" if args.exit_zero else args.fail_on
-    worst = result.worst()
-    threshold = {"error": Severity.ERROR, "warning": Severity.WARNING, "info": Severity.INFO}.get(fail_on)
+    order = ["error", "warning", "information", "hint"]
+    threshold = {"error": 0, "warning": 1, "info": 2}.get(fail_on)
+    worst = order.index(result.worst) if result.worst in order else None
     return EXIT_PROBLEMS if threshold is not None and worst is not None and worst <= threshold else EXIT_OK
+
+
+def _check_files(args: argparse.Namespace, settings: Settings, targets: list[str], run_checks: bool, progress):
+    """`check` and `report` are the Python API's batch operation over the current folder; running the command
+    with the checks asked for is the consent to run the files' code."""
+    from .api import Workspace
+
+    with Workspace(os.getcwd(), settings=settings, allow_run=True) as workspace:
+        return workspace.check_files(args.paths, targets=targets, run_checks=run_checks, latency=run_checks,
+                                     confined=False, progress=progress)
 
 
 def _watch(args: argparse.Namespace, settings: Settings, targets: list[str]) -> int:
@@ -359,7 +366,6 @@ def _report(args: argparse.Namespace) -> int:
     if isinstance(prepared, int):
         return prepared
     settings, targets = prepared
-    from .engine.batch import check_paths
     from .engine.compile import triton_installed
     from .html_report import html_page
 
@@ -374,8 +380,7 @@ def _report(args: argparse.Namespace) -> int:
     elif not run_checks:
         not_run.append("no spec was checked and no kernel timed (--no-checks)")
     with _Progress(_show_progress(args)) as progress:
-        result = check_paths(args.paths, settings, targets, run_specs=run_checks, latency=run_checks,
-                             progress=progress)
+        result = _check_files(args, settings, targets, run_checks, progress)
     for path in result.missing:
         print(f"kernel-lsp: {path}: no such file or directory", file=sys.stderr)
     page = html_page(result, not_run=not_run, checks_ran=run_checks)

@@ -35,6 +35,9 @@ REFINE = "kernel-lsp.refine"
 CANCEL_ASSISTANT = "kernel-lsp.cancelAssistant"
 PROFILE_LINES = "kernel-lsp.profileLines"
 TRUST = "kernel-lsp.trust"
+REVIEW_PROPOSAL = "kernel-lsp.reviewProposal"
+ACCEPT_PROPOSAL = "kernel-lsp.acceptProposal"
+REJECT_PROPOSAL = "kernel-lsp.rejectProposal"
 
 COMMANDS: tuple[ServerCommand, ...] = (
     ServerCommand(STATUS, "Show status", "What the server is doing: indexed files, queued work, compile and "
@@ -71,6 +74,13 @@ COMMANDS: tuple[ServerCommand, ...] = (
                   "warp-stall samples per line as hints and hovers, ncu's advice as KP001 diagnostics.", "position"),
     ServerCommand(CANCEL_ASSISTANT, "Cancel the assistant", "Stop every assistant action in progress (its model "
                   "calls and checks); nothing is proposed."),
+    ServerCommand(REVIEW_PROPOSAL, "Review an agent's proposal", "Show the diff of the newest proposal an agent "
+                  "wrote for this file (`propose_edit` through the API or `kernel-lsp mcp`), then accept or reject "
+                  "it; {uri, proposal} names one.", "uri"),
+    ServerCommand(ACCEPT_PROPOSAL, "Accept an agent's proposal", "Apply the newest proposal an agent wrote for this "
+                  "file as one edit and remove it; refused when the file changed since it was made.", "uri"),
+    ServerCommand(REJECT_PROPOSAL, "Reject an agent's proposal", "Remove the newest proposal an agent wrote for this "
+                  "file without applying it.", "uri"),
 )
 
 BY_NAME = {c.name: c for c in COMMANDS}

@@ -17,6 +17,7 @@ from analyzers.hardware import Hardware, get_device
 from analyzers.model import Severity
 
 from . import __version__
+from .api import BatchResult
 from .engine.batch import CheckResult
 
 _STYLE = """
@@ -92,10 +93,12 @@ class _Kernel:
         self.verdicts: list = []
         self.compiled: list = []
         self.latency: list = []
+        self.plain: dict[int, Any] = {}  # id of a latency entry -> the API's entry (a measurement's roofline)
         self.problems: list = []
 
 
-def _kernels(result: CheckResult) -> list[_Kernel]:
+def _kernels(batch: BatchResult) -> list[_Kernel]:
+    result: CheckResult = batch.details
     out: dict[tuple[str, str], _Kernel] = {}
     for path in sorted(result.index.files):
         analysis = result.index.files[path].analysis
@@ -111,10 +114,11 @@ def _kernels(result: CheckResult) -> list[_Kernel]:
     for report in result.compiled:
         if (report.path, report.kernel) in out:
             out[(report.path, report.kernel)].compiled.append(report)
-    for report in result.latency:
-        for e in report.entries:
+    for report, plain in zip(result.latency, batch.latency):
+        for e, p in zip(report.entries, plain.entries):
             if (report.path, e.kernel) in out:
                 out[(report.path, e.kernel)].latency.append(e)
+                out[(report.path, e.kernel)].plain[id(e)] = p
     for path, problems in result.problems.items():
         for p in problems:
             if p.kernel and (path, p.kernel) in out:
@@ -169,7 +173,12 @@ def _latency_html(k: _Kernel) -> str:
             rows.append([_e(tuple(e.shape)), _e(e.dtype), _e(e.device or "-"), "", _e(e.error or e.label), "", "", ""])
             continue
         what = "measured" if e.source == "measured" else "estimated"
-        roof = f"{e.fraction_of_roofline:.0%}" if e.fraction_of_roofline is not None else "-"
+        fraction = e.fraction_of_roofline
+        if e.source == "measured" and (p := k.plain.get(id(e))) is not None:
+            fraction = p.fraction_of_roofline
+            if fraction is not None and p.work_estimated:
+                what += "; work count estimated"
+        roof = f"{fraction:.0%}" if fraction is not None else "-"
         rows.append([_e(tuple(e.shape)), _e(e.dtype), _e(e.device), _e(e.config or "-"),
                      f"{_e(_us(e.us))} <span class='note'>({what})</span>", _e(e.bound or "-"), _e(roof),
                      _e(f"{e.speedup:.2f}x" if e.speedup else "-")])
@@ -252,10 +261,12 @@ def _roofline_figures(kernels: list[_Kernel]) -> tuple[list[tuple[str, Any]], li
     return figures, unplaced
 
 
-def html_page(result: CheckResult, not_run: Iterable[str] = (), checks_ran: bool = True) -> str:
-    """The whole page as a string (plotly's script inline when there is a chart). `not_run`: what was not done and
-    why, listed at the top; `checks_ran`: whether the specs were run (else no kernel is said to lack one)."""
-    kernels = _kernels(result)
+def html_page(batch: BatchResult, not_run: Iterable[str] = (), checks_ran: bool = True) -> str:
+    """The whole page as a string (plotly's script inline when there is a chart), from the API's `BatchResult`.
+    `not_run`: what was not done and why, listed at the top; `checks_ran`: whether the specs were run (else no
+    kernel is said to lack one)."""
+    result: CheckResult = batch.details
+    kernels = _kernels(batch)
     stats = result.index.stats()
     counts = {s: result.count(s) for s in (Severity.ERROR, Severity.WARNING, Severity.INFO)}
     when = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")

@@ -19,7 +19,7 @@ from dataclasses import asdict
 from typing import Any
 
 import anyio
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError, ToolError
 from mcp_types import ToolAnnotations
 from pydantic import BaseModel, Field
@@ -114,9 +114,11 @@ def build_server(workspace: Workspace, *, max_parallel: int = 2) -> MCPServer:
     @server.tool(annotations=code_running)
     async def measure(source: str | None = None, path: str | None = None, kernel: str | None = None,
                       targets: list[str] = ["H200"]) -> MeasureResult:  # noqa: B006
-        """Latency of each @spec'd kernel at its bench shapes: measured on this machine's GPU (with the reference
-        and the speedup), or without a GPU the roofline estimate for `targets` (labelled as an estimate, with the
-        bound and the fraction of the roofline). Runs the file's code (needs a trusted folder)."""
+        """Latency of each @spec'd kernel at its bench shapes: measured on this machine's GPU (with the reference,
+        the speedup, and the achieved FLOP/s and bytes/s against the GPU's roofs for the work counted under the
+        interpreter: `fraction_of_roofline`, with `work_estimated` where that count is itself an estimate), or
+        without a GPU the roofline estimate for `targets` (labelled as an estimate, with the bound and the
+        model's fraction of the roofline). Runs the file's code (needs a trusted folder)."""
         result = await call(workspace.measure, path, source, kernel=kernel, targets=targets)
         remember("measure", {e.kernel for e in result.entries}, result)
         return result
@@ -141,11 +143,11 @@ def build_server(workspace: Workspace, *, max_parallel: int = 2) -> MCPServer:
                           target=target)
 
     @server.tool(annotations=ToolAnnotations(readOnlyHint=False, destructiveHint=False, openWorldHint=False))
-    async def propose_edit(path: str, new_source: str) -> ProposalResult:
+    async def propose_edit(path: str, new_source: str, ctx: Context) -> ProposalResult:
         """Propose `new_source` as the new text of `path`: verified (static analysis, and the checker when the
-        folder's code may run), then written as a unified diff under .kernel-lsp/proposals/ for a person to review
-        and apply. The file itself is never changed."""
-        return await call(workspace.propose_edit, path, new_source)
+        folder's code may run), then written under .kernel-lsp/proposals/ (a unified diff, and what the editor
+        needs to offer it) for a person to review and accept in the editor. The file itself is never changed."""
+        return await call(workspace.propose_edit, path, new_source, proposer=_client_name(ctx))
 
     # --- resources ---------------------------------------------------------------------------------------------
 
@@ -208,6 +210,17 @@ def build_server(workspace: Workspace, *, max_parallel: int = 2) -> MCPServer:
             "run only where the Neuron tools are installed).")
 
     return server
+
+
+def _client_name(ctx: Context) -> str:
+    """The name the agent's MCP client gave itself at initialization ("claude-code", ...), for the editor to say
+    whose proposal it offers."""
+    try:
+        info = ctx.session.client_params.client_info
+        name = " ".join(str(info.name).split())[:60]
+    except AttributeError:
+        return "an MCP client"
+    return name or "an MCP client"
 
 
 def run(root: str, *, http: tuple[str, int] | None = None, allow_run: bool = False, max_parallel: int = 2,

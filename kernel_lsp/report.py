@@ -1,4 +1,6 @@
-"""`kernel-lsp check` output: human text, JSON, and SARIF 2.1.0 for code-scanning services.
+"""`kernel-lsp check` output: human text, JSON, and SARIF 2.1.0 for code-scanning services, from the API's
+`BatchResult` (`Workspace.check_files`): its plain latency entries give a measurement's roofline fraction, its
+`details` the rest of the run.
 
 The JSON follows kernel_lsp/schema/check-report.schema.json: keys in camelCase, lines and columns 1-based
 everywhere (the engine's are 0-based), durations in seconds, latencies in microseconds (`us`)."""
@@ -14,6 +16,7 @@ from analyzers.model import Problem, Severity
 from analyzers.rules import RULES
 
 from . import __version__
+from .api import BatchResult
 from .engine.batch import CheckResult
 
 # The `$schema` of every JSON report and the `$id` of kernel_lsp/schema/check-report.schema.json.
@@ -31,7 +34,8 @@ def _display(path: str) -> str:
     return path if rel.startswith("..") else rel
 
 
-def text_report(result: CheckResult, color: bool = False) -> str:
+def text_report(batch: BatchResult, color: bool = False) -> str:
+    result: CheckResult = batch.details
     lines = []
     paint = (lambda code, s: f"\033[{code}m{s}\033[0m") if color else (lambda code, s: s)
     colors = {Severity.ERROR: "31", Severity.WARNING: "33", Severity.INFO: "36", Severity.HINT: "2"}
@@ -52,7 +56,7 @@ def text_report(result: CheckResult, color: bool = False) -> str:
     lines += [f"{_display(k.path)}:{k.line + 1} {k.name} {k.target} {k.registers} regs, {k.spill_bytes or 0} B spill, "
               f"{k.shared_bytes} B smem (nvcc)" for k in result.cuda]
     lines += [f"{_display(path)}:{v.kernel_line + 1} {v.kernel}: {v.message}" for path, v in result.verdicts]
-    lines += latency_lines(result)
+    lines += latency_lines(batch)
     stats = result.index.stats()
     total = sum(len(ps) for ps in result.problems.values())
     counts = ", ".join(_n(result.count(s), _LEVEL[s]) for s in (Severity.ERROR, Severity.WARNING, Severity.INFO)
@@ -93,13 +97,16 @@ def _kernel_lines(result: CheckResult) -> dict[tuple[str, str], int]:
     return out
 
 
-def latency_lines(result: CheckResult) -> list[str]:
+def latency_lines(batch: BatchResult) -> list[str]:
     """`examples/vector_add.py:16 add_kernel (98432,) float32 H200: ≈3.1 µs H200 est. [BLOCK_SIZE=1024] memory-bound,
-    83% of roofline`: one line per kernel, shape and device (estimates: the configuration an autotuner picks)."""
+    83% of roofline`: one line per kernel, shape and device (estimates: the configuration an autotuner picks); a
+    measurement says how close its counted work came to the device's roofs (`46.0 µs on NVIDIA H200 91% of roofline
+    (work count estimated)`)."""
+    result: CheckResult = batch.details
     where = _kernel_lines(result)
     lines = []
-    for report in result.latency:
-        for e in report.entries:
+    for report, plain in zip(result.latency, batch.latency):
+        for e, p in zip(report.entries, plain.entries):
             if e.source == "estimate" and not e.chosen and e.error is None:
                 continue
             line = where.get((report.path, e.kernel))
@@ -113,6 +120,9 @@ def latency_lines(result: CheckResult) -> list[str]:
             extra = []
             if e.bound and e.fraction_of_roofline is not None:
                 extra.append(f"{e.bound}-bound, {e.fraction_of_roofline:.0%} of roofline")
+            elif e.source == "measured" and p.fraction_of_roofline is not None:
+                extra.append(f"{p.fraction_of_roofline:.0%} of roofline"
+                             + (" (work count estimated)" if p.work_estimated else ""))
             elif e.bound:
                 extra.append(f"{e.bound}-bound")
             if e.speedup:
@@ -215,20 +225,29 @@ def _verdict_json(path: str, v) -> dict[str, Any]:
             "seconds": round(v.duration_s, 3), "notes": list(v.notes), "cases": [_case_json(c) for c in v.cases]}
 
 
-def _latency_json(path: str, e, kernel_line: int | None) -> dict[str, Any]:
+def _latency_json(path: str, e, kernel_line: int | None, plain) -> dict[str, Any]:
+    """An engine latency entry and the API's (`plain`: a measurement's roofline fraction and how its work was
+    counted, in `fractionOfRoofline` and `notes`)."""
     est, work, timing = e.estimate or {}, e.work or {}, e.timing or {}
+    notes = list(est.get("notes") or ())
+    fraction = e.fraction_of_roofline
+    if e.source == "measured":
+        fraction = plain.fraction_of_roofline
+        if plain.work_note:
+            notes.append(plain.work_note)
     flops = sum((work.get("tensor_flops") or {}).values()) + float(work.get("vector_flops") or 0.0) if work else None
     return {"path": path, "kernel": e.kernel, "line": _line(kernel_line), "spec": e.spec, "shape": list(e.shape),
             "dtype": e.dtype, "source": e.source, "device": e.device, "us": e.us, "label": e.label,
-            "config": e.config, "chosen": e.chosen, "bound": e.bound, "fractionOfRoofline": e.fraction_of_roofline,
+            "config": e.config, "chosen": e.chosen, "bound": e.bound, "fractionOfRoofline": fraction,
             "dramBytes": est.get("dram_bytes"), "flops": flops,
             "iqrUs": timing.get("iqr_us"), "referenceUs": e.reference_us, "speedup": e.speedup,
             "suspicious": e.suspicious, "changeVsPrevious": e.change_vs_previous, "error": e.error,
-            "notes": list(est.get("notes") or ())}
+            "notes": notes}
 
 
-def json_document(result: CheckResult) -> dict[str, Any]:
+def json_document(batch: BatchResult) -> dict[str, Any]:
     """The report as one JSON-ready dict (kernel_lsp/schema/check-report.schema.json)."""
+    result: CheckResult = batch.details
     doc = {
         "$schema": SCHEMA_ID,
         "version": __version__,
@@ -258,8 +277,8 @@ def json_document(result: CheckResult) -> dict[str, Any]:
         doc["checks"] = [_verdict_json(path, v) for path, v in result.verdicts]
     if result.latency:
         where = _kernel_lines(result)
-        doc["latency"] = [_latency_json(r.path, e, where.get((r.path, e.kernel))) for r in result.latency
-                          for e in r.entries]
+        doc["latency"] = [_latency_json(r.path, e, where.get((r.path, e.kernel)), p)
+                          for r, plain in zip(result.latency, batch.latency) for e, p in zip(r.entries, plain.entries)]
         doc["latencySource"] = result.latency_source
         doc["latencyErrors"] = [{"path": r.path, "message": m} for r in result.latency for m in r.errors]
     return doc
@@ -276,8 +295,8 @@ def _finite(value: Any) -> Any:
     return value
 
 
-def json_report(result: CheckResult) -> str:
-    return json.dumps(_finite(json_document(result)), indent=2, allow_nan=False) + "\n"
+def json_report(batch: BatchResult) -> str:
+    return json.dumps(_finite(json_document(batch)), indent=2, allow_nan=False) + "\n"
 
 
 def _region(p_span) -> dict[str, int]:
@@ -285,7 +304,8 @@ def _region(p_span) -> dict[str, int]:
             "endLine": p_span.end_line + 1, "endColumn": p_span.end_col + 1}
 
 
-def sarif_report(result: CheckResult) -> str:
+def sarif_report(batch: BatchResult) -> str:
+    result: CheckResult = batch.details
     used = sorted({p.code for ps in result.problems.values() for p in ps})
     rule_index = {code: i for i, code in enumerate(used)}
     rules = []

@@ -1,4 +1,5 @@
-"""`kernel-lsp tune FILE::KERNEL`: the tiling search of "Optimize tiling" from the command line.
+"""`kernel-lsp tune FILE::KERNEL`: the tiling search of "Optimize tiling" from the command line, through the Python
+API (`kernel_lsp.api.Workspace.tune`, the same operation `kernel-lsp mcp` serves).
 
 Prints the table of configurations (estimated, and measured where this machine has a GPU) and the winner; with
 `--format json`, `{"winner": {each tunable by name}, "measured": true|false, "table": [...], ...}` for scripts.
@@ -11,6 +12,10 @@ import argparse
 import json
 import os
 import sys
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .api import TuneResult
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
@@ -41,19 +46,19 @@ def _root(path: str) -> str:
     return here if (file_dir + os.sep).startswith(here + os.sep) else file_dir
 
 
-def to_json(found) -> dict:
-    current = next((t.overrides for t in found.tried if t.label == found.current), None)
+def to_json(found: TuneResult) -> dict:
+    current = next((t.overrides for t in found.table if t.config == found.current), None)
     return {
         "kernel": found.kernel, "device": found.device,
         "winner": dict(found.winner_overrides) if found.winner_overrides else None,
-        "measured": found.measured, "status": found.status,
+        "measured": found.source == "measured", "status": found.status,
         "current": dict(current) if current else None,
         "winner_us": found.winner_us, "current_us": found.current_us, "speedup": found.speedup,
         "verified": found.verified, "verify_message": found.verify_message,
         "space_size": found.space_size, "measured_fraction": found.measured_fraction,
         "frozen": list(found.frozen), "cached": found.cached, "errors": list(found.errors),
-        "table": [{"config": dict(t.overrides), "label": t.label, "estimated_us": t.estimated_us,
-                   "measured_us": t.measured_us, "source": t.source, "note": t.note} for t in found.tried],
+        "table": [{"config": dict(t.overrides), "label": t.config, "estimated_us": t.estimated_us,
+                   "measured_us": t.measured_us, "source": t.source, "note": t.note} for t in found.table],
     }
 
 
@@ -61,9 +66,9 @@ def _us(value: float | None) -> str:
     return f"{value:.1f} µs" if value else "-"
 
 
-def text(found) -> str:
+def text(found: TuneResult) -> str:
     rows = [("configuration", "estimated", "measured", "note")]
-    rows += [(t.label, _us(t.estimated_us), _us(t.measured_us), t.note or "") for t in found.tried]
+    rows += [(t.config, _us(t.estimated_us), _us(t.measured_us), t.note or "") for t in found.table]
     widths = [max(len(r[i]) for r in rows) for i in range(3)]
     lines = [f"{r[0]:<{widths[0]}}  {r[1]:>{widths[1]}}  {r[2]:>{widths[2]}}  {r[3]}".rstrip() for r in rows]
     lines.append("")
@@ -92,15 +97,21 @@ def run(args: argparse.Namespace) -> int:
     except (OSError, UnicodeDecodeError) as exc:
         print(f"kernel-lsp tune: cannot read {path}: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    from .engine.latency import search_tiling
+    from .api import ApiError, Workspace
 
     def progress(message: str, fraction: float) -> None:
         if not args.quiet:
             print(f"[{fraction:4.0%}] {message}", file=sys.stderr, flush=True)
 
-    found = search_tiling(os.path.abspath(path), source, kernel, args.device, _root(path),
-                          measure=False if args.estimate_only else None, verify=not args.no_verify,
-                          progress=progress, cache=not args.no_cache)
+    # Running this command is the consent to run the file's launcher and spec, as `check --run-checks` is.
+    try:
+        with Workspace(_root(path), allow_run=True) as workspace:
+            found = workspace.tune(os.path.abspath(path), source, kernel=kernel, target=args.device,
+                                   measure=False if args.estimate_only else None, verify=not args.no_verify,
+                                   cache=not args.no_cache, progress=progress)
+    except ApiError as exc:
+        print(f"kernel-lsp tune: {exc}", file=sys.stderr)
+        return EXIT_USAGE
     if args.format == "json":
         print(json.dumps(to_json(found), indent=2, default=repr))
     else:

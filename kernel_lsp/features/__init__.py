@@ -16,6 +16,7 @@ from . import (
     lifecycle,
     navigation,
     profile,
+    proposals,
     rename,
     resources,
     semantic_tokens,
@@ -28,7 +29,7 @@ if TYPE_CHECKING:
     from ..server import KernelLanguageServer
 
 FEATURES = (lifecycle, documents, diagnostics, code_actions, symbols, resources, commands, ir, verification, latency,
-            assistant, profile, completion, signature_help, navigation, rename, semantic_tokens)
+            assistant, profile, proposals, completion, signature_help, navigation, rename, semantic_tokens)
 
 
 def register_all(server: "KernelLanguageServer") -> None:

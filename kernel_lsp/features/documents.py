@@ -9,6 +9,7 @@ from pygls.uris import to_fs_path
 
 from ..engine.files import is_cuda
 from . import cuda
+from . import proposals
 from .diagnostics import push_diagnostics
 
 if TYPE_CHECKING:
@@ -34,6 +35,7 @@ def register(server: "KernelLanguageServer") -> None:
         if path is not None and not is_cuda(path):
             ls.state.opening.add(path)  # its first analysis compiles it at once: opening is not typing
         analyze(ls, params.text_document.uri)
+        proposals.notice(ls, path)  # an agent's proposal waiting for this file
 
     @server.feature(types.TEXT_DOCUMENT_DID_CHANGE)
     def did_change(ls: "KernelLanguageServer", params: types.DidChangeTextDocumentParams) -> None:

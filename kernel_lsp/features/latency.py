@@ -47,6 +47,8 @@ def _figure(e) -> str:
     text = e.label
     if e.fraction_of_roofline is not None and e.bound in ("memory", "compute"):
         text += f" · {e.fraction_of_roofline:.0%} of {'HBM' if e.bound == 'memory' else 'compute'} roofline"
+    elif e.source == "measured" and e.fraction_of_roofline is not None:
+        text += f" · {e.fraction_of_roofline:.0%} of roofline" + (" (work est.)" if e.work_estimated else "")
     if e.change_vs_previous is not None:
         text += f" · {e.change_vs_previous:+.0%} vs previous"
     if e.suspicious:
@@ -77,7 +79,11 @@ async def run_latency(ls: "KernelLanguageServer", path: str, text: str, kernels:
     async with background_job(ls, title, running=ls.state.timing, key=path,
                               current=lambda: ls.current_text(path) == text) as job:
         if gpu:
+            from ..engine.latency.roofline import add_measured_roofline
+
             report = await job.run(measure_file, path, text, list(kernels), root, cancel=job.cancel)
+            if not job.cancelled:  # how close each measurement came to the roofs, from the work counted
+                report = await job.run(add_measured_roofline, report, text, root, cancel=job.cancel)
         else:
             table, _ = parse_hardware_overrides(settings.hardware or None)
             # registers and shared memory of the file's compiled configurations, for the estimate's occupancy
@@ -137,9 +143,14 @@ def hover_section(ls: "KernelLanguageServer", path: str, kernel: str) -> str | N
         spread = f" ±{e.timing['iqr_us'] / 2:.1f}" if e.timing and e.timing.get("iqr_us") else ""
         ref = f"{e.speedup:.2f}x" if e.speedup else "-"
         roof = f"{e.fraction_of_roofline:.0%}" if e.fraction_of_roofline is not None else "-"
+        if e.source == "measured" and e.work_estimated and e.fraction_of_roofline is not None:
+            roof += " (work est.)"
         change = f"{e.change_vs_previous:+.0%}" if e.change_vs_previous is not None else "-"
         lines.append(f"| {tuple(e.shape)} | {e.dtype} | {e.device} | {e.config or '-'}{pick} | {e.label}{spread} | "
                      f"{e.bound or '-'} | {roof} | {ref} | {change} |")
+    notes = dict.fromkeys(e.work_note for e in entries if e.source == "measured" and e.work_note)
+    if notes:  # how each measurement's work was counted, or why it has no roofline fraction
+        lines += ["", *(f"Roofline: {note}." for note in notes)]
     flagged = [e for e in entries if e.suspicious]
     if flagged:
         lines += ["", f"⚠ {flagged[0].suspicious}: a result faster than the hardware allows usually means the kernel "

@@ -46,6 +46,7 @@ async def test_scripted_session_baseline_worse_wrong_better_is_ranked_right(work
     for name in ("better", "baseline", "worse"):
         assert ranking[name]["passed"] and ranking[name]["status"] == "correct"
         assert ranking[name]["latency_us"] > 0
+        assert 0 < ranking[name]["fraction_of_roofline"] <= 1  # how close each came to the roofline
     # No GPU here: the latencies are the model's and say so; on a GPU they are measured.
     assert result["source"] in ("estimate", "measured")
     assert all(ranking[n]["latency_source"] == result["source"] for n in ("better", "baseline", "worse"))
@@ -55,6 +56,7 @@ async def test_scripted_session_baseline_worse_wrong_better_is_ranked_right(work
     assert ranking["better"]["speedup_vs_baseline"] > 1.0 > ranking["worse"]["speedup_vs_baseline"]
     wrong = ranking["wrong"]
     assert not wrong["passed"] and wrong["status"] == "mismatch" and wrong["latency_us"] is None
+    assert wrong["fraction_of_roofline"] is None
     assert wrong["reason"].startswith("mismatch")
 
 

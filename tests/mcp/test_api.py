@@ -128,3 +128,75 @@ def test_the_first_example_of_the_api_documentation_runs(tmp_path: Path):
     assert "TR002 warning" in done.stdout
     assert re.search(r"^add_kernel sm_90 launch at line 43 \d+ 0 0$", done.stdout, re.MULTILINE), done.stdout
     assert "add_kernel gfx942" in done.stdout
+
+
+def test_analyze_again_sees_the_file_as_it_is_now(workspace: Path):
+    """An unchanged file is answered from the last analysis; an edit between two calls is always seen."""
+    path = workspace / "buggy_kernels.py"
+    text = path.read_text(encoding="utf-8")
+    with Workspace(workspace) as ws:
+        first = ws.analyze(path="buggy_kernels.py")
+        first.findings.clear()  # a caller's changes to its result do not reach the next answer
+        again = ws.analyze(path="buggy_kernels.py")
+        assert again.findings and again == ws.analyze(path="buggy_kernels.py")
+        path.write_text(text + "\nimport triton\n\n@triton.jit\ndef late_kernel(x_ptr):\n    undefined_name\n",
+                        encoding="utf-8")
+        edited = ws.analyze(path="buggy_kernels.py")
+        assert "late_kernel" in {k.name for k in edited.kernels}
+        assert "late_kernel" not in {k.name for k in again.kernels}
+
+
+def test_a_measured_latency_carries_its_roofline_fraction(workspace: Path, monkeypatch: pytest.MonkeyPatch):
+    """On a GPU, `measure` sets the measured time against the H200's roofs for the work counted under the
+    interpreter. The GPU timing is played back here (no GPU on CI); the work counting is real."""
+    pytest.importorskip("torch")
+    pytest.importorskip("triton")
+    from kernel_lsp.engine import gpu, latency
+
+    def measured_on_h200(path, source, kernels=None, root=None, **kw):
+        # vector_add's bench shape (2**24 fp32 elements: 201 MB moved) at 46.0 µs: 4.38 TB/s.
+        point = {"kernel": "add_kernel", "spec": "add_inputs", "shape": [1 << 24], "dtype": "float32",
+                 "device_name": "NVIDIA H200",
+                 "kernel_timing": {"median_us": 46.0, "q1_us": 45.8, "q3_us": 46.3, "min_us": 45.5,
+                                   "repetitions": 50}}
+        return latency.LatencyReport(path, [latency.measured_entry(point, None)])
+
+    monkeypatch.setattr(gpu, "gpu_present", lambda: True)
+    monkeypatch.setattr(latency, "measure_file", measured_on_h200)
+    with Workspace(workspace, allow_run=True) as ws:
+        result = ws.measure(path="vector_add.py")
+    assert result.source == "measured" and not result.errors
+    (entry,) = result.entries
+    assert entry.source == "measured" and entry.us == 46.0
+    assert entry.achieved_tbps == pytest.approx(3 * 4 * (1 << 24) / 46.0e-6 / 1e12, rel=0.01)
+    assert entry.peak_tbps == pytest.approx(4.8)
+    assert entry.roofline_us == pytest.approx(3 * 4 * (1 << 24) / 4.8e12 * 1e6, rel=0.01)
+    assert entry.fraction_of_roofline == pytest.approx(entry.roofline_us / 46.0)
+    assert 0.85 < entry.fraction_of_roofline < 0.95
+    assert entry.achieved_tflops == pytest.approx((1 << 24) / 46.0e-6 / 1e12, rel=0.01)  # one add per element
+    # The bench shape was counted at a reduced shape and scaled: the count is labelled an estimate.
+    assert entry.work_estimated is True
+    assert "reduced shape" in entry.work_note and "an estimate" in entry.work_note
+
+
+def test_a_measurement_without_counted_work_says_why_it_has_no_fraction(workspace: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch):
+    from kernel_lsp.engine import gpu, latency
+
+    def measured_on_unknown_gpu(path, source, kernels=None, root=None, **kw):
+        point = {"kernel": "add_kernel", "spec": "add_inputs", "shape": [1 << 24], "dtype": "float32",
+                 "device_name": "Some Accelerator 9000",
+                 "kernel_timing": {"median_us": 46.0, "q1_us": 45.8, "q3_us": 46.3, "min_us": 45.5,
+                                   "repetitions": 50}}
+        return latency.LatencyReport(path, [latency.measured_entry(point, None)])
+
+    def no_counting(*args, **kw):
+        raise latency.WorkerError("the interpreter is not installed")
+
+    monkeypatch.setattr(gpu, "gpu_present", lambda: True)
+    monkeypatch.setattr(latency, "measure_file", measured_on_unknown_gpu)
+    monkeypatch.setattr(latency, "count_work", no_counting)
+    with Workspace(workspace, allow_run=True) as ws:
+        (entry,) = ws.measure(path="vector_add.py").entries
+    assert entry.us == 46.0 and entry.fraction_of_roofline is None and entry.achieved_tbps is None
+    assert entry.work_note == "work not counted, so no roofline fraction: the interpreter is not installed"

@@ -24,6 +24,12 @@ async def test_tools_resources_and_prompts_are_listed_with_schemas(workspace: Pa
             assert tool.description
         assert "findings" in tools["analyze"].output_schema["properties"]
         assert "ranking" in tools["compare"].output_schema["properties"]
+        # A latency says how close it came to the roofline, and whether the work it is set against was estimated.
+        latency = tools["measure"].output_schema["$defs"]["LatencyEntry"]["properties"]
+        assert {"fraction_of_roofline", "achieved_tflops", "achieved_tbps", "peak_tflops", "peak_tbps",
+                "roofline_us", "work_estimated", "work_note"} <= set(latency)
+        candidate = tools["compare"].output_schema["$defs"]["CandidateResult"]["properties"]
+        assert "fraction_of_roofline" in candidate
         uris = {str(r.uri) for r in (await session.list_resources()).resources}
         assert {"kernel-lsp://rules", "kernel-lsp://hardware"} <= uris
         templates = {t.uri_template for t in (await session.list_resource_templates()).resource_templates}
@@ -218,8 +224,13 @@ async def test_measure_and_tune_the_example(workspace: Path):
             for e in entries:
                 assert e["source"] == "estimate" and "est." in e["label"] and e["us"] > 0
                 assert 0 < e["fraction_of_roofline"] <= 1 and e["bound"]
-        else:
-            assert all(e["source"] == "measured" and e["us"] > 0 for e in entries)
+                assert e["roofline_us"] == pytest.approx(e["fraction_of_roofline"] * e["us"])
+                assert e["work_estimated"] and "estimate" in e["work_note"]
+        else:  # on a GPU: the measured time against the device's roofs, for the counted work
+            for e in entries:
+                assert e["source"] == "measured" and e["us"] > 0
+                assert 0 < e["fraction_of_roofline"] < 1.5 and e["achieved_tbps"] > 0 and e["peak_tbps"] > 0
+                assert "counted under Triton's interpreter" in e["work_note"]
 
         tuned = structured(await session.call_tool("tune", {"path": "vector_add.py", "kernel": "add_kernel",
                                                             "budget": 8}))

@@ -87,6 +87,10 @@ class KernelLatency:
     change_vs_previous: float | None = None  # relative change of the median against the last history entry
     chosen: bool = True  # among an autotuned kernel's configs: the one its autotuner is expected to pick
     error: str | None = None
+    # Measurements with their roofline fraction (roofline.py): whether the work count is itself an estimate, and
+    # how the work was counted or why there is no fraction.
+    work_estimated: bool | None = None
+    work_note: str | None = None
 
     def to_json(self) -> dict:
         out = asdict(self)

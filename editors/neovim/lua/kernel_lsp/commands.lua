@@ -99,4 +99,25 @@ return {
     title = "Cancel the assistant",
     description = "Stop every assistant action in progress (its model calls and checks); nothing is proposed.",
   },
+  {
+    name = "kernel-lsp.reviewProposal",
+    user = "KernelReviewProposal",
+    argument = "uri",
+    title = "Review an agent's proposal",
+    description = "Show the diff of the newest proposal an agent wrote for this file (`propose_edit` through the API or `kernel-lsp mcp`), then accept or reject it; {uri, proposal} names one.",
+  },
+  {
+    name = "kernel-lsp.acceptProposal",
+    user = "KernelAcceptProposal",
+    argument = "uri",
+    title = "Accept an agent's proposal",
+    description = "Apply the newest proposal an agent wrote for this file as one edit and remove it; refused when the file changed since it was made.",
+  },
+  {
+    name = "kernel-lsp.rejectProposal",
+    user = "KernelRejectProposal",
+    argument = "uri",
+    title = "Reject an agent's proposal",
+    description = "Remove the newest proposal an agent wrote for this file without applying it.",
+  },
 }
