@@ -62,7 +62,8 @@ def build_parser() -> argparse.ArgumentParser:
                        "kernel that passed at its bench shapes (measured on a GPU, else estimated). This runs the "
                        "files' code (in separate processes) and needs torch and triton")
     check.add_argument("--watch", action="store_true",
-                       help="check again whenever a file under the paths changes (Ctrl-C stops)")
+                       help="check again whenever a file under the paths changes (Ctrl-C stops); with --format "
+                       "json each run prints its report on one line (NDJSON)")
 
     report = sub.add_parser("report", help="write one self-contained HTML page: per kernel its verdict, resources "
                             "per target and configuration, latency per shape with its history, and a roofline chart")
@@ -288,7 +289,7 @@ def _check_once(args: argparse.Namespace, settings: Settings, targets: list[str]
     for line in result.messages:  # where the jobs ran, when not where asked (a Ray cluster lost, ...)
         print(f"kernel-lsp: {line}", file=sys.stderr)
     if args.format == "json":
-        out = json_report(result)
+        out = json_report(result, one_line=args.watch)  # --watch: one document per line and run
     elif args.format == "sarif":
         out = sarif_report(result)
     else:

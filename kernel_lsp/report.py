@@ -270,8 +270,10 @@ def _finite(value: Any) -> Any:
     return value
 
 
-def json_report(result: CheckResult) -> str:
-    return json.dumps(_finite(json_document(result)), indent=2, allow_nan=False) + "\n"
+def json_report(result: CheckResult, *, one_line: bool = False) -> str:
+    """The JSON report; `one_line` writes it on a single line (`--watch` prints one document per run: NDJSON)."""
+    return json.dumps(_finite(json_document(result)), indent=None if one_line else 2, allow_nan=False,
+                      separators=(",", ":") if one_line else None) + "\n"
 
 
 def _region(p_span) -> dict[str, int]:
