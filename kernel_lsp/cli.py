@@ -79,6 +79,9 @@ def build_parser() -> argparse.ArgumentParser:
     from . import tune  # `kernel-lsp tune FILE::KERNEL`: the tiling search (tune.py)
 
     tune.add_parser(sub)
+    from . import ir_diff  # `kernel-lsp ir-diff FILE::KERNEL --a ... --b ...`: two compiles' IR compared
+
+    ir_diff.add_parser(sub)
 
     trusting = sub.add_parser("trust", help="let the language server run a folder's code (compile, check and time "
                               "its kernels); remembered in your user configuration")
@@ -458,6 +461,10 @@ def main(argv: list[str] | None = None) -> int:
         from . import tune
 
         return tune.run(args)
+    if args.command == "ir-diff":
+        from . import ir_diff
+
+        return ir_diff.run(args)
     if args.command == "check":
         return _check(args)
     if args.command == "report":
