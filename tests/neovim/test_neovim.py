@@ -378,6 +378,29 @@ def test_inlay_hints_and_show_ir_in_a_split(nvim, tmp_path):
     assert sorted(ir["highlighted"]) == sorted(expected["lines"])
 
 
+def test_compare_ir_opens_both_sides_in_diff_mode(nvim, tmp_path):
+    pytest.importorskip("triton")
+    root = workspace(tmp_path, {"vector_add.py": EXAMPLES / "vector_add.py"})
+    r = run_scenario(nvim, "compare_ir", root / "vector_add.py", setup={"settings": {"checks": "off"}})
+    assert "error" not in r, r.get("error")
+    expected, shown = r["compare_result"], r["compare"]
+    assert "error" not in expected, expected
+    assert shown["new_tab"] and len(shown["windows"]) == 2
+    left, right = shown["windows"]
+    assert shown["current"] == left["win"]
+    assert "BLOCK_SIZE=256, num_warps=4" in shown["title"] and "BLOCK_SIZE=1024, num_warps=8" in shown["title"]
+    for win, side in ((left, expected["a"]), (right, expected["b"])):
+        path = Path(side["path"])
+        assert win["name"] == "kernel-lsp://ir/" + path.name and path.parent == root / ".kernel-lsp" / "ir"
+        assert win["diff"] is True and win["readonly"] is True and win["filetype"] == "ptx"
+        assert win["line_count"] == len(path.read_text().splitlines())
+        assert side["lines"] and sorted(win["highlighted"]) == sorted(side["lines"])  # the tl.load line's PTX
+        assert win["cursor"] == side["lines"][0]
+    assert ".reqntid 128" in Path(expected["a"]["path"]).read_text()
+    assert ".reqntid 256" in Path(expected["b"]["path"]).read_text()
+    assert r["jumped_to"] == r["load_line"]  # <C-]> on an IR line goes to the source line it comes from
+
+
 def test_generated_command_list_is_current():
     """lua/kernel_lsp/commands.lua is generated from the server's command table; a stale copy fails here."""
     spec = importlib.util.spec_from_file_location("gen_commands", REPO / "editors" / "neovim" / "gen_commands.py")

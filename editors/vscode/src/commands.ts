@@ -5,6 +5,25 @@ import { ExecuteCommandRequest, type LanguageClient } from 'vscode-languageclien
 import type { ArgumentKind } from './manifest';
 
 export const REFINE = 'kernel-lsp.refine';
+export const COMPARE_IR = 'kernel-lsp.compareIR';
+export const IR_STAGES = ['ttgir', 'ttir', 'llir', 'ptx', 'sass', 'amdgcn'];
+
+/** One side of the server's Compare IR answer: its IR file and what it was compiled from. */
+export interface IRSide {
+  uri: string;
+  path: string;
+  lines: number[];
+  description: string;
+}
+
+/** The two sides of a Compare IR answer, or undefined when it is not one. */
+export function comparisonOf(result: unknown): { kernel: string; stage: string; a: IRSide; b: IRSide } | undefined {
+  const r = result as { kernel?: unknown; stage?: unknown; a?: IRSide; b?: IRSide } | undefined;
+  if (r && typeof r === 'object' && typeof r.a?.path === 'string' && typeof r.b?.path === 'string') {
+    return { kernel: String(r.kernel), stage: String(r.stage), a: r.a, b: r.b };
+  }
+  return undefined;
+}
 
 /** The commands the running server advertises in its initialize result. */
 export function advertised(client: LanguageClient | undefined): string[] {
