@@ -431,6 +431,25 @@ function scenarios.compiled()
   result.ir_result = expected
 end
 
+--- :KernelOptimize through the real server: the proposal's preview shows the table of the configurations tried.
+function scenarios.optimize_table()
+  wait(10000, function()
+    return client().initialized
+  end, "kernel-lsp to initialize")
+  vim.api.nvim_win_set_cursor(0, { line_of("def add_kernel(") + 1, 4 })
+  vim.cmd("KernelOptimize")
+  wait(600000, function()
+    return kl.proposal() ~= nil
+  end, "the tiling proposal's preview")
+  local preview = kl.proposal().buf
+  result.preview = preview_state(preview)
+  result.source_shown = vim.iter(vim.api.nvim_tabpage_list_wins(0)):any(function(w)
+    return vim.api.nvim_win_get_buf(w) == buf
+  end)
+  result.tabs = #vim.api.nvim_list_tabpages()
+  kl.reject()
+end
+
 --- :KernelCompareIR with both sides' values: a new tab with the two IR documents side by side in diff mode.
 function scenarios.compare_ir()
   wait(10000, function()

@@ -649,6 +649,12 @@ function M.show_ir(opts)
 end
 
 local function show_document(err, params, ctx)
+  local ok, fname = pcall(vim.uri_to_fname, type(params) == "table" and params.uri or "")
+  if ok and type(fname) == "string" and fname:find("/.kernel-lsp/proposals/", 1, true) and not params.takeFocus then
+    -- A proposal's table of what was tried: the preview of its edit (the workspace/applyEdit that follows)
+    -- shows the same table under the summary, from the edit's change annotation.
+    return { success = true }
+  end
   local path = type(params) == "table" and not params.external and ir_path(params.uri)
   if path then
     local lines = {}
