@@ -73,6 +73,22 @@ export async function execute(client: LanguageClient, command: string, args: unk
   return client.sendRequest(ExecuteCommandRequest.type, { command, arguments: args });
 }
 
+/** The table ([[header...], [row...], ...]) an answer carries, e.g. the configurations a tiling search tried. */
+export function tableOf(result: unknown): string[][] | undefined {
+  const r = result as { table?: unknown; proposal?: { table?: unknown } } | undefined;
+  const table = r && typeof r === 'object' ? (r.table ?? r.proposal?.table) : undefined;
+  return Array.isArray(table) && table.length > 1 && table.every(Array.isArray) ? table as string[][] : undefined;
+}
+
+/** A table as aligned text columns, for the output channel. */
+export function formatTable(rows: string[][]): string {
+  const widths: number[] = [];
+  for (const row of rows) {
+    row.forEach((cell, i) => { widths[i] = Math.max(widths[i] ?? 0, String(cell).length); });
+  }
+  return rows.map((row) => row.map((cell, i) => String(cell).padEnd(widths[i])).join('  ').trimEnd()).join('\n');
+}
+
 /** A proposed change in a command's answer (the server's convert.proposal): previewed, never applied silently. */
 export interface Proposal {
   title: string;

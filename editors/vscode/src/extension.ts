@@ -13,8 +13,8 @@ import {
 } from 'vscode-languageclient/node';
 
 import {
-  COMPARE_IR, IR_STAGES, REFINE, advertised, commandArguments, comparisonOf, errorOf, execute, positionArgument,
-  proposalOf,
+  COMPARE_IR, IR_STAGES, REFINE, advertised, commandArguments, comparisonOf, errorOf, execute, formatTable,
+  positionArgument, proposalOf, tableOf,
 } from './commands';
 import { INSTALL_HINT, candidates, findServer, notFoundMessage, probe, type ServerLaunch } from './interpreter';
 import { pipeServerLog } from './log';
@@ -234,8 +234,13 @@ export class KernelLspExtension implements vscode.Disposable {
     }
     const error = errorOf(result);
     const offered = proposalOf(result);
+    const table = tableOf(result);
+    if (table) { // what a search tried: in the output channel (a proposal's also opens beside its preview)
+      this.output.info(`${command.title}: ${error ?? offered?.proposal.summary ?? ''}\n${formatTable(table)}`);
+    }
     if (error !== undefined) {
-      void vscode.window.showErrorMessage(`kernel-lsp: ${command.title}: ${error}`);
+      void vscode.window.showErrorMessage(`kernel-lsp: ${command.title}: ${error}`, ...(table ? [SHOW_LOG] : []))
+        .then((choice) => { if (choice === SHOW_LOG) this.output.show(true); });
     } else if (offered) {
       await this.preview(client, offered.proposal, offered.delivered);
     } else if (command.server === STATUS && result && typeof result === 'object') {
