@@ -189,6 +189,13 @@ def source_of_ir_line(ls: "KernelLanguageServer", uri: str, line: int) -> list[t
             for u in users if isinstance(u, int)]
 
 
+def _launches_of(ls: "KernelLanguageServer", path: str) -> list[tuple]:
+    """(launch site, its file's text, its path) for every workspace launch of a kernel defined in `path`."""
+    launches = ls.state.index.launches_by_kernel_file().get(path, [])
+    texts = {where: ls.current_text(where) for _, where in launches}
+    return [(site, texts[where], where) for site, where in launches if texts[where] is not None]
+
+
 def _values(given: Any, side: str) -> dict[str, object]:
     """A side's values: an object {NAME: VALUE} or the command line's text `NAME=VALUE,...`."""
     if given is None:
@@ -234,7 +241,7 @@ async def compare_ir(ls: "KernelLanguageServer", given: dict[str, Any]) -> dict[
         work = asyncio.to_thread(
             compare, text, kernel.name, path, target, stage.lower(), a, b, a_python=pythons["aPython"],
             b_python=pythons["bPython"], base_pins=settings.pins.get(kernel.name),
-            launch_sites=ls._launches_of(path), cache_dir=str(folder.parent / "triton-cache"),
+            launch_sites=_launches_of(ls, path), cache_dir=str(folder.parent / "triton-cache"),
             timeout=max(60.0, float(settings.compile_timeout_s)), cancel=cancel)
         try:
             side_a, side_b = await work
