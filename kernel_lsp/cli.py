@@ -62,7 +62,8 @@ def build_parser() -> argparse.ArgumentParser:
                        "kernel that passed at its bench shapes (measured on a GPU, else estimated). This runs the "
                        "files' code (in separate processes) and needs torch and triton")
     check.add_argument("--watch", action="store_true",
-                       help="check again whenever a file under the paths changes (Ctrl-C stops)")
+                       help="check again whenever a file under the paths changes (Ctrl-C stops); with --format "
+                       "json each run prints its report on one line (NDJSON)")
 
     report = sub.add_parser("report", help="write one self-contained HTML page: per kernel its verdict, resources "
                             "per target and configuration, latency per shape with its history, and a roofline chart")
@@ -78,6 +79,9 @@ def build_parser() -> argparse.ArgumentParser:
     from . import tune  # `kernel-lsp tune FILE::KERNEL`: the tiling search (tune.py)
 
     tune.add_parser(sub)
+    from . import ir_diff  # `kernel-lsp ir-diff FILE::KERNEL --a ... --b ...`: two compiles' IR compared
+
+    ir_diff.add_parser(sub)
 
     trusting = sub.add_parser("trust", help="let the language server run a folder's code (compile, check and time "
                               "its kernels); remembered in your user configuration")
@@ -284,7 +288,7 @@ def _check_once(args: argparse.Namespace, settings: Settings, targets: list[str]
     for line in result.messages:  # where the jobs ran, when not where asked (a Ray cluster lost, ...)
         print(f"kernel-lsp: {line}", file=sys.stderr)
     if args.format == "json":
-        out = json_report(result)
+        out = json_report(result, one_line=args.watch)  # --watch: one document per line and run
     elif args.format == "sarif":
         out = sarif_report(result)
     else:
@@ -462,6 +466,10 @@ def main(argv: list[str] | None = None) -> int:
         from . import tune
 
         return tune.run(args)
+    if args.command == "ir-diff":
+        from . import ir_diff
+
+        return ir_diff.run(args)
     if args.command == "check":
         return _check(args)
     if args.command == "report":

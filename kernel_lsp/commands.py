@@ -24,6 +24,7 @@ class ServerCommand:
 STATUS = "kernel-lsp.status"
 REINDEX = "kernel-lsp.reindex"
 SHOW_IR = "kernel-lsp.showIR"
+COMPARE_IR = "kernel-lsp.compareIR"
 RUN_CHECKS = "kernel-lsp.runChecks"
 OPTIMIZE_TILING = "kernel-lsp.optimizeTiling"
 ASSISTANT_OPTIMIZE = "kernel-lsp.assistantOptimize"
@@ -49,6 +50,9 @@ COMMANDS: tuple[ServerCommand, ...] = (
                   "again."),
     ServerCommand(SHOW_IR, "Show IR", "Open the TTIR, TTGIR, LLIR, PTX, SASS or AMDGCN of the kernel under the "
                   "cursor, at the instructions that come from the cursor's line.", "position"),
+    ServerCommand(COMPARE_IR, "Compare IR", "Compile the kernel under the cursor two ways (two configurations: "
+                  "{a, b} as NAME=VALUE,...; or two triton versions: {aPython, bPython}) and open both IR "
+                  "documents side by side, with Show IR's line mapping.", "position"),
     ServerCommand(RUN_CHECKS, "Run correctness checks", "Check the kernel under the cursor (or every kernel of the "
                   "file) against the PyTorch reference of its spec, now.", "position"),
     ServerCommand(OPTIMIZE_TILING, "Optimize tiling", "Search the tiling of the kernel under the cursor (block "

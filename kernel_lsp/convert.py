@@ -87,6 +87,15 @@ def text_edits(uri: str, version: int | None, edits: list[types.TextEdit]) -> ty
 PROPOSAL_ANNOTATION = "kernel-lsp.proposal"
 
 
+def table_text(rows: Sequence[Sequence[object]]) -> str:
+    """A table (header row first) as aligned text columns after a blank line; empty without body rows."""
+    if len(rows) < 2:
+        return ""
+    cells = [[str(c) for c in row] for row in rows]
+    widths = [max(len(row[i]) for row in cells if i < len(row)) for i in range(max(map(len, cells)))]
+    return "\n\n" + "\n".join("  ".join(c.ljust(widths[i]) for i, c in enumerate(row)).rstrip() for row in cells)
+
+
 def proposal(uri: str, version: int | None, pos: Positions, edits: list[TextEdit], *, title: str, summary: str,
              table: list[list[str]] | None = None, **extra: object) -> dict:
     """A proposed change, as a command's answer: the edit is versioned (a client refuses it once the document has
@@ -98,7 +107,7 @@ def proposal(uri: str, version: int | None, pos: Positions, edits: list[TextEdit
         document_changes=[types.TextDocumentEdit(
             text_document=types.OptionalVersionedTextDocumentIdentifier(uri=uri, version=version), edits=annotated)],
         change_annotations={PROPOSAL_ANNOTATION: types.ChangeAnnotation(
-            label=title, needs_confirmation=True, description=summary)},
+            label=title, needs_confirmation=True, description=summary + table_text(table or []))},
     )
     # Command answers are plain JSON: the edit is unstructured here (the converter is built on first use: ~45 ms).
     return {"proposal": {"title": title, "summary": summary, "edit": converters.get_converter().unstructure(edit),

@@ -295,8 +295,10 @@ def _finite(value: Any) -> Any:
     return value
 
 
-def json_report(batch: BatchResult) -> str:
-    return json.dumps(_finite(json_document(batch)), indent=2, allow_nan=False) + "\n"
+def json_report(batch: BatchResult, *, one_line: bool = False) -> str:
+    """The JSON report; `one_line` writes it on a single line (`--watch` prints one document per run: NDJSON)."""
+    return json.dumps(_finite(json_document(batch)), indent=None if one_line else 2, allow_nan=False,
+                      separators=(",", ":") if one_line else None) + "\n"
 
 
 def _region(p_span) -> dict[str, int]:

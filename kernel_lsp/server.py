@@ -335,10 +335,15 @@ class KernelLanguageServer(LanguageServer):
             return answer
         from lsprotocol import converters
 
+        from .features import proposal_table
+
         proposal = answer["proposal"]
         edit = converters.get_converter().structure(proposal["edit"], types.WorkspaceEdit)
+        table_uri = proposal_table.write(self, proposal)  # what was tried, as a document beside the preview
 
         async def send() -> None:
+            if table_uri:
+                await proposal_table.show(self, table_uri)
             try:
                 result = await self.workspace_apply_edit_async(types.ApplyWorkspaceEditParams(
                     edit=edit, label=proposal["title"]))
@@ -349,7 +354,7 @@ class KernelLanguageServer(LanguageServer):
 
         task = asyncio.ensure_future(send())
         task.add_done_callback(log_task_failure)
-        return {**answer, "delivered": "applyEdit"}
+        return {**answer, "delivered": "applyEdit", **({"tableDocument": table_uri} if table_uri else {})}
 
     def report_progress(self, token: str | None, message: str, percentage: int | None = None) -> None:
         if token is None:

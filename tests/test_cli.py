@@ -381,7 +381,10 @@ def test_progress_on_stderr_only_on_a_terminal(tmp_path):
     assert code == 0 and "compiling" not in err, err
 
 
-def test_watch_checks_again_after_a_change(tmp_path):
+def _watch(tmp_path, ends_run, *extra: str):
+    """`kernel-lsp check . --watch` on a file with one problem, fixed after the first report: stdout's lines of
+    the two runs (each complete when stderr says it is watching again and `ends_run` accepts a line of stdout),
+    and the exit code after Ctrl-C."""
     import signal
     import threading
 
@@ -389,10 +392,10 @@ def test_watch_checks_again_after_a_change(tmp_path):
     f.write_text(KERNEL)
     # SIGINT as a terminal would deliver it: earlier tests of the session (a Ray driver among them) may leave this
     # process ignoring SIGINT, and a child would inherit that and never see the Ctrl-C.
-    proc = subprocess.Popen([sys.executable, "-m", "kernel_lsp", "check", ".", "--watch"], cwd=tmp_path,
+    proc = subprocess.Popen([sys.executable, "-m", "kernel_lsp", "check", ".", "--watch", *extra], cwd=tmp_path,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
-    summaries: list[str] = []
+    out: list[str] = []
     waits: list[str] = []
     seen = threading.Condition()
 
@@ -403,17 +406,40 @@ def test_watch_checks_again_after_a_change(tmp_path):
                     lines.append(line)
                     seen.notify_all()
 
-    for stream, lines, marker in ((proc.stdout, summaries, " checked: "), (proc.stderr, waits, "watching")):
+    for stream, lines, marker in ((proc.stdout, out, ""), (proc.stderr, waits, "watching")):
         threading.Thread(target=read, args=(stream, lines, marker), daemon=True).start()
+    def done(n: int) -> bool:
+        return len(waits) >= n and sum(map(ends_run, out)) >= n
+
+    runs: list[list[str]] = []
     try:
         with seen:
-            assert seen.wait_for(lambda: len(waits) >= 1, timeout=scaled(60)), "no first report"
-        assert "1 problem" in summaries[0]
+            assert seen.wait_for(lambda: done(1), timeout=scaled(60)), "no first report"
+            runs.append(list(out))
         f.write_text(KERNEL.replace("tl.arrange", "tl.arange"))
         with seen:
-            assert seen.wait_for(lambda: len(waits) >= 2, timeout=scaled(60)), "no report after the change"
-        assert "no problems" in summaries[1]
+            assert seen.wait_for(lambda: done(2), timeout=scaled(60)), "no report after the change"
+            runs.append(out[len(runs[0]):])
     finally:
         proc.send_signal(signal.SIGINT)
         code = proc.wait(timeout=scaled(30))
+    return runs, code
+
+
+def test_watch_checks_again_after_a_change(tmp_path):
+    (first, second), code = _watch(tmp_path, lambda line: " checked: " in line)
+    assert "1 problem" in [line for line in first if " checked: " in line][0]
+    assert "no problems" in [line for line in second if " checked: " in line][0]
     assert code == 0  # the last check found nothing
+
+
+def test_watch_json_prints_one_document_per_line_and_run(tmp_path):
+    (first, second), code = _watch(tmp_path, lambda line: line.startswith("{"), "--format", "json")
+    assert len(first) == 1 and len(second) == 1, (first, second)  # NDJSON: a line per run
+    before, after = json.loads(first[0]), json.loads(second[0])
+    for doc in (before, after):
+        _validate(doc)
+    [typo] = before["problems"]  # tl.arrange, on line 9
+    assert typo["code"] == "TR007" and typo["line"] == 9 and "arrange" in typo["message"]
+    assert after["problems"] == []
+    assert code == 0

@@ -7,6 +7,7 @@ half-typed text an editor sends (`tl.` and unclosed calls included). Columns are
 from __future__ import annotations
 
 import io
+import functools
 import re
 import tokenize
 from dataclasses import dataclass
@@ -179,17 +180,31 @@ def name_tokens(text: str, name: str) -> list[tuple[int, int, bool]]:
 
 def names_tokens(text: str, names: set[str]) -> dict[str, list[tuple[int, int, bool]]]:
     """name_tokens for several names at once: one pass of the tokenizer over each group that holds any."""
-    words = re.compile(r"\b(?:" + "|".join(map(re.escape, sorted(names))) + r")\b") if names else None
     out: dict[str, list[tuple[int, int, bool]]] = {}
-    if words is None or not words.search(text):
+    if not any(name in text for name in names):
         return out
-    lines = text.splitlines(keepends=True)
-    for start, end in _top_level_chunks([line.rstrip("\r\n") for line in lines]):
-        chunk = "".join(lines[start:end])
-        if words.search(chunk):
-            for name, found in _names_in(chunk, names).items():
+    wanted = frozenset(names)
+    for start, chunk in _chunks(text):
+        if any(name in chunk for name in wanted):  # a substring test: the tokenizer decides what is a name
+            for name, found in _names_in_chunk(chunk, wanted).items():
                 out.setdefault(name, []).extend((line + start, col, keyword) for line, col, keyword in found)
     return out
+
+
+# References, renames and semantic tokens ask about the same texts again and again (each request, each repeat of
+# it; after an edit, every group but the edited one is unchanged): the split into groups is kept per text, and
+# the names found per group and set of names.
+@functools.lru_cache(maxsize=16)
+def _chunks(text: str) -> tuple[tuple[int, str], ...]:
+    """The text's top-level statement groups: (first line, the group's text)."""
+    lines = text.splitlines(keepends=True)
+    return tuple((start, "".join(lines[start:end]))
+                 for start, end in _top_level_chunks([line.rstrip("\r\n") for line in lines]))
+
+
+@functools.lru_cache(maxsize=4096)
+def _names_in_chunk(chunk: str, names: frozenset[str]) -> dict[str, list[tuple[int, int, bool]]]:
+    return _names_in(chunk, set(names))
 
 
 def _names_in(text: str, names: set[str]) -> dict[str, list[tuple[int, int, bool]]]:

@@ -99,21 +99,39 @@ def target_at(index: WorkspaceIndex, path: str, text: str, line: int, col: int) 
     return None
 
 
+# path -> (the analysis its index entry held, the dotted names the file imports). A closed file's imports are read
+# once per analysis of it (a change on disk re-analyses it, which invalidates this), so references and renames do
+# not read and scan every file of the workspace on each request.
+_IMPORTED: dict[str, tuple[object, frozenset[str]]] = {}
+
+
+def _imports_of(path: str, entry, text_of: TextOf) -> frozenset[str] | None:
+    cached = _IMPORTED.get(path)
+    if cached is not None and cached[0] is entry.analysis:
+        return cached[1]
+    text = text_of(path)
+    if text is None:
+        return None
+    names = frozenset(imported_names(text).values())
+    if not entry.from_buffer:  # an open buffer's text may be newer than its analysis: read it each time
+        _IMPORTED[path] = (entry.analysis, names)
+    return names
+
+
 def _importers(index: WorkspaceIndex, defining: str, name: str, text_of: TextOf) -> dict[str, str]:
     """Files other than the defining one that import the kernel's name from its module: path -> text."""
-    suffixes = module_suffixes(defining)
+    wanted = {f"{module}.{name}" for module in module_suffixes(defining)}
     out = {}
     for path, entry in index.files.items():
         if path == defining or entry.analysis is None:
             continue
-        text = text_of(path)
-        if not text or name not in text:
-            continue
-        for full in imported_names(text).values():
-            module, _, imported = full.rpartition(".")
-            if imported == name and module in suffixes:
+        names = _imports_of(path, entry, text_of)
+        if names and not wanted.isdisjoint(names):
+            text = text_of(path)
+            if text:
                 out[path] = text
-                break
+    for gone in [p for p in list(_IMPORTED) if p not in index.files]:
+        _IMPORTED.pop(gone, None)
     return out
 
 

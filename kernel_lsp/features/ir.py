@@ -6,6 +6,11 @@ client's encoding). It writes the IR of the kernel's first successful configurat
 the cursor's source line selected (`window/showDocument`, when supported), and returns
 `{"uri", "path", "stage", "target", "config", "lines", "availableStages"}` so any editor can open it itself.
 When there is nothing to show it returns `{"error": ...}` and shows the reason; it never raises.
+
+Command `kernel-lsp.compareIR` with `{uri, line, character, a, b[, stage, target, aPython, bPython]}`: the kernel
+compiled twice (engine/compile/irdiff.py, as `kernel-lsp ir-diff` does), both IR files written beside Show IR's
+with the same line mapping, returned for the client to open side by side (VS Code's diff editor, Neovim's diff
+mode).
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ import asyncio
 import json
 import logging
 import re
+import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -24,7 +30,12 @@ from pygls.uris import from_fs_path, to_fs_path
 
 from analyzers.model import Span
 
-from ..commands import POSITION, SHOW_IR, command_arguments
+from analyzers.targets import UnknownTargetError
+
+from ..commands import COMPARE_IR, POSITION, SHOW_IR, command_arguments
+from ..engine.compile import triton_installed
+from ..engine.compile.irdiff import IRSide, SideError, compare, lines_file, parse_values, side_stem, write_ir
+from ..engine.compile.specialize import make_target
 from ..engine.compile.irmap import STAGES, relabel, source_lines_of_ir
 from ..engine.files import ensure_ignored_dir
 
@@ -65,6 +76,21 @@ def _supports_show_document(ls: "KernelLanguageServer") -> bool:
     return bool(window and window.show_document and window.show_document.support)
 
 
+def _kernel_at(ls: "KernelLanguageServer", uri: str, line: int, character: int) -> tuple[str, Any, int] | str:
+    """(path, the innermost kernel at the position, its 0-based line), or why there is none."""
+    path = ls.ensure_current(uri)
+    entry = ls.state.index.get(path) if path else None
+    if path is None or entry is None or entry.analysis is None:
+        return f"{uri} is not an analysed Python file"
+    pos = ls.positions(path)
+    at = pos.span(types.Range(types.Position(line, character), types.Position(line, character)))
+    user_line = at.start_line
+    kernels = [k for k in entry.analysis.kernels if k.span.contains_line(user_line)]
+    if not kernels:
+        return f"no Triton kernel at line {user_line + 1}"
+    return path, min(kernels, key=lambda k: k.span.end_line - k.span.start_line), user_line
+
+
 async def show_ir(ls: "KernelLanguageServer", uri: Any, line: Any, character: Any, stage: Any = None,
                   target: Any = None) -> dict[str, Any]:
     if not isinstance(uri, str) or not isinstance(line, int) or not isinstance(character, int):
@@ -73,17 +99,10 @@ async def show_ir(ls: "KernelLanguageServer", uri: Any, line: Any, character: An
     if stage is None or stage not in STAGES:
         return _fail(ls, f"unknown stage {stage!r}: expected one of {', '.join(STAGES)}",
                      availableStages=list(STAGES))
-    path = ls.ensure_current(uri)
-    entry = ls.state.index.get(path) if path else None
-    if entry is None or entry.analysis is None:
-        return _fail(ls, f"{uri} is not an analysed Python file")
-    pos = ls.positions(path)
-    at = pos.span(types.Range(types.Position(line, character), types.Position(line, character)))
-    user_line = at.start_line
-    kernels = [k for k in entry.analysis.kernels if k.span.contains_line(user_line)]
-    if not kernels:
-        return _fail(ls, f"no Triton kernel at line {user_line + 1}")
-    kernel = min(kernels, key=lambda k: k.span.end_line - k.span.start_line)  # the innermost
+    found = _kernel_at(ls, uri, line, character)
+    if isinstance(found, str):
+        return _fail(ls, found)
+    path, kernel, user_line = found
 
     settings = ls.state.settings
     configured = list(settings.targets)
@@ -128,14 +147,12 @@ async def show_ir(ls: "KernelLanguageServer", uri: Any, line: Any, character: An
     text = relabel(stage, text, job, path)  # names the user's file and lines, not the compiled module
 
     folder = ls.private_dir() / "ir"
-    out = folder / f"{_slug(kernel.name)}.{_slug(target)}.{_slug(job.config_label)}.{stage}"
     try:
         ensure_ignored_dir(folder.parent)
-        folder.mkdir(parents=True, exist_ok=True)
-        out.write_text(text if text.endswith("\n") else text + "\n")
-        _lines_file(out).write_text(json.dumps({"source": path, "lines": {str(k): v for k, v in sources.items()}}))
+        out = write_ir(folder, f"{_slug(kernel.name)}.{_slug(target)}.{_slug(job.config_label)}", stage, text,
+                       sources, path)
     except OSError as exc:
-        return _fail(ls, f"cannot write {out}: {exc}", kernel=kernel.name)
+        return _fail(ls, f"cannot write the IR under {folder}: {exc}", kernel=kernel.name)
     out_uri = from_fs_path(str(out)) or out.as_uri()
 
     if _supports_show_document(ls):
@@ -154,11 +171,6 @@ async def show_ir(ls: "KernelLanguageServer", uri: Any, line: Any, character: An
             "kernel": kernel.name, "lines": lines, "availableStages": available}
 
 
-def _lines_file(ir_file: Path) -> Path:
-    """Beside each IR file: which source lines each of its lines comes from (for definition on the IR)."""
-    return ir_file.with_name(ir_file.name + ".lines.json")
-
-
 def source_of_ir_line(ls: "KernelLanguageServer", uri: str, line: int) -> list[types.Location] | None:
     """Definition on a line of a Show IR document: the source lines it was compiled from (an empty list for an IR
     line that comes from nowhere in the file); None when the document is not one Show IR wrote."""
@@ -166,7 +178,7 @@ def source_of_ir_line(ls: "KernelLanguageServer", uri: str, line: int) -> list[t
     if not path or Path(path).parent.name != "ir" or Path(path).suffix.lstrip(".") not in STAGES:
         return None
     try:
-        found = json.loads(_lines_file(Path(path)).read_text())
+        found = json.loads(lines_file(Path(path)).read_text())
         source, users = found["source"], found["lines"].get(str(line), [])
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None
@@ -177,7 +189,87 @@ def source_of_ir_line(ls: "KernelLanguageServer", uri: str, line: int) -> list[t
             for u in users if isinstance(u, int)]
 
 
+def _launches_of(ls: "KernelLanguageServer", path: str) -> list[tuple]:
+    """(launch site, its file's text, its path) for every workspace launch of a kernel defined in `path`."""
+    launches = ls.state.index.launches_by_kernel_file().get(path, [])
+    texts = {where: ls.current_text(where) for _, where in launches}
+    return [(site, texts[where], where) for site, where in launches if texts[where] is not None]
+
+
+def _values(given: Any, side: str) -> dict[str, object]:
+    """A side's values: an object {NAME: VALUE} or the command line's text `NAME=VALUE,...`."""
+    if given is None:
+        return {}
+    if isinstance(given, dict) and all(isinstance(k, str) for k in given):
+        return dict(given)
+    if isinstance(given, str):
+        return parse_values(given)
+    raise SideError(f"{side}: expected an object {{NAME: VALUE}} or text NAME=VALUE,..., got {given!r}")
+
+
+async def compare_ir(ls: "KernelLanguageServer", given: dict[str, Any]) -> dict[str, Any]:
+    """The kernel under the cursor compiled two ways (`a` and `b`: values as `kernel-lsp ir-diff` takes them,
+    `aPython`/`bPython`: another interpreter's triton), both IR files written as Show IR writes them. Returns
+    `{"kernel", "stage", "target", "identical", "a": {"uri", "path", "lines", "description", ...}, "b": {...}}`:
+    the clients open the two side by side."""
+    uri, line, character = (given.get(k) for k in POSITION)
+    if not isinstance(uri, str) or not isinstance(line, int) or not isinstance(character, int):
+        return _fail(ls, "Compare IR expects {uri, line, character, a, b[, stage, target, aPython, bPython]}")
+    stage = given.get("stage") or DEFAULT_STAGE
+    pythons = {k: given.get(k) for k in ("aPython", "bPython")}
+    if not isinstance(stage, str) or any(p is not None and not isinstance(p, str) for p in pythons.values()):
+        return _fail(ls, "Compare IR: stage, aPython and bPython are text")
+    found = _kernel_at(ls, uri, line, character)
+    if isinstance(found, str):
+        return _fail(ls, found)
+    path, kernel, user_line = found
+    settings = ls.state.settings
+    target_name = given.get("target") or (list(settings.targets) or ["sm_90"])[0]
+    if not (pythons["aPython"] and pythons["bPython"]) and not triton_installed():
+        return _fail(ls, "Compare IR needs triton where kernel-lsp runs, or aPython and bPython naming "
+                         "interpreters that have it", kernel=kernel.name)
+    text = ls.current_text(path)
+    root = ls.compile_root()
+    if text is None or root is None:
+        return _fail(ls, f"{kernel.name}: the file cannot be read", kernel=kernel.name)
+    cancel = threading.Event()
+    try:
+        a, b = _values(given.get("a"), "A"), _values(given.get("b"), "B")
+        target = make_target(str(target_name))
+        folder = ls.private_dir() / "ir"
+        ensure_ignored_dir(folder.parent)
+        work = asyncio.to_thread(
+            compare, text, kernel.name, path, target, stage.lower(), a, b, a_python=pythons["aPython"],
+            b_python=pythons["bPython"], base_pins=settings.pins.get(kernel.name),
+            launch_sites=_launches_of(ls, path), cache_dir=str(folder.parent / "triton-cache"),
+            timeout=max(60.0, float(settings.compile_timeout_s)), cancel=cancel)
+        try:
+            side_a, side_b = await work
+        except asyncio.CancelledError:
+            cancel.set()  # kills both compiles
+            raise
+        files = [write_ir(folder, side_stem(side), stage.lower(), side.text,
+                          side.sources or {}, path) for side in (side_a, side_b)]
+    except (SideError, UnknownTargetError) as exc:
+        return _fail(ls, f"Compare IR: {exc}", kernel=kernel.name)
+    except OSError as exc:
+        return _fail(ls, f"cannot write the IR under {ls.private_dir() / 'ir'}: {exc}", kernel=kernel.name)
+
+    def side(ir: IRSide, out: Path) -> dict[str, Any]:
+        lines = [i for i, users in sorted((ir.sources or {}).items()) if user_line in users]
+        return {"uri": from_fs_path(str(out)) or out.as_uri(), "path": str(out), "lines": lines,
+                "description": ir.description, **ir.summary()}
+
+    return {"kernel": kernel.name, "stage": stage.lower(), "target": target.name,
+            "identical": side_a.text == side_b.text, "a": side(side_a, files[0]), "b": side(side_b, files[1])}
+
+
 def register(server: "KernelLanguageServer") -> None:
+    async def compare_command(ls, *args):
+        return await compare_ir(ls, command_arguments(args, (*POSITION, "a", "b", "stage", "target")))
+
+    server.answering_command(COMPARE_IR, compare_command)
+
     @server.command(SHOW_IR)
     async def show_ir_command(ls, *args):  # unannotated: pygls resolves annotations of command handlers
         try:

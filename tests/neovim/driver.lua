@@ -453,6 +453,73 @@ function scenarios.port()
   result.lines_after = vim.api.nvim_buf_get_lines(buf, 0, -1, false)
 end
 
+--- :KernelOptimize through the real server: the proposal's preview shows the table of the configurations tried.
+function scenarios.optimize_table()
+  wait(10000, function()
+    return client().initialized
+  end, "kernel-lsp to initialize")
+  vim.api.nvim_win_set_cursor(0, { line_of("def add_kernel(") + 1, 4 })
+  vim.cmd("KernelOptimize")
+  wait(600000, function()
+    return kl.proposal() ~= nil
+  end, "the tiling proposal's preview")
+  local preview = kl.proposal().buf
+  result.preview = preview_state(preview)
+  result.source_shown = vim.iter(vim.api.nvim_tabpage_list_wins(0)):any(function(w)
+    return vim.api.nvim_win_get_buf(w) == buf
+  end)
+  result.tabs = #vim.api.nvim_list_tabpages()
+  kl.reject()
+end
+
+--- :KernelCompareIR with both sides' values: a new tab with the two IR documents side by side in diff mode.
+function scenarios.compare_ir()
+  wait(10000, function()
+    return client().initialized
+  end, "kernel-lsp to initialize")
+  local source_tab = vim.api.nvim_get_current_tabpage()
+  vim.api.nvim_win_set_cursor(0, { line_of("x = tl.load(") + 1, 8 })
+  local argument = kl.position_argument(client(), { stage = "ptx", a = "BLOCK_SIZE=256,num_warps=4",
+    b = "BLOCK_SIZE=1024,num_warps=8" })
+  vim.cmd("KernelCompareIR ptx BLOCK_SIZE=256,num_warps=4 BLOCK_SIZE=1024,num_warps=8")
+  wait(120000, function()
+    return #vim.api.nvim_list_tabpages() == 2
+  end, "the comparison's tab")
+  -- The command's own answer (a second compile, from triton's cache) names the files and lines shown.
+  result.compare_result = execute_with(kl.commands.compare_ir, { argument }, 120000)
+  local tab = vim.api.nvim_get_current_tabpage()
+  result.compare = {
+    new_tab = tab ~= source_tab,
+    title = vim.t[tab].kernel_lsp_compare,
+    current = vim.api.nvim_get_current_win(),
+    windows = vim.tbl_map(function(w)
+      local b = vim.api.nvim_win_get_buf(w)
+      return {
+        win = w,
+        name = vim.api.nvim_buf_get_name(b),
+        diff = vim.wo[w].diff,
+        readonly = vim.bo[b].readonly,
+        filetype = vim.bo[b].filetype,
+        line_count = vim.api.nvim_buf_line_count(b),
+        cursor = vim.api.nvim_win_get_cursor(w)[1] - 1,
+        highlighted = vim.tbl_map(function(m)
+          return m[2]
+        end, vim.api.nvim_buf_get_extmarks(b, vim.api.nvim_get_namespaces().kernel_lsp_ir, 0, -1, {})),
+      }
+    end, vim.api.nvim_tabpage_list_wins(tab)),
+  }
+  -- <C-]> on B's first highlighted line: back to the source line it comes from, in the source's window.
+  local right = vim.api.nvim_tabpage_list_wins(tab)[2]
+  vim.api.nvim_set_current_win(right)
+  vim.api.nvim_win_set_cursor(right, { result.compare_result.b.lines[1] + 1, 0 })
+  vim.api.nvim_feedkeys(vim.api.nvim_replace_termcodes("<C-]>", true, false, true), "x", false)
+  wait(10000, function()
+    return vim.api.nvim_get_current_buf() == buf
+  end, "the source line of the IR line")
+  result.jumped_to = vim.api.nvim_win_get_cursor(0)[1] - 1
+  result.load_line = line_of("x = tl.load(")
+end
+
 --- The assistant's good path: a plan, "go", the proposal back, and the edit applied with
 --- vim.lsp.util.apply_workspace_edit only after a (simulated) confirmation. The cursor's line is
 --- $KERNEL_LSP_TEST_LINE; the model behind it is the test's fake Messages API.

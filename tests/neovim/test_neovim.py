@@ -378,6 +378,59 @@ def test_inlay_hints_and_show_ir_in_a_split(nvim, tmp_path):
     assert sorted(ir["highlighted"]) == sorted(expected["lines"])
 
 
+UNTIED_VECTOR_ADD = (EXAMPLES / "vector_add.py").read_text().replace(
+    """    grid = (triton.cdiv(n, block_size),)
+    add_kernel[grid](x, y, out, n, BLOCK_SIZE=block_size, num_warps=4)""",
+    """    grid = lambda meta: (triton.cdiv(n, meta["BLOCK_SIZE"]),)
+    add_kernel[grid](x, y, out, n, BLOCK_SIZE=64, num_warps=4)""")
+
+
+@pytest.mark.timeout(900)
+def test_optimize_tiling_preview_shows_the_table_of_what_was_tried(nvim, tmp_path):
+    pytest.importorskip("torch")
+    pytest.importorskip("triton")
+    # The block size is free (the grid reads it from the launch's meta-parameters) and starts small: a change is
+    # proposed, with the table of every configuration the search ranked.
+    assert "BLOCK_SIZE=64" in UNTIED_VECTOR_ADD
+    root = workspace(tmp_path, {"vector_add.py": UNTIED_VECTOR_ADD})
+    r = run_scenario(nvim, "optimize_table", root / "vector_add.py", timeout_s=800,
+                     setup={"settings": {"checkDevice": "interpreter", "targets": ["sm_90"]}})
+    assert "error" not in r, r.get("error")
+    lines = r["preview"]["lines"]
+    assert lines[0] == "Proposal: Optimize tiling of add_kernel"
+    [header] = [i for i, line in enumerate(lines) if line.split() == ["configuration", "estimated", "measured",
+                                                                       "note"]]
+    rows = [line for line in lines[header + 1:] if line.startswith("BLOCK_SIZE=")]
+    assert len(rows) > 2 and all(" µs" in row for row in rows), lines
+    assert any(row.startswith("BLOCK_SIZE=64, num_warps=4, num_stages=3") for row in rows)  # the current one
+    # The table's markdown document is not opened over the source: the preview shows the table.
+    assert r["source_shown"] and r["preview"]["windows"] == 2 and r["tabs"] == 1
+    assert (root / ".kernel-lsp" / "proposals" / "optimize-tiling-of-add_kernel.md").is_file()
+
+
+def test_compare_ir_opens_both_sides_in_diff_mode(nvim, tmp_path):
+    pytest.importorskip("triton")
+    root = workspace(tmp_path, {"vector_add.py": EXAMPLES / "vector_add.py"})
+    r = run_scenario(nvim, "compare_ir", root / "vector_add.py", setup={"settings": {"checks": "off"}})
+    assert "error" not in r, r.get("error")
+    expected, shown = r["compare_result"], r["compare"]
+    assert "error" not in expected, expected
+    assert shown["new_tab"] and len(shown["windows"]) == 2
+    left, right = shown["windows"]
+    assert shown["current"] == left["win"]
+    assert "BLOCK_SIZE=256, num_warps=4" in shown["title"] and "BLOCK_SIZE=1024, num_warps=8" in shown["title"]
+    for win, side in ((left, expected["a"]), (right, expected["b"])):
+        path = Path(side["path"])
+        assert win["name"] == "kernel-lsp://ir/" + path.name and path.parent == root / ".kernel-lsp" / "ir"
+        assert win["diff"] is True and win["readonly"] is True and win["filetype"] == "ptx"
+        assert win["line_count"] == len(path.read_text().splitlines())
+        assert side["lines"] and sorted(win["highlighted"]) == sorted(side["lines"])  # the tl.load line's PTX
+        assert win["cursor"] == side["lines"][0]
+    assert ".reqntid 128" in Path(expected["a"]["path"]).read_text()
+    assert ".reqntid 256" in Path(expected["b"]["path"]).read_text()
+    assert r["jumped_to"] == r["load_line"]  # <C-]> on an IR line goes to the source line it comes from
+
+
 def test_generated_command_list_is_current():
     """lua/kernel_lsp/commands.lua is generated from the server's command table; a stale copy fails here."""
     spec = importlib.util.spec_from_file_location("gen_commands", REPO / "editors" / "neovim" / "gen_commands.py")

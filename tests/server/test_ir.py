@@ -117,3 +117,50 @@ async def test_show_ir_when_compiling_is_off(start):
     got = await s.command(SHOW_IR, uri, LOAD_LINE, 8)
     assert "error" in got and "compiling is off" in got["error"]
     assert not (s.root / ".kernel-lsp" / "ir").exists()
+
+
+COMPARE_IR = "kernel-lsp.compareIR"
+
+
+@pytest.mark.timeout(600)
+async def test_compare_ir_writes_both_sides_with_the_source_mapping(start):
+    s = await start({"kernels.py": GOOD}, options=OPTIONS)
+    uri = s.open("kernels.py")
+    await s.diagnostics(uri)
+    got = await s.command(COMPARE_IR, {"uri": uri, "line": LOAD_LINE, "character": 8, "stage": "ptx",
+                                       "a": "num_warps=4", "b": {"BLOCK": 1024, "num_warps": 8}})
+    assert "error" not in got, got
+    assert got["kernel"] == "add_kernel" and got["stage"] == "ptx" and got["target"] == "sm_90"
+    assert got["identical"] is False
+    a, b = got["a"], got["b"]
+    assert a["constexprs"] == {"BLOCK": 256} and a["numWarps"] == 4  # BLOCK from the pins setting
+    assert b["constexprs"] == {"BLOCK": 1024} and b["numWarps"] == 8
+    assert "num_warps=4 (triton " in a["description"] and "BLOCK=1024, num_warps=8 (triton " in b["description"]
+    texts = {}
+    for side in (a, b):
+        path = Path(side["path"])
+        assert path.parent == s.root / ".kernel-lsp" / "ir" and path.suffix == ".ptx" and side["uri"] == path.as_uri()
+        texts[path] = path.read_text().splitlines()
+        assert side["lines"] and any("ld.global" in texts[path][i] for i in side["lines"])
+        await _check_ir_document(s, side)  # definition on the cursor line's IR goes back to it
+    assert ".reqntid 128" in texts[Path(a["path"])] and ".reqntid 256" in texts[Path(b["path"])]
+
+
+BAD_COMPARISONS = [
+    ({"b": "BLOCK 1"}, "expected NAME=VALUE"),
+    ({"b": {"BLOK": 64}}, "has no parameter BLOK"),
+    ({"b": 3}, "expected an object"),
+    ({"bPython": "/nonexistent/python"}, "no Python interpreter at /nonexistent/python"),
+    ({"stage": "nope"}, "unknown stage"),
+    ({"line": 0}, "no Triton kernel"),
+]
+
+
+async def test_compare_ir_says_what_is_wrong(start):
+    s = await start({"kernels.py": GOOD}, options=OPTIONS)
+    uri = s.open("kernels.py")
+    await s.diagnostics(uri)
+    for given, message in BAD_COMPARISONS:
+        got = await s.command(COMPARE_IR, {"uri": uri, "line": LOAD_LINE, "character": 0, **given})
+        assert message in got.get("error", ""), (given, got)
+    assert "compile" in await s.command("kernel-lsp.status")  # the server still answers

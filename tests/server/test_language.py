@@ -142,6 +142,25 @@ async def test_definition_and_references_link_kernels_helpers_and_launches(start
         ("launch.py", at(L_LINES, "kernels.add_kernel[").line)]
 
 
+async def test_references_follow_a_closed_file_that_changes_on_disk(start):
+    """A closed file's imports are read once per analysis of it: a change on disk is seen at the next request."""
+    s = await start({**FILES, "other.py": "from pkg.kernels import add_kernel\n"})
+    s.open("pkg/kernels.py")
+
+    async def referencing_files() -> set[str]:
+        refs = await s.client.text_document_references_async(types.ReferenceParams(
+            text_document=doc(s, "pkg/kernels.py"), position=at(K_LINES, "def add_kernel", offset=6),
+            context=types.ReferenceContext(include_declaration=False)))
+        return {r.uri.rsplit("/", 1)[-1] for r in refs or []}
+
+    assert await until(referencing_files, lambda files: "other.py" in files) == {"launch.py", "other.py"}
+    assert await referencing_files() == {"launch.py", "other.py"}  # the same answer from what was read once
+    (s.root / "other.py").write_text("from pkg.kernels import scale_kernel\n")
+    assert await until(referencing_files, lambda files: "other.py" not in files) == {"launch.py"}
+    (s.root / "other.py").write_text("import pkg.kernels\nfrom pkg.kernels import add_kernel as k\n")
+    assert await until(referencing_files, lambda files: "other.py" in files) == {"launch.py", "other.py"}
+
+
 async def test_rename_a_constexpr_parameter_updates_configs_and_launch_keywords(start):
     s = await start(FILES)
     s.open("pkg/kernels.py")

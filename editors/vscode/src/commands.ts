@@ -5,6 +5,25 @@ import { ExecuteCommandRequest, type LanguageClient } from 'vscode-languageclien
 import type { ArgumentKind } from './manifest';
 
 export const REFINE = 'kernel-lsp.refine';
+export const COMPARE_IR = 'kernel-lsp.compareIR';
+export const IR_STAGES = ['ttgir', 'ttir', 'llir', 'ptx', 'sass', 'amdgcn'];
+
+/** One side of the server's Compare IR answer: its IR file and what it was compiled from. */
+export interface IRSide {
+  uri: string;
+  path: string;
+  lines: number[];
+  description: string;
+}
+
+/** The two sides of a Compare IR answer, or undefined when it is not one. */
+export function comparisonOf(result: unknown): { kernel: string; stage: string; a: IRSide; b: IRSide } | undefined {
+  const r = result as { kernel?: unknown; stage?: unknown; a?: IRSide; b?: IRSide } | undefined;
+  if (r && typeof r === 'object' && typeof r.a?.path === 'string' && typeof r.b?.path === 'string') {
+    return { kernel: String(r.kernel), stage: String(r.stage), a: r.a, b: r.b };
+  }
+  return undefined;
+}
 
 /** The commands the running server advertises in its initialize result. */
 export function advertised(client: LanguageClient | undefined): string[] {
@@ -52,6 +71,22 @@ export function errorOf(result: unknown): string | undefined {
 
 export async function execute(client: LanguageClient, command: string, args: unknown[]): Promise<unknown> {
   return client.sendRequest(ExecuteCommandRequest.type, { command, arguments: args });
+}
+
+/** The table ([[header...], [row...], ...]) an answer carries, e.g. the configurations a tiling search tried. */
+export function tableOf(result: unknown): string[][] | undefined {
+  const r = result as { table?: unknown; proposal?: { table?: unknown } } | undefined;
+  const table = r && typeof r === 'object' ? (r.table ?? r.proposal?.table) : undefined;
+  return Array.isArray(table) && table.length > 1 && table.every(Array.isArray) ? table as string[][] : undefined;
+}
+
+/** A table as aligned text columns, for the output channel. */
+export function formatTable(rows: string[][]): string {
+  const widths: number[] = [];
+  for (const row of rows) {
+    row.forEach((cell, i) => { widths[i] = Math.max(widths[i] ?? 0, String(cell).length); });
+  }
+  return rows.map((row) => row.map((cell, i) => String(cell).padEnd(widths[i])).join('  ').trimEnd()).join('\n');
 }
 
 /** A proposed change in a command's answer (the server's convert.proposal): previewed, never applied silently. */

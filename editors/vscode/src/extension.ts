@@ -12,7 +12,10 @@ import {
   type ServerOptions,
 } from 'vscode-languageclient/node';
 
-import { REFINE, advertised, commandArguments, errorOf, execute, positionArgument, proposalOf } from './commands';
+import {
+  COMPARE_IR, IR_STAGES, REFINE, advertised, commandArguments, comparisonOf, errorOf, execute, formatTable,
+  positionArgument, proposalOf, tableOf,
+} from './commands';
 import { INSTALL_HINT, candidates, findServer, notFoundMessage, probe, type ServerLaunch } from './interpreter';
 import { pipeServerLog } from './log';
 import { readManifest, SECTION, type Manifest, type ServerCommand } from './manifest';
@@ -231,8 +234,13 @@ export class KernelLspExtension implements vscode.Disposable {
     }
     const error = errorOf(result);
     const offered = proposalOf(result);
+    const table = tableOf(result);
+    if (table) { // what a search tried: in the output channel (a proposal's also opens beside its preview)
+      this.output.info(`${command.title}: ${error ?? offered?.proposal.summary ?? ''}\n${formatTable(table)}`);
+    }
     if (error !== undefined) {
-      void vscode.window.showErrorMessage(`kernel-lsp: ${command.title}: ${error}`);
+      void vscode.window.showErrorMessage(`kernel-lsp: ${command.title}: ${error}`, ...(table ? [SHOW_LOG] : []))
+        .then((choice) => { if (choice === SHOW_LOG) this.output.show(true); });
     } else if (offered) {
       await this.preview(client, offered.proposal, offered.delivered);
     } else if (command.server === STATUS && result && typeof result === 'object') {
@@ -258,6 +266,64 @@ export class KernelLspExtension implements vscode.Disposable {
       }
     }
     void vscode.window.showInformationMessage(`kernel-lsp: ${proposal.title}: ${proposal.summary}`);
+  }
+
+  /** Compare IR: asks for the stage and each side's values (and, for side B, another Python whose triton compiles
+   * it), has the server compile the kernel under the cursor both ways, and opens the two IR documents in the diff
+   * editor at the instructions of the cursor's line. */
+  async compareIR(command: ServerCommand): Promise<unknown> {
+    const client = this.running();
+    if (!client) {
+      return undefined;
+    }
+    const editor = vscode.window.activeTextEditor;
+    if (!editor) {
+      void vscode.window.showWarningMessage('kernel-lsp: Compare IR: put the cursor in a Triton kernel first');
+      return undefined;
+    }
+    const stage = await vscode.window.showQuickPick(IR_STAGES, { title: 'kernel-lsp: Compare IR', placeHolder:
+      'the IR to compare' });
+    if (!stage) {
+      return undefined;
+    }
+    const ask = (side: string, prompt: string) => vscode.window.showInputBox({ title: `kernel-lsp: Compare IR, ${side}`,
+      prompt, ignoreFocusOut: true });
+    const a = await ask('side A', 'NAME=VALUE,... (constexprs, num_warps, num_stages), e.g. BLOCK_M=64,num_warps=4; ' +
+      "empty: the kernel's first configuration");
+    if (a === undefined) {
+      return undefined;
+    }
+    const b = await ask('side B', 'NAME=VALUE,... e.g. BLOCK_M=128,num_warps=8; empty: the same as A, to compare ' +
+      'two triton versions');
+    if (b === undefined) {
+      return undefined;
+    }
+    const bPython = await ask('side B', 'a Python interpreter whose triton compiles side B (empty: the server\'s own)');
+    if (bPython === undefined) {
+      return undefined;
+    }
+    const args = { ...positionArgument(client, editor), stage, a, b: b.trim() ? b : a,
+      ...(bPython.trim() ? { bPython: bPython.trim() } : {}) };
+    let result: unknown;
+    try {
+      result = await execute(client, COMPARE_IR, [args]);
+    } catch (error) {
+      const reason = error instanceof Error ? error.message : String(error);
+      void vscode.window.showErrorMessage(`kernel-lsp: ${command.title} failed: ${reason}`);
+      return undefined;
+    }
+    const error = errorOf(result);
+    const compared = comparisonOf(result);
+    if (error !== undefined || !compared) {
+      void vscode.window.showErrorMessage(`kernel-lsp: ${command.title}: ${error ?? 'the server sent no IR'}`);
+      return result;
+    }
+    const first = compared.a.lines[0];
+    const selection = first === undefined ? undefined : new vscode.Range(first, 0, first, 0);
+    await vscode.commands.executeCommand('vscode.diff', vscode.Uri.file(compared.a.path),
+      vscode.Uri.file(compared.b.path), `${compared.kernel} ${compared.stage}: A ${compared.a.description} ↔ ` +
+      `B ${compared.b.description}`, { preview: false, selection });
+    return result;
   }
 
   /** Asks for a follow-up instruction and sends it with the cursor's place to the server's refine command. */
@@ -396,7 +462,9 @@ export async function activate(context: vscode.ExtensionContext): Promise<Kernel
   const extension = new KernelLspExtension(manifest, output);
   context.subscriptions.push(output, extension);
   for (const command of manifest.serverCommands) {
-    context.subscriptions.push(vscode.commands.registerCommand(command.command, () => extension.runServerCommand(command)));
+    const run = command.server === COMPARE_IR ? () => extension.compareIR(command)
+      : () => extension.runServerCommand(command);
+    context.subscriptions.push(vscode.commands.registerCommand(command.command, run));
   }
   context.subscriptions.push(
     vscode.commands.registerCommand(`${SECTION}.refineProposal`, () => extension.refineProposal()),

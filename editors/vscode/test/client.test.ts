@@ -5,8 +5,8 @@ import * as path from 'node:path';
 import { afterAll, beforeAll, describe, expect, test, vi } from 'vitest';
 
 import {
-  diagnostics, openDocument, outputs, providersFor, registeredCommands, requireOut, serverPython, vscode, waitFor,
-  webviews,
+  diagnostics, diffs, openDocument, outputs, providersFor, registeredCommands, requireOut, serverPython, showEditor,
+  vscode, waitFor, webviews,
 } from './host';
 
 const pkg = JSON.parse(fs.readFileSync(path.join(__dirname, '..', 'package.json'), 'utf8'));
@@ -177,6 +177,38 @@ describe('the extension with the real server', () => {
     expect(result.error).toMatch(/compiling is off/);
     expect(errors).toHaveBeenCalledWith(expect.stringMatching(/^kernel-lsp: Show IR: add_kernel has not been compiled/));
   });
+
+  test('Compare IR compiles the kernel two ways and opens both IR documents in the diff editor', async () => {
+    const editor = vscode.window.activeTextEditor;
+    const loadLine = EXAMPLE.split('\n').indexOf('    x = tl.load(x_ptr + offsets, mask=in_bounds)');
+    showEditor(specced, loadLine, 8);
+    vi.mocked(vscode.window.showQuickPick).mockResolvedValueOnce('ptx' as any);
+    vi.mocked(vscode.window.showInputBox).mockResolvedValueOnce('BLOCK_SIZE=256,num_warps=4')
+      .mockResolvedValueOnce('BLOCK_SIZE=1024,num_warps=8').mockResolvedValueOnce('');
+    diffs.length = 0;
+    try {
+      const result: any = await vscode.commands.executeCommand('kernelLsp.compareIR');
+      expect(result.error).toBeUndefined();
+      expect(diffs).toHaveLength(1);
+      const [{ left, right, title, options }] = diffs;
+      expect(left.fsPath).toBe(result.a.path);
+      expect(right.fsPath).toBe(result.b.path);
+      expect(title).toMatch(/^add_kernel ptx: A BLOCK_SIZE=256, num_warps=4 \(triton [\d.]+\) ↔ B BLOCK_SIZE=1024, num_warps=8 /);
+      // Both documents are Show IR's: under .kernel-lsp/ir/, naming the user's file, mapped back to its lines.
+      for (const side of [result.a, result.b]) {
+        expect(path.dirname(side.path)).toBe(path.join(workspace, '.kernel-lsp', 'ir'));
+        expect(fs.readFileSync(side.path, 'utf8')).toContain('vector_add.py');
+        const mapped = JSON.parse(fs.readFileSync(`${side.path}.lines.json`, 'utf8'));
+        expect(side.lines.length).toBeGreaterThan(0);
+        for (const l of side.lines) expect(mapped.lines[String(l)]).toContain(loadLine);
+      }
+      expect(options.selection.start.line).toBe(result.a.lines[0]);
+      expect(fs.readFileSync(result.a.path, 'utf8')).toContain('.reqntid 128');
+      expect(fs.readFileSync(result.b.path, 'utf8')).toContain('.reqntid 256');
+    } finally {
+      (vscode.window as { activeTextEditor: unknown }).activeTextEditor = editor;
+    }
+  }, 300_000);
 
   test('refining a proposal needs the cursor in a kernel before it asks for an instruction', async () => {
     const warnings = vi.mocked(vscode.window.showWarningMessage);

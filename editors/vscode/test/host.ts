@@ -206,6 +206,11 @@ vscode.commands.executeCommand = async (id: string, ...args: any[]) => {
   return handler(...args);
 };
 vscode.commands.getCommands = async () => [...registry.keys()];
+/** What the extension opened in VS Code's diff editor (the built-in `vscode.diff` command). */
+export const diffs: { left: any; right: any; title: string; options: any }[] = [];
+registry.set('vscode.diff', (left: any, right: any, title: string, options: any) => {
+  diffs.push({ left, right, title, options });
+});
 vscode.workspace.createFileSystemWatcher = () => ({
   onDidCreate: new base.EventEmitter().event,
   onDidChange: new base.EventEmitter().event,
@@ -247,6 +252,15 @@ export function openDocument(file: string, languageId = 'python'): any {
   const editor = createMockTextEditor(vi, document);
   vscode.window.activeTextEditor = editor;
   vscode.window.visibleTextEditors = [editor];
+  return editor;
+}
+
+/** Make an open document the active editor's again, with the cursor at (line, character). */
+export function showEditor(document: any, line: number, character: number): any {
+  const editor = createMockTextEditor(vi, document);
+  Object.defineProperty(editor, 'selection', { value: new vscode.Selection(line, character, line, character),
+    configurable: true });
+  vscode.window.activeTextEditor = editor;
   return editor;
 }
 

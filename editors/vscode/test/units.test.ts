@@ -11,6 +11,7 @@ const { candidates, findServer, notFoundMessage, probe } = requireOut('./interpr
 const { serverLogLine } = requireOut('./log.js');
 const { serverSettings } = requireOut('./settings.js');
 const { readManifest } = requireOut('./manifest.js');
+const { formatTable, tableOf } = requireOut('./commands.js');
 
 const pkg = JSON.parse(fs.readFileSync(path.join(__dirname, '..', 'package.json'), 'utf8'));
 
@@ -155,5 +156,24 @@ describe('packaging', () => {
     expect(files.some((f) => f.startsWith('node_modules/vscode-languageclient/'))).toBe(true);
     const own = files.filter((f) => !f.startsWith('node_modules/'));
     expect(own.filter((f) => /^(src|test)\//.test(f) || f.endsWith('.map') || f.endsWith('.ts'))).toEqual([]);
+  });
+});
+
+describe('the table of what a search tried', () => {
+  const rows = [['configuration', 'estimated', 'measured', 'note'], ['BLOCK_SIZE=64, num_warps=4', '56.3 µs', '-', '']];
+
+  test('is read from an error answer and from a proposal, not from anything else', () => {
+    expect(tableOf({ error: 'no tiling change proposed', table: rows })).toEqual(rows);
+    expect(tableOf({ proposal: { title: 't', summary: 's', edit: {}, table: rows } })).toEqual(rows);
+    expect(tableOf({ proposal: { table: [rows[0]] } })).toBeUndefined(); // a header alone
+    expect(tableOf({ table: 'x' })).toBeUndefined();
+    expect(tableOf(null)).toBeUndefined();
+  });
+
+  test('is written as aligned columns', () => {
+    expect(formatTable(rows).split('\n')).toEqual([
+      'configuration               estimated  measured  note',
+      'BLOCK_SIZE=64, num_warps=4  56.3 µs    -',
+    ]);
   });
 });

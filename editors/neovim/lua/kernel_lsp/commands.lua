@@ -30,6 +30,13 @@ return {
     description = "Open the TTIR, TTGIR, LLIR, PTX, SASS or AMDGCN of the kernel under the cursor, at the instructions that come from the cursor's line.",
   },
   {
+    name = "kernel-lsp.compareIR",
+    user = "KernelCompareIR",
+    argument = "position",
+    title = "Compare IR",
+    description = "Compile the kernel under the cursor two ways (two configurations: {a, b} as NAME=VALUE,...; or two triton versions: {aPython, bPython}) and open both IR documents side by side, with Show IR's line mapping.",
+  },
+  {
     name = "kernel-lsp.runChecks",
     user = "KernelCheck",
     argument = "position",

@@ -23,6 +23,7 @@ M.section = "kernelLsp"
 local STATUS = "kernel-lsp.status"
 local REINDEX = "kernel-lsp.reindex"
 local SHOW_IR = "kernel-lsp.showIR"
+local COMPARE_IR = "kernel-lsp.compareIR"
 local RUN_CHECKS = "kernel-lsp.runChecks"
 local REFINE = "kernel-lsp.refine"
 
@@ -50,6 +51,7 @@ M.commands = {
   status = STATUS,
   reindex = REINDEX,
   ir = SHOW_IR,
+  compare_ir = COMPARE_IR,
   checks = RUN_CHECKS,
   refine = REFINE,
   profile = "kernel-lsp.profileLines",
@@ -449,13 +451,13 @@ local function buffer_named(name)
   end
 end
 
---- Show an IR file (written by the server under .kernel-lsp/ir/) in a read-only scratch buffer in a split, with
---- `lines` (0-based) highlighted and the cursor on the first. Reuses the split that shows it already.
-function M.open_ir(path, lines, stage)
+--- A read-only scratch buffer holding an IR file (written by the server under .kernel-lsp/ir/), `lines` (0-based)
+--- highlighted; the buffer that holds it already is reused. Nil when the file cannot be read.
+local function ir_buffer(path, lines, stage)
   local ok, text = pcall(vim.fn.readfile, path)
   if not ok or type(text) ~= "table" then
     notify(("cannot read %s"):format(path), vim.log.levels.WARN)
-    return
+    return nil
   end
   local name = "kernel-lsp://ir/" .. vim.fs.basename(path)
   local buf = buffer_named(name)
@@ -475,7 +477,68 @@ function M.open_ir(path, lines, stage)
     vim.bo[buf].filetype = IR_FILETYPES[stage]
   end
   vim.b[buf].kernel_lsp_ir = path
+  vim.keymap.set("n", "<C-]>", M.ir_to_source, { buffer = buf, desc = "kernel-lsp: the source line of this IR line" })
+  vim.api.nvim_buf_clear_namespace(buf, ir_ns, 0, -1)
+  local count = vim.api.nvim_buf_line_count(buf)
+  for _, l in ipairs(lines or {}) do
+    if type(l) == "number" and l >= 0 and l < count then
+      vim.api.nvim_buf_set_extmark(buf, ir_ns, l, 0, { line_hl_group = "KernelIRLine" })
+    end
+  end
+  return buf
+end
 
+--- `<C-]>` in an IR buffer: the source line this IR line was compiled from (the server's definition on the IR
+--- file), in a window that shows the source already (this tab's first), else in a split.
+function M.ir_to_source()
+  local path = vim.b.kernel_lsp_ir
+  local client = M.client()
+  if type(path) ~= "string" or not client then
+    return
+  end
+  local params = { textDocument = { uri = vim.uri_from_fname(path) },
+    position = { line = vim.api.nvim_win_get_cursor(0)[1] - 1, character = 0 } }
+  client:request("textDocument/definition", params, function(err, found)
+    local location = not err and type(found) == "table" and (found[1] or found.uri and found) or nil
+    if not location then
+      notify("this IR line comes from no line of the source", vim.log.levels.INFO)
+      return
+    end
+    local fname = vim.uri_to_fname(location.uri)
+    local tabs = vim.list_extend({ vim.api.nvim_get_current_tabpage() }, vim.api.nvim_list_tabpages())
+    local win
+    for _, tab in ipairs(tabs) do
+      win = win or vim.iter(vim.api.nvim_tabpage_list_wins(tab)):find(function(w)
+        return vim.api.nvim_buf_get_name(vim.api.nvim_win_get_buf(w)) == fname
+      end)
+    end
+    if win then
+      vim.api.nvim_set_current_win(win)
+    else
+      vim.cmd("belowright split " .. vim.fn.fnameescape(fname))
+    end
+    vim.lsp.util.show_document(location, client.offset_encoding, { focus = true })
+  end, vim.api.nvim_get_current_buf())
+end
+
+--- Put the cursor of `win` on the first of `lines` (0-based), centred.
+local function cursor_to(win, lines)
+  local first = lines and lines[1]
+  if type(first) == "number" and first >= 0 and first < vim.api.nvim_buf_line_count(vim.api.nvim_win_get_buf(win)) then
+    vim.api.nvim_win_set_cursor(win, { first + 1, 0 })
+    vim.api.nvim_win_call(win, function()
+      vim.cmd("normal! zz")
+    end)
+  end
+end
+
+--- Show an IR file (written by the server under .kernel-lsp/ir/) in a read-only scratch buffer in a split, with
+--- `lines` (0-based) highlighted and the cursor on the first. Reuses the split that shows it already.
+function M.open_ir(path, lines, stage)
+  local buf = ir_buffer(path, lines, stage)
+  if not buf then
+    return
+  end
   local win = vim.iter(vim.api.nvim_tabpage_list_wins(0)):find(function(w)
     return vim.api.nvim_win_get_buf(w) == buf
   end)
@@ -486,20 +549,87 @@ function M.open_ir(path, lines, stage)
     win = vim.api.nvim_get_current_win()
     vim.api.nvim_win_set_buf(win, buf)
   end
-
-  vim.api.nvim_buf_clear_namespace(buf, ir_ns, 0, -1)
-  local count = vim.api.nvim_buf_line_count(buf)
-  for _, l in ipairs(lines or {}) do
-    if type(l) == "number" and l >= 0 and l < count then
-      vim.api.nvim_buf_set_extmark(buf, ir_ns, l, 0, { line_hl_group = "KernelIRLine" })
-    end
-  end
-  local first = lines and lines[1]
-  if type(first) == "number" and first >= 0 and first < count then
-    vim.api.nvim_win_set_cursor(win, { first + 1, 0 })
-    vim.cmd("normal! zz")
-  end
+  cursor_to(win, lines)
   return buf, win
+end
+
+--- Open the two IR documents of a Compare IR answer in a new tab, A left and B right, in diff mode, each with the
+--- instructions of the cursor's source line highlighted. Returns the two windows.
+function M.open_comparison(result)
+  local a = ir_buffer(result.a.path, result.a.lines, result.stage)
+  local b = a and ir_buffer(result.b.path, result.b.lines, result.stage)
+  if not (a and b) then
+    return
+  end
+  vim.cmd("tabnew")
+  local scratch = vim.api.nvim_get_current_buf()
+  local left = vim.api.nvim_get_current_win()
+  vim.api.nvim_win_set_buf(left, a)
+  if scratch ~= a and vim.api.nvim_buf_is_valid(scratch) then
+    vim.api.nvim_buf_delete(scratch, { force = true })
+  end
+  vim.cmd("rightbelow vsplit")
+  local right = vim.api.nvim_get_current_win()
+  vim.api.nvim_win_set_buf(right, b)
+  for _, win in ipairs({ left, right }) do
+    vim.api.nvim_win_call(win, function()
+      vim.cmd("diffthis")
+    end)
+  end
+  vim.t.kernel_lsp_compare = ("%s %s: A %s | B %s"):format(result.kernel, result.stage, result.a.description,
+    result.b.description)
+  cursor_to(right, result.b.lines)
+  vim.api.nvim_set_current_win(left)
+  cursor_to(left, result.a.lines)
+  notify(vim.t.kernel_lsp_compare)
+  return left, right
+end
+
+--- `:KernelCompareIR [stage] [A] [B] [B-python]`: the kernel under the cursor compiled two ways, its IR side by
+--- side in diff mode. A and B are NAME=VALUE,... (constexprs, num_warps, num_stages; "-" for the kernel's first
+--- configuration); B-python is an interpreter whose triton compiles side B (two triton versions). Without
+--- arguments, asks for each.
+function M.compare_ir(opts)
+  local client = M.client()
+  if not client then
+    return M.execute(COMPARE_IR)
+  end
+  local function send(stage, a, b, b_python)
+    local function given(v)
+      return (v == nil or v == "-") and "" or v
+    end
+    local extra = { stage = stage ~= "" and stage or "ttgir", a = given(a), b = given(b) }
+    if b_python and b_python ~= "" and b_python ~= "-" then
+      extra.bPython = vim.fn.expand(b_python)
+    end
+    if extra.b == "" and extra.bPython then
+      extra.b = extra.a -- two triton versions: the same values on both sides
+    end
+    M.execute(COMPARE_IR, function(result)
+      if type(result) == "table" and type(result.a) == "table" and type(result.b) == "table" then
+        M.open_comparison(result)
+      end
+    end, { M.position_argument(client, extra) })
+  end
+  local fargs = opts and opts.fargs or {}
+  if #fargs > 0 then
+    return send(fargs[1], fargs[2], fargs[3], fargs[4])
+  end
+  vim.ui.input({ prompt = "Compare IR, side A (NAME=VALUE,...; empty: the first configuration): " }, function(a)
+    if a == nil then
+      return
+    end
+    vim.ui.input({ prompt = "side B (NAME=VALUE,...; empty: as A): " }, function(b)
+      if b == nil then
+        return
+      end
+      vim.ui.input({ prompt = "Python whose triton compiles B (empty: the server's): " }, function(py)
+        if py ~= nil then
+          send("ttgir", a, b ~= "" and b or a, py)
+        end
+      end)
+    end)
+  end)
 end
 
 --- `:KernelIR [stage] [target]`: the compiled IR (ttgir by default; ttir, llir, ptx, sass, amdgcn) of the kernel
@@ -519,6 +649,12 @@ function M.show_ir(opts)
 end
 
 local function show_document(err, params, ctx)
+  local ok, fname = pcall(vim.uri_to_fname, type(params) == "table" and params.uri or "")
+  if ok and type(fname) == "string" and fname:find("/.kernel-lsp/proposals/", 1, true) and not params.takeFocus then
+    -- A proposal's table of what was tried: the preview of its edit (the workspace/applyEdit that follows)
+    -- shows the same table under the summary, from the edit's change annotation.
+    return { success = true }
+  end
   local path = type(params) == "table" and not params.external and ir_path(params.uri)
   if path then
     local lines = {}
@@ -899,6 +1035,12 @@ local SPECIAL = {
         return M.STAGES
       end
       return #words == 3 and (vim.tbl_get(M.options, "settings", "targets") or M.TARGETS) or {}
+    end,
+  } },
+  [COMPARE_IR] = { M.compare_ir, {
+    nargs = "*",
+    complete = function(_, cmdline, cursor)
+      return #vim.split(cmdline:sub(1, cursor), "%s+") <= 2 and M.STAGES or {}
     end,
   } },
   [RUN_CHECKS] = { M.check, { bang = true } },
