@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     from .engine.apidocs import ApiDocsStore
     from .engine.compile.service import CompileService
     from .engine.cuda import CudaReport
+    from .engine.executor import Executor
     from .engine.latency import LatencyReport
     from .engine.profile import ProfileReport
     from .engine.verify import CheckReport
@@ -103,6 +104,7 @@ class ServerState:
     checks: dict[str, tuple[str, "CheckReport"]] = field(default_factory=dict)
     checking: dict[str, threading.Event] = field(default_factory=dict)  # path -> the running check's cancel
     checks_run: int = 0
+    check_executor: "Executor | None" = None  # with `executor: ray`: the checks' Ray executor, created on first use
     # Latency: path -> (the text that was timed or estimated, its LatencyReport); shown while that text is current
     latency: dict[str, tuple[str, "LatencyReport"]] = field(default_factory=dict)
     timing: dict[str, threading.Event] = field(default_factory=dict)  # path -> cancel of the run in flight
@@ -411,9 +413,15 @@ class KernelLanguageServer(LanguageServer):
                                timeout_s=float(settings.check_timeout_s),
                                root=self.state.roots[0] if self.state.roots else None)
         title = f"checking {', '.join(kernels) if kernels else os.path.basename(path)}"
+        executor = self.check_executor()
         async with background_job(self, title, running=self.state.checking, key=path,
                                   started=self.refresh_lenses) as job:  # a newer check supersedes this one
-            report = await job.run(run_checks, request, job.cancel)
+            if executor is not None:  # a Ray task; a newer check of the file (same key) cancels it
+                from .engine.check import check_with
+
+                report = await check_with(executor, request, settings.check_timeout_s, key=path)
+            else:
+                report = await job.run(run_checks, request, job.cancel)
         if job.cancelled:
             return None
         self.state.checks_run += 1
@@ -431,6 +439,25 @@ class KernelLanguageServer(LanguageServer):
             task = asyncio.ensure_future(self.run_latency(path, text, correct, gpu=on_gpu))
             task.add_done_callback(log_task_failure)
         return report
+
+    def check_executor(self) -> "Executor | None":
+        """Where checks run with `executor: ray` (None: in a process of this machine, as `run_checks` starts it).
+        A cluster that cannot be reached or is lost: the checks run here, and a window message says so."""
+        settings = self.state.settings
+        if settings.executor != "ray":
+            return None
+        if self.state.check_executor is None:
+            from .engine.executor import ThreadExecutor, make_executor
+
+            self.state.check_executor = make_executor(
+                "ray", lambda: ThreadExecutor(max(1, (os.cpu_count() or 2) - 1)),
+                address=settings.ray_address or None, say=lambda line: self.message(f"checks: {line}"))
+        return self.state.check_executor
+
+    async def close_check_executor(self) -> None:
+        executor, self.state.check_executor = self.state.check_executor, None
+        if executor is not None:
+            await executor.close()
 
     def latency_report(self, path: str) -> "LatencyReport | None":
         return self.while_current(self.state.latency, path)
@@ -625,7 +652,8 @@ class KernelLanguageServer(LanguageServer):
                 return None
             from .engine.compile.service import CompileService
 
-            self.state.compiler = CompileService(self.compile_root(), settings, private_dir=self.private_dir())
+            self.state.compiler = CompileService(self.compile_root(), settings, private_dir=self.private_dir(),
+                                                 say=lambda line: self.message(f"compiles: {line}"))
         return self.state.compiler
 
     def private_dir(self) -> Path:
