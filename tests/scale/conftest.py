@@ -40,10 +40,11 @@ class RayCluster:
                         PYTHONPATH=os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p))
         self.env.pop("RAY_ADDRESS", None)
         self.logs = tmp
-        ray = str(Path(sys.executable).with_name("ray"))
+        script = Path(sys.executable).with_name("ray")  # absent where Ray was unpacked from a wheel onto the path
+        ray = [str(script)] if script.exists() else [sys.executable, "-m", "ray.scripts.scripts"]
         common = ["--block", "--disable-usage-stats", "--object-store-memory=80000000"]
         self.procs: list[subprocess.Popen] = []
-        self._start([ray, "start", "--head", f"--port={self.port}", f"--temp-dir={self.temp_dir}",
+        self._start([*ray, "start", "--head", f"--port={self.port}", f"--temp-dir={self.temp_dir}",
                      "--include-dashboard=false", *common, *head],
                     "head", node_env[0] if node_env else None)
         deadline = time.monotonic() + 120
@@ -51,7 +52,7 @@ class RayCluster:
             assert time.monotonic() < deadline, "the Ray head did not start: " + self.log("head")
             time.sleep(0.2)
         for i, extra in enumerate(workers):
-            self._start([ray, "start", f"--address={self.address}", *common, *extra], f"worker{i}",
+            self._start([*ray, "start", f"--address={self.address}", *common, *extra], f"worker{i}",
                         node_env[1 + i] if len(node_env) > 1 + i else None)
         for i in range(len(workers)):  # a job submitted before a node joined would never go there
             while "Ray runtime started" not in self.log(f"worker{i}"):
