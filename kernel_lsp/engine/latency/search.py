@@ -120,8 +120,7 @@ def search_tiling(path: str, source: str, kernel: str, target: str = "H200", roo
         proposal = TilingProposal(kernel, str(target), None, None, "none", None, None, None, None)
         proposal.errors.append(f"no hardware model for {target!r}")
         return proposal
-    gpus = timer.gpus_for(hw.name) if timer is not None else None
-    timed = (gpus > 0 if timer is not None else gpu_present()) if measure is None else bool(measure)
+    timed = (timer.gpus_for(hw.name) > 0 if timer is not None else gpu_present()) if measure is None else bool(measure)
     store, key = None, None
     if cache and root:
         from ..cache import ResultCache
@@ -134,10 +133,13 @@ def search_tiling(path: str, source: str, kernel: str, target: str = "H200", roo
             hit.cached = True
             say("done: the same search was run before on this text", 1.0)
             return hit
+    unmeasured = None  # why nothing is timed, where it was not the caller's choice
+    if not timed and measure is None:
+        unmeasured = "no GPU on this machine" if timer is None else f"no GPU on the Ray cluster at {timer.address}"
     proposal = _search(path, source, kernel, hw, root, timed=timed, verify=verify, say=say, cancel=cancel,
-                       radius=radius, limit=limit, timer=timer if timed else None)
-    if timer is not None and not timed and measure is None:
-        proposal.not_measured_because = f"no GPU on the Ray cluster at {timer.address}"
+                       radius=radius, limit=limit, timer=timer if timed else None, unmeasured=unmeasured)
+    if timer is not None:
+        proposal.not_measured_because = unmeasured
     if store is not None and not proposal.errors and not (cancel is not None and cancel.is_set()):
         store.put(key, proposal)
     return proposal
@@ -150,8 +152,8 @@ def search_key(source: str, kernel: str, hw, **params) -> str:
     return "tiling-" + hashlib.sha256(data.encode()).hexdigest()
 
 
-def _search(path, source, kernel, hw, root, *, timed, verify, say, cancel, radius, limit, timer=None
-            ) -> TilingProposal:
+def _search(path, source, kernel, hw, root, *, timed, verify, say, cancel, radius, limit, timer=None,
+            unmeasured=None) -> TilingProposal:
     proposal = TilingProposal(kernel, hw.name, None, None, "none", None, None, None, None)
     say("counting the work of the current configuration (Triton's interpreter, on the CPU)", 0.05)
     try:
@@ -226,8 +228,9 @@ def _search(path, source, kernel, hw, root, *, timed, verify, say, cancel, radiu
             rounds[0] += 1
             cands = [by_key[config_key(b)] for b in batch]
             if timer is not None:
-                say(f"timing {len(cands)} configurations on {min(len(cands), timer.gpus_for(hw.name))} GPU(s) of the Ray cluster "
-                    f"(round {rounds[0]})", min(0.75, 0.35 + 0.07 * rounds[0]))
+                gpus = min(len(cands), timer.gpus_for(hw.name))
+                say(f"timing {len(cands)} configurations on {gpus} GPU(s) of the Ray cluster (round {rounds[0]})",
+                    min(0.75, 0.35 + 0.07 * rounds[0]))
                 timings = timer.time_round(path, source, root, points[reference], [points[c] for c in cands],
                                            hw.name, cancel)
                 for c, t in zip(cands, timings):
@@ -254,9 +257,8 @@ def _search(path, source, kernel, hw, root, *, timed, verify, say, cancel, radiu
         if timer is not None:
             proposal.nodes, proposal.compared = timer.report(), timer.basis()
     elif ranked:
-        where = " (no GPU on this machine)" if timer is None else f" (no GPU on the Ray cluster at {timer.address})"
         say(f"ranked {len(ranked)} configurations by the model: estimated; not measured"
-            + ("" if timer is None and gpu_present() else where), 0.8)
+            + (f" ({unmeasured})" if unmeasured else ""), 0.8)
     winner, source_kind = choose(ranked, measured)
     figures = measured if source_kind == "measured" else estimated
     if (winner is not None and current in figures and figures.get(winner) is not None
