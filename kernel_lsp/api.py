@@ -217,6 +217,7 @@ class TuneRow(_Result):
     measured_us: float | None = None
     note: str | None = None
     source: str | None = None  # "measured" | "estimated": which figure ranks this row
+    node: str | None = None  # the cluster node that timed it (a search timed on Ray)
 
 
 @dataclass(frozen=True)
@@ -240,6 +241,8 @@ class TuneResult(_Result):
     measured_fraction: float = 0.0  # of the space, timed on the GPU
     frozen: list[str] = field(default_factory=list)  # block sizes the launch grid ties, kept at their values
     cached: bool = False  # answered from an identical earlier search
+    nodes: list[dict[str, Any]] = field(default_factory=list)  # per cluster node: device, reference timings
+    compared: str | None = None  # how figures from several nodes were made comparable
 
 
 @dataclass(frozen=True)
@@ -702,12 +705,13 @@ class Workspace:
     def tune(self, path: str | os.PathLike | None = None, source: str | None = None, *, kernel: str,
              target: str = "H200", budget: int = 48, measure: bool | None = None, verify: bool = True,
              cache: bool = True, progress: Callable[[str, float], None] | None = None,
-             cancel: threading.Event | None = None) -> TuneResult:
+             cancel: threading.Event | None = None, timer: Any = None) -> TuneResult:
         """The tiling search for `kernel` on `target`: up to `budget` configurations ranked by the model on
         counted work, the best ones timed where there is a GPU (`measure=False`: the model only), the winner
         verified with the checker (unless `verify=False`); the table, the winner and the edit that would apply it
         (not applied). An identical earlier search is answered from the workspace's cache unless `cache=False`.
         `progress(message, fraction)` hears of each step; setting `cancel` stops the search and its processes.
+        `timer`: an `engine.latency.cluster.ClusterTimer` to time the candidates on a Ray cluster's GPUs.
         Runs the file's code: needs trust."""
         from .engine.latency import search_tiling
 
@@ -716,13 +720,14 @@ class Workspace:
         if not isinstance(budget, int) or budget < 1:
             raise ApiError("budget: a number of configurations, at least 1")
         p = search_tiling(full, text, kernel, target, str(self.root), limit=budget, hardware=None, measure=measure,
-                          verify=verify, cache=cache, progress=progress, cancel=cancel)
+                          verify=verify, cache=cache, progress=progress, cancel=cancel, timer=timer)
         table = [TuneRow(t.label, {k: _json_value(v) for k, v in t.overrides.items()}, t.estimated_us,
-                         t.measured_us, t.note, t.source) for t in p.tried]
+                         t.measured_us, t.note, t.source, t.node) for t in p.tried]
         winner = {k: _json_value(v) for k, v in p.winner_overrides.items()} if p.winner_overrides else None
         return _scrub(TuneResult(p.kernel, p.device, p.source, p.current, p.winner, p.current_us, p.winner_us,
                                  p.speedup, p.verified, p.verify_message, table, _edits(p.edits), list(p.errors),
-                                 winner, p.status, p.space_size, p.measured_fraction, list(p.frozen), p.cached),
+                                 winner, p.status, p.space_size, p.measured_fraction, list(p.frozen), p.cached,
+                                 list(p.nodes), p.compared),
                       _secret_values())
 
     # --- compare -----------------------------------------------------------------------------------------------

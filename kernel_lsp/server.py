@@ -40,6 +40,7 @@ from .transport import KernelProtocol
 if TYPE_CHECKING:
     from .engine.apidocs import ApiDocsStore
     from .engine.cuda import CudaReport
+    from .engine.executor import Executor
     from .engine.latency import LatencyReport
     from .engine.profile import ProfileReport
     from .engine.verify import CheckReport
@@ -94,6 +95,7 @@ class ServerState:
     checks: dict[str, tuple[str, "CheckReport"]] = field(default_factory=dict)
     checking: dict[str, threading.Event] = field(default_factory=dict)  # path -> the running check's cancel
     checks_run: int = 0
+    check_executor: "Executor | None" = None  # with `executor: ray`: the checks' Ray executor, created on first use
     # Latency: path -> (the text that was timed or estimated, its LatencyReport); shown while that text is current
     latency: dict[str, tuple[str, "LatencyReport"]] = field(default_factory=dict)
     timing: dict[str, threading.Event] = field(default_factory=dict)  # path -> cancel of the run in flight
@@ -401,6 +403,25 @@ class KernelLanguageServer(LanguageServer):
             "files are seen only while those files are open, and checks and timing stay off (they need a trusted "
             "workspace folder). Open the folder as a workspace to get all of it (Neovim finds one from a .git or "
             "pyproject.toml above the file).", types.MessageType.Info)
+
+    def check_executor(self) -> "Executor | None":
+        """Where checks run with `executor: ray` (None: in a process of this machine, as `run_checks` starts it).
+        A cluster that cannot be reached or is lost: the checks run here, and a window message says so."""
+        settings = self.state.settings
+        if settings.executor != "ray":
+            return None
+        if self.state.check_executor is None:
+            from .engine.executor import ThreadExecutor, make_executor
+
+            self.state.check_executor = make_executor(
+                "ray", lambda: ThreadExecutor(max(1, (os.cpu_count() or 2) - 1)),
+                address=settings.ray_address or None, say=lambda line: self.message(f"checks: {line}"))
+        return self.state.check_executor
+
+    async def close_check_executor(self) -> None:
+        executor, self.state.check_executor = self.state.check_executor, None
+        if executor is not None:
+            await executor.close()
 
     def private_dir(self) -> Path:
         """Where this workspace's caches and IR go: `<root>/.kernel-lsp` once trusted, the user's cache before."""

@@ -3,7 +3,10 @@ API (`kernel_lsp.api.Workspace.tune`, the same operation `kernel-lsp mcp` serves
 
 Prints the table of configurations (estimated, and measured where this machine has a GPU) and the winner; with
 `--format json`, `{"winner": {each tunable by name}, "measured": true|false, "table": [...], ...}` for scripts.
-The search runs the file's launcher and spec (in separate processes), as `check --run-checks` does.
+The search runs the file's launcher and spec (in separate processes), as `check --run-checks` does. With
+`--executor ray` the candidates are timed on a Ray cluster's GPUs, one task per GPU at a time, each candidate
+against the current configuration timed on the same GPU (engine/latency/cluster.py); the table names the node that
+timed each candidate and the report gives the spread of the reference's time between nodes.
 """
 
 from __future__ import annotations
@@ -32,6 +35,12 @@ def add_parser(sub) -> None:
     tune.add_argument("--no-verify", action="store_true", help="do not check the winner against the reference")
     tune.add_argument("--no-cache", action="store_true", help="search again even if this search was run before")
     tune.add_argument("--quiet", "-q", action="store_true", help="no progress messages on stderr")
+    tune.add_argument("--executor", choices=["local", "ray"], default="local",
+                      help="where candidates are timed: this machine's GPU (local) or a Ray cluster's GPUs (ray; "
+                      "needs kernel-lsp[ray]); an unreachable cluster falls back to local with a message")
+    tune.add_argument("--ray-address", default=None, metavar="HOST:PORT",
+                      help="the Ray cluster for --executor ray (default: RAY_ADDRESS, else the cluster `ray start` "
+                      "began on this machine)")
 
 
 def _split(target: str) -> tuple[str, str] | None:
@@ -57,8 +66,10 @@ def to_json(found: TuneResult) -> dict:
         "verified": found.verified, "verify_message": found.verify_message,
         "space_size": found.space_size, "measured_fraction": found.measured_fraction,
         "frozen": list(found.frozen), "cached": found.cached, "errors": list(found.errors),
+        "nodes": list(found.nodes), "compared": found.compared,
         "table": [{"config": dict(t.overrides), "label": t.config, "estimated_us": t.estimated_us,
-                   "measured_us": t.measured_us, "source": t.source, "note": t.note} for t in found.table],
+                   "measured_us": t.measured_us, "source": t.source, "note": t.note, "node": t.node}
+                  for t in found.table],
     }
 
 
@@ -68,7 +79,8 @@ def _us(value: float | None) -> str:
 
 def text(found: TuneResult) -> str:
     rows = [("configuration", "estimated", "measured", "note")]
-    rows += [(t.config, _us(t.estimated_us), _us(t.measured_us), t.note or "") for t in found.table]
+    rows += [(t.config, _us(t.estimated_us), _us(t.measured_us),
+              " ".join(x for x in (f"[{t.node}]" if t.node else "", t.note or "") if x)) for t in found.table]
     widths = [max(len(r[i]) for r in rows) for i in range(3)]
     lines = [f"{r[0]:<{widths[0]}}  {r[1]:>{widths[1]}}  {r[2]:>{widths[2]}}  {r[3]}".rstrip() for r in rows]
     lines.append("")
@@ -77,6 +89,12 @@ def text(found: TuneResult) -> str:
         speed = f", {found.speedup:.2f}x" if found.speedup and found.winner != found.current else ""
         lines.append(f"winner for {found.kernel} on {found.device}: {found.winner} ({mark}{speed})")
     lines.append(f"{found.status}" + (" [cached]" if found.cached else ""))
+    if found.compared:
+        lines.append(found.compared)
+    for node in found.nodes:
+        refs = ", ".join(f"{us:.1f}" for us in node["reference_us"])
+        lines.append(f"  {node['node']}: {node['device'] or 'GPU'}, reference {refs} µs, "
+                     f"{node['candidates']} candidate(s) timed")
     if found.frozen:
         lines.append(f"kept at their values (the launch grid is computed from them): {', '.join(found.frozen)}")
     if found.verified is not None:
@@ -103,17 +121,39 @@ def run(args: argparse.Namespace) -> int:
         if not args.quiet:
             print(f"[{fraction:4.0%}] {message}", file=sys.stderr, flush=True)
 
+    timer = None
+    if args.executor == "ray" and not args.estimate_only:
+        timer = _cluster_timer(args.ray_address)
     # Running this command is the consent to run the file's launcher and spec, as `check --run-checks` is.
     try:
         with Workspace(_root(path), allow_run=True) as workspace:
             found = workspace.tune(os.path.abspath(path), source, kernel=kernel, target=args.device,
                                    measure=False if args.estimate_only else None, verify=not args.no_verify,
-                                   cache=not args.no_cache, progress=progress)
+                                   cache=not args.no_cache, progress=progress, timer=timer)
     except ApiError as exc:
         print(f"kernel-lsp tune: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    finally:
+        if timer is not None:
+            timer.close()
     if args.format == "json":
         print(json.dumps(to_json(found), indent=2, default=repr))
     else:
         print(text(found))
     return EXIT_OK if found.winner else EXIT_FAILED
+
+
+def _cluster_timer(address: str | None):
+    """A timer on the Ray cluster, or None where it cannot be reached (said on stderr; the search then times on
+    this machine's GPU if it has one)."""
+    from .engine.executor import ThreadExecutor, make_executor
+    from .engine.latency.cluster import ClusterTimer
+
+    def say(line: str) -> None:
+        print(f"kernel-lsp tune: {line}", file=sys.stderr, flush=True)
+
+    timer = ClusterTimer(lambda: make_executor("ray", ThreadExecutor, address=address, say=say))
+    if timer.on_cluster:
+        return timer
+    timer.close()
+    return None

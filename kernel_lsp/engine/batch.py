@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
@@ -176,40 +176,56 @@ CHECK_FN = "kernel_lsp.engine.verify:run_checks"
 _CHECK_DEADLINE_SPECS_EXTRA = 1
 
 
+async def check_device_on(executor: Any, device: str) -> tuple[str, Any]:
+    """The device a check runs on and its resource request. On a cluster `auto` is decided against the cluster (its
+    GPUs if it has any, else the interpreter), not on the node: a GPU check holds the GPU it runs on."""
+    from .executor import CPU, gpu
+
+    capacity = await executor.capacity() if hasattr(executor, "capacity") else None
+    if device == "auto" and capacity is not None:
+        device = "cuda" if capacity.get(("gpu", None)) else "interpreter"
+    return device, gpu() if device == "cuda" and capacity is not None else CPU
+
+
+async def check_with(executor: Any, request: Any, check_timeout_s: float, *, key: Any = None) -> Any:
+    """One file's checks (a verify.CheckRequest) as a job of `executor`: its CheckReport, or one whose error says
+    why the checks were not run. `key`: a newer job with the same key supersedes this one."""
+    from analyzers.specs import find_specs
+
+    from .verify import CheckReport
+
+    device, resources = await check_device_on(executor, request.device)
+    specs = len(find_specs(request.source))
+    outcome = await executor.run(CHECK_FN, replace(request, device=device), resources=resources, key=key,
+                                 timeout=check_timeout_s * (specs + _CHECK_DEADLINE_SPECS_EXTRA))
+    if outcome.ok and isinstance(outcome.value, CheckReport):
+        return outcome.value
+    why = outcome.message or outcome.status.value
+    if outcome.traceback:
+        why += ": " + outcome.traceback.strip().splitlines()[-1]
+    return CheckReport(request.path, (), ((None, f"the checks were not run: {why}"),))
+
+
 async def _check_files(texts: dict[str, str], settings: Settings, root: Path, say: Callable[[str], None],
                        finished: Callable[[int, int], None] | None = None) -> tuple[list, dict]:
     """Each file's CheckReport, in the order of `texts`, and the executor's stats; `finished(done, total)` after
     each file (for a progress display)."""
-    from analyzers.specs import find_specs
-
-    from .executor import CPU, ThreadExecutor, gpu, make_executor
+    from .executor import ThreadExecutor, make_executor
     from .verify import CheckReport, CheckRequest
 
     def local() -> ThreadExecutor:  # each check is a process of its own: the threads only wait on them
         return ThreadExecutor(max(1, min(len(texts), (os.cpu_count() or 2) - 1)))
 
     executor = make_executor(settings.executor, local, address=settings.ray_address or None, say=say)
-    device = settings.check_device
-    capacity = await executor.capacity() if hasattr(executor, "capacity") else None
-    if device == "auto" and capacity is not None:  # on a cluster: its GPUs if it has any, else the interpreter
-        device = "cuda" if capacity.get(("gpu", None)) else "interpreter"
-    resources = gpu() if device == "cuda" and capacity is not None else CPU
 
     async def check(path: str) -> CheckReport:
-        specs = len(find_specs(texts[path]))
-        request = CheckRequest(path, texts[path], device=device,
+        request = CheckRequest(path, texts[path], device=settings.check_device,
                                timeout_s=float(settings.check_timeout_s), root=str(root))
-        outcome = await executor.run(CHECK_FN, request, resources=resources,
-                                     timeout=settings.check_timeout_s * (specs + _CHECK_DEADLINE_SPECS_EXTRA))
+        report = await check_with(executor, request, settings.check_timeout_s)
         done.append(path)
         if finished is not None:
             finished(len(done), len(texts))
-        if outcome.ok and isinstance(outcome.value, CheckReport):
-            return outcome.value
-        why = outcome.message or outcome.status.value
-        if outcome.traceback:
-            why += ": " + outcome.traceback.strip().splitlines()[-1]
-        return CheckReport(path, (), ((None, f"the checks were not run: {why}"),))
+        return report
 
     done: list[str] = []
     try:

@@ -164,7 +164,8 @@ class _Bridge:
                 if self.misses >= LOST_AFTER:
                     self._send(("lost", f"the Ray cluster at {self.watched[0]}:{self.watched[1]} stopped answering"))
                     os._exit(0)  # ray.shutdown() could wait on the lost cluster
-            if now >= self.next_census:
+            # ray.nodes() blocks for a minute once the control store is gone: only ask while its address answers.
+            if now >= self.next_census and (self.watched is None or _answers(self.watched)):
                 self.next_census = now + 5.0
                 try:
                     self.capacity = _capacity(self.ray.nodes())

@@ -49,7 +49,8 @@ def status(ls: "KernelLanguageServer") -> dict[str, Any]:
         },
         "mode": "gpu" if runs_on_gpu(state.settings.check_device) else "cpu",
         "checks": {"when": state.settings.checks, "device": state.settings.check_device, "run": state.checks_run,
-                   "running": len(state.checking)},
+                   "running": len(state.checking),
+                   **({"executor": state.check_executor.stats()} if state.check_executor is not None else {})},
         "memoryMB": rss_mb(),
         "pid": os.getpid(),
     }

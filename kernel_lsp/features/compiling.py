@@ -124,7 +124,8 @@ class Compiles:
                 return None
             from ..engine.compile.service import CompileService
 
-            self.compiler = CompileService(ls.compile_root(), settings, private_dir=ls.private_dir())
+            self.compiler = CompileService(ls.compile_root(), settings, private_dir=ls.private_dir(),
+                                           say=lambda line: ls.message(f"compiles: {line}"))
         return self.compiler
 
     async def close(self) -> None:

@@ -83,9 +83,15 @@ async def run_checks(ls: "KernelLanguageServer", path: str,
                            timeout_s=float(settings.check_timeout_s),
                            root=ls.state.roots[0] if ls.state.roots else None)
     title = f"checking {', '.join(kernels) if kernels else os.path.basename(path)}"
+    executor = ls.check_executor()
     async with background_job(ls, title, running=ls.state.checking, key=path,
                               started=ls.refresh_lenses) as job:  # a newer check supersedes this one
-        report = await job.run(check, request, job.cancel)
+        if executor is not None:  # a Ray task; a newer check of the file (same key) cancels it
+            from ..engine.batch import check_with
+
+            report = await check_with(executor, request, settings.check_timeout_s, key=path)
+        else:
+            report = await job.run(check, request, job.cancel)
     if job.cancelled:
         return None
     ls.state.checks_run += 1

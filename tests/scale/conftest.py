@@ -30,7 +30,9 @@ def free_port() -> int:
 class RayCluster:
     """`ray start --block` processes, each in a session of its own so that stopping one ends all it started."""
 
-    def __init__(self, tmp: Path, *, head: list[str], workers: list[list[str]] = ()):
+    def __init__(self, tmp: Path, *, head: list[str], workers: list[list[str]] = (),
+                 node_env: list[dict[str, str]] = ()):
+        """`node_env`: extra environment of each node, head first (its Ray workers inherit it)."""
         self.port = free_port()
         self.address = f"127.0.0.1:{self.port}"
         self.temp_dir = Path("/tmp") / f"klsp-ray-{os.getpid()}-{self.port}"  # short: Ray's socket paths are bounded
@@ -38,27 +40,29 @@ class RayCluster:
                         PYTHONPATH=os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p))
         self.env.pop("RAY_ADDRESS", None)
         self.logs = tmp
-        ray = str(Path(sys.executable).with_name("ray"))
+        script = Path(sys.executable).with_name("ray")  # absent where Ray was unpacked from a wheel onto the path
+        ray = [str(script)] if script.exists() else [sys.executable, "-m", "ray.scripts.scripts"]
         common = ["--block", "--disable-usage-stats", "--object-store-memory=80000000"]
         self.procs: list[subprocess.Popen] = []
-        self._start([ray, "start", "--head", f"--port={self.port}", f"--temp-dir={self.temp_dir}",
+        self._start([*ray, "start", "--head", f"--port={self.port}", f"--temp-dir={self.temp_dir}",
                      "--include-dashboard=false", *common, *head],
-                    "head")
+                    "head", node_env[0] if node_env else None)
         deadline = time.monotonic() + 120
         while not _answers(self.address):
             assert time.monotonic() < deadline, "the Ray head did not start: " + self.log("head")
             time.sleep(0.2)
         for i, extra in enumerate(workers):
-            self._start([ray, "start", f"--address={self.address}", *common, *extra], f"worker{i}")
+            self._start([*ray, "start", f"--address={self.address}", *common, *extra], f"worker{i}",
+                        node_env[1 + i] if len(node_env) > 1 + i else None)
         for i in range(len(workers)):  # a job submitted before a node joined would never go there
             while "Ray runtime started" not in self.log(f"worker{i}"):
                 assert self.procs[1 + i].poll() is None, f"Ray worker {i} did not start: " + self.log(f"worker{i}")
                 assert time.monotonic() < deadline + 120, f"Ray worker {i} did not start: " + self.log(f"worker{i}")
                 time.sleep(0.2)
 
-    def _start(self, argv: list[str], name: str) -> None:
+    def _start(self, argv: list[str], name: str, env: dict[str, str] | None = None) -> None:
         out = open(self.logs / f"{name}.log", "wb")  # noqa: SIM115 - closed with the process
-        self.procs.append(subprocess.Popen(argv, env=self.env, stdout=out, stderr=subprocess.STDOUT,
+        self.procs.append(subprocess.Popen(argv, env={**self.env, **(env or {})}, stdout=out, stderr=subprocess.STDOUT,
                                            start_new_session=True, cwd=self.logs))
 
     def log(self, name: str) -> str:

@@ -30,3 +30,20 @@ def hangs(folder: str) -> None:
     (Path(folder) / f"hang-{os.getpid()}.pid").write_text(str(os.getpid()))
     while True:
         time.sleep(1)
+
+
+def stand_in_us(overrides: dict) -> float:
+    """A made-up, deterministic "true" time of a tiling configuration, in microseconds: best at BLOCK_SIZE=512,
+    num_warps=8, num_stages=3."""
+    block = overrides.get("BLOCK_SIZE", 512)
+    return (100.0 * (1 + 0.3 * abs(block.bit_length() - 10)) * (1 + abs(overrides.get("num_warps", 8) - 8) / 8)
+            * (1 + 0.05 * abs(overrides.get("num_stages", 3) - 3)))
+
+
+def stand_in_timing(job: dict) -> dict:
+    """In place of the engine's timing job, on a CPU: each point's `stand_in_us` times this node's slowdown
+    (`KLSP_TEST_SLOWDOWN` in the node's environment), in the answer format of `cluster.time_on_node`."""
+    slowdown = float(os.environ.get("KLSP_TEST_SLOWDOWN", "1"))
+    time.sleep(0.2)  # a timing takes a while: the round's tasks overlap
+    return {"us": [stand_in_us(p["overrides"]) * slowdown for p in job["points"]],
+            "errors": [None] * len(job["points"]), "device": f"stand-in GPU (x{slowdown:g})", "error": None}

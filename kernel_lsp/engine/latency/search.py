@@ -51,6 +51,7 @@ class Tried:
     measured_us: float | None = None
     source: str = "estimated"  # "measured" | "estimated"
     note: str | None = None
+    node: str | None = None  # the cluster node that timed it (a search on Ray)
 
 
 @dataclass
@@ -73,6 +74,11 @@ class TilingProposal:
     errors: list[str] = field(default_factory=list)
     frozen: list[str] = field(default_factory=list)  # block sizes the launch grid ties, kept at their values
     cached: bool = False  # answered from the cache of an identical earlier search
+    # A search on a Ray cluster (cluster.py): per node, its device, the reference's timings and the candidates it
+    # timed; how the figures compare; or why nothing was timed.
+    nodes: list[dict] = field(default_factory=list)
+    compared: str | None = None
+    not_measured_because: str | None = None
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -87,7 +93,7 @@ class TilingProposal:
         if self.source == "measured":
             return f"measured on the GPU ({self.measured_fraction:.0%} of {self.space_size} configurations timed)"
         if self.source == "estimated":
-            return "estimated; not measured"
+            return "estimated; not measured" + (f" ({self.not_measured_because})" if self.not_measured_because else "")
         return "no result"
 
 
@@ -97,10 +103,11 @@ Progress = Callable[[str, float], None]
 def search_tiling(path: str, source: str, kernel: str, target: str = "H200", root: str | None = None, *,
                   measure: bool | None = None, verify: bool = True, progress: Progress | None = None,
                   cancel: threading.Event | None = None, radius: int = 2, limit: int = 48,
-                  hardware=None, cache: bool = True) -> TilingProposal:
+                  hardware=None, cache: bool = True, timer=None) -> TilingProposal:
     """Search the tiling of `kernel` in the file `path` (buffer text `source`) for device `target`.
     `measure`: time candidates on the GPU (None: where this machine has one). `progress(message, 0..1)`.
-    `cache`: answer from, and keep the result in, the workspace's cache (`root`)."""
+    `cache`: answer from, and keep the result in, the workspace's cache (`root`). `timer`: a
+    `cluster.ClusterTimer` that times the candidates on a Ray cluster's GPUs instead of this machine's."""
     def say(msg: str, frac: float):
         if progress:
             progress(msg, frac)
@@ -113,20 +120,26 @@ def search_tiling(path: str, source: str, kernel: str, target: str = "H200", roo
         proposal = TilingProposal(kernel, str(target), None, None, "none", None, None, None, None)
         proposal.errors.append(f"no hardware model for {target!r}")
         return proposal
-    timed = gpu_present() if measure is None else bool(measure)
+    timed = (timer.gpus_for(hw.name) > 0 if timer is not None else gpu_present()) if measure is None else bool(measure)
     store, key = None, None
     if cache and root:
         from ..cache import ResultCache
 
         store = ResultCache.for_workspace(Path(root))
-        key = search_key(source, kernel, hw, timed=timed, verify=verify, radius=radius, limit=limit)
+        key = search_key(source, kernel, hw, timed=timed, verify=verify, radius=radius, limit=limit,
+                         **({"on": "ray"} if timer is not None and timed else {}))
         hit = store.get(key)
         if isinstance(hit, TilingProposal):
             hit.cached = True
             say("done: the same search was run before on this text", 1.0)
             return hit
+    unmeasured = None  # why nothing is timed, where it was not the caller's choice
+    if not timed and measure is None:
+        unmeasured = "no GPU on this machine" if timer is None else f"no GPU on the Ray cluster at {timer.address}"
     proposal = _search(path, source, kernel, hw, root, timed=timed, verify=verify, say=say, cancel=cancel,
-                       radius=radius, limit=limit)
+                       radius=radius, limit=limit, timer=timer if timed else None, unmeasured=unmeasured)
+    if timer is not None:
+        proposal.not_measured_because = unmeasured
     if store is not None and not proposal.errors and not (cancel is not None and cancel.is_set()):
         store.put(key, proposal)
     return proposal
@@ -139,7 +152,8 @@ def search_key(source: str, kernel: str, hw, **params) -> str:
     return "tiling-" + hashlib.sha256(data.encode()).hexdigest()
 
 
-def _search(path, source, kernel, hw, root, *, timed, verify, say, cancel, radius, limit) -> TilingProposal:
+def _search(path, source, kernel, hw, root, *, timed, verify, say, cancel, radius, limit, timer=None,
+            unmeasured=None) -> TilingProposal:
     proposal = TilingProposal(kernel, hw.name, None, None, "none", None, None, None, None)
     say("counting the work of the current configuration (Triton's interpreter, on the CPU)", 0.05)
     try:
@@ -200,17 +214,31 @@ def _search(path, source, kernel, hw, root, *, timed, verify, say, cancel, radiu
                 estimated[c] = ranked_by.us
     ranked = rank([c for c in space if estimated.get(c) is not None], estimated)
     measured: dict[Candidate, float] = {}
+    nodes: dict[Candidate, str] = {}  # which cluster node timed each (a search on Ray)
     if timed and ranked:
         # Successive halving around the model's picks (analyzers.tiling.search_plan): each round is timed in one
         # GPU worker; at most 30% of the space is measured.
         by_key = {config_key(c.overrides): c for c in ranked}
         rounds = [0]
+        reference = current if current in ranked else ranked[0]  # timed beside the candidates on a cluster
 
         def time_round(batch: list[dict]) -> list[float | None]:
             if cancel is not None and cancel.is_set():
                 return [None] * len(batch)
             rounds[0] += 1
             cands = [by_key[config_key(b)] for b in batch]
+            if timer is not None:
+                gpus = min(len(cands), timer.gpus_for(hw.name))
+                say(f"timing {len(cands)} configurations on {gpus} GPU(s) of the Ray cluster (round {rounds[0]})",
+                    min(0.75, 0.35 + 0.07 * rounds[0]))
+                timings = timer.time_round(path, source, root, points[reference], [points[c] for c in cands],
+                                           hw.name, cancel)
+                for c, t in zip(cands, timings):
+                    if t.us is None:
+                        notes[c] = t.error or "not timed"
+                    elif t.node:
+                        nodes[c] = t.node
+                return [t.us for t in timings]
             say(f"timing {len(cands)} configurations on the GPU (round {rounds[0]})",
                 min(0.75, 0.35 + 0.07 * rounds[0]))
             report = measure_file(path, source, root=root, cancel=cancel, history=False,
@@ -226,16 +254,19 @@ def _search(path, source, kernel, hw, root, *, timed, verify, say, cancel, radiu
         plan = search_plan([c.overrides for c in ranked], lambda cfg: estimated[by_key[config_key(cfg)]],
                            time_round, current=current.overrides if current in ranked else None)
         measured = {by_key[k]: us for k, us in plan.measured.items() if math.isfinite(us)}
+        if timer is not None:
+            proposal.nodes, proposal.compared = timer.report(), timer.basis()
     elif ranked:
         say(f"ranked {len(ranked)} configurations by the model: estimated; not measured"
-            + ("" if gpu_present() else " (no GPU on this machine)"), 0.8)
+            + (f" ({unmeasured})" if unmeasured else ""), 0.8)
     winner, source_kind = choose(ranked, measured)
     figures = measured if source_kind == "measured" else estimated
     if (winner is not None and current in figures and figures.get(winner) is not None
             and figures[winner] >= figures[current] * 0.98):
         winner = current  # within 2% of what the user has: no edit is worth proposing
     proposal.tried = [Tried(c.label, c.overrides, estimated.get(c), measured.get(c),
-                            "measured" if c in measured else "estimated", notes.get(c)) for c in space]
+                            "measured" if c in measured else "estimated", notes.get(c),
+                            nodes.get(c)) for c in space]
     proposal.measured_fraction = len(measured) / max(1, len(space))
     if winner is None:
         proposal.errors.append("no configuration could be estimated")
