@@ -186,7 +186,9 @@ class ShownSizes:
     tensors it makes for a kernel. Risks that depend on sizes are raised to warnings only with such evidence."""
 
     values: tuple[int, ...]  # distinct values, ascending
-    source: str  # what shows them, for messages: "the spec `rows_inputs`"
+    # What shows them, for messages: "the spec `rows_inputs`" (launch values), "the spec `rows_inputs` makes
+    # tensors of" or "the launch at line 12 passes a tensor of" (tensor sizes).
+    source: str
     span: Span  # where (the spec's shapes)
 
 
@@ -208,8 +210,9 @@ class FileAnalysis:
     launch_values: dict[Span, object] = field(default_factory=dict)
     # Launch arguments (by span) that the file's specs run with several values (one per shape).
     spec_values: dict[Span, ShownSizes] = field(default_factory=dict)
-    # Kernel name -> element counts of the tensors the file's specs make for it.
-    spec_tensor_sizes: dict[str, ShownSizes] = field(default_factory=dict)
+    # Kernel name -> element counts of the tensors the file's specs make for it, or the largest tensor of a
+    # constant shape that a launch of the file passes to it (whichever is larger).
+    tensor_sizes: dict[str, ShownSizes] = field(default_factory=dict)
 
     def kernel(self, name: str) -> TritonKernel | None:
         for k in self.kernels:

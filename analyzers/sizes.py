@@ -201,6 +201,47 @@ class _ShapeLookup:
         return self.fallback.lookup(node)
 
 
+_FACTORIES = frozenset(f"torch.{n}" for n in ("empty", "zeros", "ones", "full", "rand", "randn", "randint"))
+
+
+def _allocated_elements(node: ast.expr, imports: ImportMap, fn: ast.AST, resolver: Resolver) -> int | None:
+    """The element count of a tensor a launcher allocates with a constant shape: `torch.empty((1 << 16, 1 << 16))`,
+    `torch.zeros(M, N)` with M and N constants, or a name bound once to such a call."""
+    if isinstance(node, ast.Name) and isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        bound = assigned(fn.body, node.id)
+        node = bound[0] if len(bound) == 1 and isinstance(bound[0], ast.expr) else node  # type: ignore[assignment]
+    if not (isinstance(node, ast.Call) and imports.resolve(node.func) in _FACTORIES):
+        return None
+    dims: list[ast.expr] = list(node.args)
+    if imports.resolve(node.func) in ("torch.full", "torch.randint"):
+        dims = dims[:1] if imports.resolve(node.func) == "torch.full" else dims[-1:]
+    if len(dims) == 1 and isinstance(dims[0], (ast.Tuple, ast.List)):
+        dims = list(dims[0].elts)
+    values = [evaluate(d, resolver.lookup) for d in dims]
+    if not values or not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in values):
+        return None
+    return math.prod(values)  # type: ignore[arg-type]
+
+
+def launch_tensor_sizes(src: SourceText, imports: ImportMap, body: list[ast.stmt], sites: list[LaunchSite]
+                        ) -> dict[str, ShownSizes]:
+    """Kernel name -> the largest tensor with a constant shape that a launch in this file passes to it."""
+    if "torch" not in src.text:
+        return {}
+    out: dict[str, ShownSizes] = {}
+    tree = ast.Module(body=body, type_ignores=[])
+    for site in sites:
+        resolver = Resolver(tree, site.span.start_line + 1, defaults=False)
+        for arg in site.args + site.kwargs:
+            node = _parse_expr(arg.text) if arg.kind in ("name", "tensor", "expr") else None
+            count = _allocated_elements(node, imports, resolver.scope, resolver) if node is not None else None
+            known = out.get(site.target)
+            if count is not None and (known is None or count > known.values[-1]):
+                out[site.target] = ShownSizes((count,), f"the launch at line {site.span.start_line + 1} passes a tensor of",
+                                              arg.value_span or arg.span)
+    return out
+
+
 def spec_sizes(src: SourceText, imports: ImportMap, body: list[ast.stmt], sites: list[LaunchSite]
                ) -> tuple[dict[Span, ShownSizes], dict[str, ShownSizes]]:
     """What the file's specs show: the values each launch argument takes over a spec's shapes (where they
@@ -216,7 +257,7 @@ def spec_sizes(src: SourceText, imports: ImportMap, body: list[ast.stmt], sites:
             counts = tuple(sorted({math.prod(s) for s in spec.shapes}))
             known = tensor_sizes.get(spec.kernel)
             if known is None or counts[-1] > known.values[-1]:
-                tensor_sizes[spec.kernel] = ShownSizes(counts, source, spec.span)
+                tensor_sizes[spec.kernel] = ShownSizes(counts, f"{source} makes tensors of", spec.span)
         fn = spec.launcher
         if fn is None or not spec.shaped:
             continue

@@ -323,17 +323,18 @@ def check_constexpr_values(site: LaunchSite, kernel: TritonKernel, ctx: LaunchCo
                     "are compiled into the kernel; pass a Python scalar, or drop `tl.constexpr`",
                     kernel=kernel.name, related=related)
             elif arg.kind == "shape" and not _FEW_VALUES.search(arg.text):
-                # A recompile per distinct value is a cost that depends on sizes this code does not show: information.
+                # A recompile per distinct value is a cost that depends on sizes this code does not show: information,
+                # unless a spec shows the values.
+                shown = ctx.spec_values.get(arg.span)
+                many = "" if shown else "if many values occur, "
                 if name in kernel.needed_constexprs:
                     # Needed as a constant (a block shape, a static_range bound): never advise a runtime value, nor a
                     # bucketing that changes what the kernel computes.
-                    advice = (f"`{name}` sets a block shape, so it must stay a compile-time constant; if many values "
-                              f"occur, add a padded block parameter (`triton.next_power_of_2({arg.text})`) for the "
+                    advice = (f"`{name}` sets a block shape, so it must stay a compile-time constant; {many}"
+                              f"add a padded block parameter (`triton.next_power_of_2({arg.text})`) for the "
                               f"shape and keep `{name}`'s exact value as a runtime size for the mask")
                 else:
-                    advice = ("if many values occur, drop `tl.constexpr` from the parameter so that one compile "
-                              "serves all")
-                shown = ctx.spec_values.get(arg.span)
+                    advice = f"{many}drop `tl.constexpr` from the parameter so that one compile serves all"
                 if shown is None:
                     yield _with(make_problem(
                         "TR012", arg.span, f"the runtime size `{arg.text}` is passed for the constexpr parameter "

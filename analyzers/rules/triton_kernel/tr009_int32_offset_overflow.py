@@ -21,8 +21,9 @@ register(Rule(
     "id where it is "
     "bound, `tl.program_id(0).to(tl.int64)`, or an operand at the multiplication. `pid * BLOCK` with a "
     "constexpr BLOCK is not reported, nor are vector offsets (pid * BLOCK + tl.arange) times a stride. When a "
-    "`@spec` of the same file makes tensors of more than 2**31 elements for the kernel, the overflow is no longer "
-    "a guess: the finding is a warning that names the spec and the size.",
+    "`@spec` of the same file makes tensors of more than 2**31 elements for the kernel, or a launch in that file "
+    "passes it one allocated with a constant shape that large, the overflow is no longer a guess: the finding is a "
+    "warning that names the spec or launch and the size.",
     wrong=KERNEL_HEADER + "def softmax(X, Y, stride, n, BLOCK: tl.constexpr):\n    row = tl.program_id(0)\n"
     "    cols = tl.arange(0, BLOCK)\n    x = tl.load(X + row * stride + cols, mask=cols < n, other=0.0)\n"
     "    tl.store(Y + row * stride + cols, x, mask=cols < n)\n",
@@ -71,7 +72,7 @@ def raise_with_sizes(problems: list[Problem], sizes: Mapping[str, ShownSizes]) -
         if shown is None or shown.values[-1] - 1 <= _INT32_MAX or _RISK not in p.message:
             out.append(p)
             continue
-        fact = f"overflows: {shown.source} makes tensors of {shown.values[-1]:,} elements (past 2**31); to fix it"
+        fact = f"overflows: {shown.source} {shown.values[-1]:,} elements (past 2**31); to fix it"
         related = (*p.related, Related(shown.span, f"{shown.values[-1]:,} elements"))
         out.append(Problem(p.code, p.message.replace(_RISK, fact), Severity.WARNING, p.span, p.fix, related,
                            p.kernel))
