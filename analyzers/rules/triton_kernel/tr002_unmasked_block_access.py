@@ -329,10 +329,14 @@ def _launcher_guards(k: KernelFacts) -> tuple[bool, set[str]]:
     padded: set[str] | None = None
     for fn, sites in scopes:
         allocs = {}
+        values: dict[str, ast.expr] = {}
         for n in ast.walk(fn):
-            if isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name) \
-                    and isinstance(n.value, ast.Call):
-                allocs[n.targets[0].id] = ctx.src.segment(n.value)
+            if isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name):
+                values[n.targets[0].id] = n.value
+        for name, value in values.items():
+            if isinstance(value, ast.Call):
+                # `grid = triton.cdiv(n, B)` then `torch.empty(grid * B)`: the size's names count with their values
+                allocs[name] = " ".join(ctx.src.segment(v) for v in _with_bindings(value, values))
         for site in sites:
             here = set()
             for i, a in enumerate(site.args):
@@ -343,6 +347,16 @@ def _launcher_guards(k: KernelFacts) -> tuple[bool, set[str]]:
                     here.add(kw.arg)
             padded = here if padded is None else padded & here
     return all_checked, padded or set()
+
+
+def _with_bindings(node: ast.expr, values: dict[str, ast.expr], depth: int = 0) -> list[ast.expr]:
+    """An expression and what the names it reads are bound to in the launcher (a few levels deep)."""
+    out = [node]
+    if depth < 3:
+        for n in ast.walk(node):
+            if isinstance(n, ast.Name) and n.id in values and values[n.id] is not node:
+                out += _with_bindings(values[n.id], values, depth + 1)
+    return out
 
 
 _PADDED = re.compile(r"cdiv|next_power_of_2|\bpad|padded|round_up|align")
