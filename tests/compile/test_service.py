@@ -228,6 +228,8 @@ def test_num_warps_3_is_the_users_error_not_kernel_lsps(service) -> None:
     [problem] = _run_one(service, UNKNOWN_BLOCK, "scale", BLOCK=128, num_warps=3)
     assert problem.code == "KC001" and problem.severity == Severity.ERROR
     assert "num_warps must be a power of 2" in problem.message and "kernel-lsp" not in problem.message
+    # No line of the kernel is at fault: the message sends the user to where the configuration is set.
+    assert "Fix this line" not in problem.message and "change it where it is set" in problem.message
 
 
 def test_a_construct_the_installed_triton_lacks_is_named_with_the_version(service) -> None:

@@ -173,7 +173,12 @@ def compile_problems(report: KernelCompileReport, target_spec: TargetSpec | None
         labels = "; ".join(dict.fromkeys(_label(jr.job) for jr in jrs))
         where = f"on {spec.name} in {labels}"
         rel = tuple(Related(Span.point(ln, c or 0), msg) for ln, c, msg in related if ln is not None)
-        if code == "KC001":
+        if code == "KC001" and err.line is None:
+            # Rejected before any line of the kernel (an option such as num_warps=3): the fix is where the
+            # configuration is set, not at the kernel's def.
+            msg = (f"{kernel} does not compile {where}: {message}. The compiler rejects this configuration as a "
+                   f"whole, not a line of the kernel: change it where it is set ({labels}).")
+        elif code == "KC001":
             msg = (f"{kernel} does not compile {where}: {message}. Fix this line"
                    + (" (the related locations show the calls that reach it)" if rel else "")
                    + "; the compiler rejects it for every launch with this configuration.")
