@@ -9,6 +9,7 @@ caller as KL900).
 from __future__ import annotations
 
 import ast
+import functools
 import math
 from dataclasses import dataclass
 
@@ -18,6 +19,8 @@ from .specs import SPEC_DECORATOR
 from .values import UNKNOWN, Resolver, assigned, evaluate
 
 _PLAIN = (int, float, bool, str)
+# Tensor methods that return a tensor of the same shape.
+_SHAPE_KEEPING = frozenset({"contiguous", "to", "float", "half", "bfloat16", "clone", "detach", "cuda", "cpu"})
 
 
 def _parse_expr(text: str) -> ast.expr | None:
@@ -84,12 +87,18 @@ def _shapes(node: ast.expr | None, tree: ast.Module) -> list[tuple[int, ...]] | 
 
 def _made_from_shape(node: ast.expr, shape: str, fn: ast.FunctionDef, depth: int = 0) -> bool:
     """Whether an expression of the inputs function is a new tensor of the spec's shape: `torch.randn(shape, ...)`,
-    `torch.empty(*shape)`, `torch.rand(size=shape)`, or a name bound once to one of those."""
+    `torch.empty(*shape)`, `torch.rand(size=shape)`, times a constant or converted (`.to(dtype)`), or a name bound
+    once to one of those."""
     if isinstance(node, ast.Name) and depth < 3:
         bound = assigned(fn.body, node.id)
         return len(bound) == 1 and bound[0] is not None and _made_from_shape(bound[0], shape, fn, depth + 1)  # type: ignore[arg-type]
+    if isinstance(node, ast.BinOp):  # `torch.randn(shape) * 4`: a scalar operand keeps the shape
+        return any(_made_from_shape(side, shape, fn, depth + 1) and isinstance(other, ast.Constant)
+                   for side, other in ((node.left, node.right), (node.right, node.left)))
     if not isinstance(node, ast.Call):
         return False
+    if isinstance(node.func, ast.Attribute) and node.func.attr in _SHAPE_KEEPING:  # `.to(dtype)`, `.contiguous()`
+        return _made_from_shape(node.func.value, shape, fn, depth + 1)
     first = node.args[0] if node.args else next((k.value for k in node.keywords if k.arg == "size"), None)
     if isinstance(first, ast.Starred):
         first = first.value
@@ -140,13 +149,24 @@ def _specs(src: SourceText, imports: ImportMap, body: list[ast.stmt]) -> list[_S
     return out
 
 
+def _keeps_shape(value: ast.AST | None, name: str) -> bool:
+    """`x = x.contiguous()`, `x = x.to(torch.float32)`: a rebinding that keeps the tensor's shape."""
+    return (isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute)
+            and value.func.attr in _SHAPE_KEEPING and isinstance(value.func.value, ast.Name)
+            and value.func.value.id == name)
+
+
 class _ShapeLookup:
     """Values of the names and size calls of a launcher for one spec shape: `x.shape[1]`, `x.size(0)`,
-    `x.numel()`, `n_rows, n_cols = x.shape`, and what the launcher computes from them."""
+    `x.numel()`, `x.stride(0)` (the spec's tensors are new and contiguous), `n_rows, n_cols = x.shape`, and what the
+    launcher computes from them."""
 
     def __init__(self, launcher: ast.FunctionDef, tensors: dict[str, tuple[int, ...]], fallback: Resolver):
         self.fn = launcher
-        self.tensors = tensors
+        # A parameter the launcher rebinds (`x = x.view(-1, n)`) no longer has the spec's shape, unless every
+        # rebinding keeps it (`x = x.contiguous()`).
+        self.tensors = {name: shape for name, shape in tensors.items()
+                        if all(_keeps_shape(b, name) for b in assigned(launcher.body, name))}
         self.fallback = fallback
         self.seen: set[str] = set()
 
@@ -182,6 +202,12 @@ class _ShapeLookup:
             tensor, method = node.func.value, node.func.attr
             if method == "size" and len(node.args) == 1:
                 return self._dim(tensor, evaluate(node.args[0], self.lookup))
+            if method == "stride" and len(node.args) == 1:  # the spec's tensors are new, so contiguous
+                shape = self.tensors.get(tensor.id) if isinstance(tensor, ast.Name) else None
+                i = evaluate(node.args[0], self.lookup)
+                if shape is None or not isinstance(i, int) or not -len(shape) <= i < len(shape):
+                    return UNKNOWN
+                return math.prod(shape[i % len(shape) + 1:])
             shape = self.tensors.get(tensor.id) if isinstance(tensor, ast.Name) else None
             if shape is not None and not node.args:
                 return math.prod(shape) if method == "numel" else len(shape) if method == "dim" else UNKNOWN
@@ -283,3 +309,44 @@ def spec_sizes(src: SourceText, imports: ImportMap, body: list[ast.stmt], sites:
                     if len(distinct) > 1 and arg.span not in values:
                         values[arg.span] = ShownSizes(distinct, source, spec.span)
     return values, tensor_sizes
+
+
+@functools.lru_cache(maxsize=16)
+def _file(text: str) -> tuple[SourceText, ImportMap, list[ast.stmt], tuple[_Spec, ...]] | None:
+    try:
+        body = parse_python(text).body
+    except (SyntaxError, ValueError, RecursionError):
+        return None
+    src = SourceText(text)
+    imports = ImportMap(body)
+    return src, imports, body, tuple(_specs(src, imports, body))
+
+
+def spec_launch_cases(text: str, site: LaunchSite) -> list[tuple[str, dict[Span, object]]]:
+    """The values of a launch's arguments in each case of the spec whose launcher holds the launch: one
+    (label, argument span -> value) per spec shape, values the launcher computes from the shape included
+    (`BLOCK = triton.next_power_of_2(n_cols)`). Empty when no spec of the file runs this launch."""
+    if "spec" not in text:
+        return []
+    found = _file(text)
+    if found is None:
+        return []
+    _src, _imports, body, specs = found
+    tree = ast.Module(body=body, type_ignores=[])
+    out: list[tuple[str, dict[Span, object]]] = []
+    for spec in specs:
+        fn = spec.launcher
+        if fn is None or not spec.shaped or not fn.lineno - 1 <= site.span.start_line <= (fn.end_lineno or 0) - 1:
+            continue
+        positional = [a.arg for a in fn.args.posonlyargs + fn.args.args]
+        fallback = Resolver(tree, site.span.start_line + 1, defaults=False)
+        nodes = [(arg.span, _parse_expr(arg.text)) for arg in site.args + site.kwargs]
+        for shape in spec.shapes:
+            tensors = {positional[i]: shape for i in spec.shaped if i < len(positional)}
+            values: dict[Span, object] = {}
+            for span, node in nodes:
+                v = evaluate(node, _ShapeLookup(fn, tensors, fallback).lookup) if node is not None else UNKNOWN
+                if v is not UNKNOWN and isinstance(v, _PLAIN):
+                    values[span] = v
+            out.append((f"the spec `{spec.name}` at shape {shape}", values))
+    return out

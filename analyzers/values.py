@@ -14,7 +14,7 @@ from typing import Any, Callable
 from .source import literal_value, statements
 
 UNKNOWN = object()
-TENSOR_SIZE_METHODS = frozenset({"size", "numel", "dim"})
+TENSOR_SIZE_METHODS = frozenset({"size", "numel", "dim", "stride"})
 _BINOPS = {ast.Add: lambda a, b: a + b, ast.Sub: lambda a, b: a - b, ast.Mult: lambda a, b: a * b,
            ast.FloorDiv: lambda a, b: a // b, ast.Mod: lambda a, b: a % b, ast.Div: lambda a, b: a / b,
            ast.LShift: lambda a, b: a << b, ast.RShift: lambda a, b: a >> b, ast.BitAnd: lambda a, b: a & b,

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from analyzers.model import LaunchArg, LaunchSite, Param, TritonKernel
+from analyzers.sizes import spec_launch_cases
 from analyzers.source import PARSE_LOCK, literal_value, parse_python
 from analyzers.targets import parse_target
 from analyzers.values import UNKNOWN as _UNKNOWN
@@ -32,6 +33,8 @@ from .jobs import NOT_COMPILED, NOT_IN_KERNELS, CompileJob, Target
 
 KEY_SCHEMA = "kernel-lsp-compile-1"  # bump when the worker's output for the same inputs changes
 DIVISIBILITY = "tt.divisibility=16"
+# Starts the note of a launch option compiled with triton's default because the launch computes it at run time.
+ASSUMED_OPTION = "assumed"
 POINTER_RANGE = "tt.pointer_range=32"
 EQUAL_TO_1 = "equal_to_1"
 DEFAULT_POINTER = "*fp32"  # kernels without tl.dot: elementwise/reduction kernels are most often fp32
@@ -307,12 +310,12 @@ def _site_bindings(site: LaunchSite, text: str | None, params: list[Param]) -> t
     if not site.has_star_args:
         for p, a in zip(params, site.args):
             bound[p.name] = a
-    options = {}
+    options: dict[str, object] = {}
     for kw in site.kwargs:
         if kw.keyword in ("num_warps", "num_stages"):
             v = _arg_value(kw, site, text)
-            if isinstance(v, int) and not isinstance(v, bool):
-                options[kw.keyword] = v
+            # A value computed at run time is kept as None: the job then says that it compiled with the default.
+            options[kw.keyword] = v if isinstance(v, int) and not isinstance(v, bool) else None
         elif kw.keyword:
             bound[kw.keyword] = kw
     return bound, options
@@ -329,7 +332,7 @@ class _Config:
     label: str
     values: dict[str, object]  # parameter -> literal value given at the launch (or by an autotune config)
     kinds: dict[str, str]  # parameter -> LaunchArg.kind, or "stride" for `t.stride(i)`
-    options: dict[str, int]  # num_warps / num_stages
+    options: dict[str, int | None]  # num_warps / num_stages (None: the launch computes it at run time)
 
 
 @dataclass
@@ -356,6 +359,38 @@ def _site_config(site: LaunchSite, text: str | None, site_path: str | None, path
         kinds[n] = "stride"
     where = f"{Path(site_path).name}:" if site_path and site_path != path else "line "
     return _Config(f"launch at {where}{site.span.start_line + 1}", values, kinds, options)
+
+
+def _with_spec_cases(cfg: _Config, site: LaunchSite, text: str | None, params: list[Param],
+                     pins: Mapping[str, object]) -> list[_Config]:
+    """A launch whose constexpr values the launcher computes at run time, as compiled for each case of a spec that
+    runs it: `BLOCK = triton.next_power_of_2(n_cols)` has a value at each of the spec's shapes. Read, not made up:
+    the configuration is labelled with the spec and shape. Without such a spec the launch stays as it is."""
+    unknown = [p.name for p in params if p.is_constexpr and p.name in cfg.values and cfg.values[p.name] is None
+               and cfg.kinds.get(p.name) != "literal" and p.name not in pins]
+    if not unknown or not text:
+        return [cfg]
+    bound, _ = _site_bindings(site, text, params)
+    option_spans = {kw.keyword: kw.span for kw in site.kwargs if kw.keyword in cfg.options}
+    out: list[_Config] = []
+    seen: set[tuple] = set()
+    # Runtime sizes the case shows specialize as the JIT would at that case (divisible by 16, equal to 1).
+    sizes = [n for n, a in bound.items() if n not in unknown and cfg.values.get(n) is None and a.kind != "tensor"]
+    for label, values in spec_launch_cases(text, site):
+        filled = {n: values.get(bound[n].span) for n in unknown}
+        ident = tuple(repr(v) for v in filled.values())
+        if any(v is None for v in filled.values()) or ident in seen:
+            continue
+        seen.add(ident)
+        shown = {n: v for n in sizes if isinstance(v := values.get(bound[n].span), int) and not isinstance(v, bool)}
+        options = {o: v if v is not None else _int_or_none(values.get(option_spans[o])) for o, v in cfg.options.items()}
+        out.append(_Config(f"{cfg.label} with {label}", {**cfg.values, **shown, **filled},
+                           {**cfg.kinds, **{n: "spec" for n in [*unknown, *shown]}}, options))
+    return out or [cfg]
+
+
+def _int_or_none(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def _configs(info: TritonKernel, site_configs: list[_Config]) -> list[_Config]:
@@ -462,7 +497,8 @@ def plan_jobs(
     for item in launch_sites:
         site, site_text, site_path = (tuple(item) + (None, None))[:3] if isinstance(item, tuple) else (item, None, None)
         if site.target == info.name:
-            site_configs.append(_site_config(site, site_text, site_path, path, params))
+            site_configs += _with_spec_cases(_site_config(site, site_text, site_path, path, params), site,
+                                             site_text, params, pins)
 
     heuristics = _heuristics(mod.node)
     # A slice the worker will refuse (KC008, offline.py) is never compiled: a missing value does not matter there.
@@ -517,7 +553,13 @@ def plan_jobs(
                 values.update({p.name: None for p in params if p.is_constexpr and p.name not in values})
             constexprs = [(p.name, values[p.name]) for p in params if p.is_constexpr]
             # Defaults of CUDAOptions (4 warps, 3 stages) and HIPOptions (4 warps, 2 stages).
-            options = {"num_warps": 4, "num_stages": 2 if target.backend == "hip" else 3, **cfg.options}
+            options = {"num_warps": 4, "num_stages": 2 if target.backend == "hip" else 3}
+            for name, given in cfg.options.items():
+                if given is not None:
+                    options[name] = given
+                elif name not in pins:
+                    assumed.notes.append(f"{name}: {ASSUMED_OPTION} {options[name]} (triton's default; the launch "
+                                         "computes its value at run time)")
             num_warps = int(pins.get("num_warps", options["num_warps"]))  # type: ignore[call-overload]
             num_stages = int(pins.get("num_stages", options["num_stages"]))  # type: ignore[call-overload]
             ident = (target, tuple(signature), tuple((k, repr(v)) for k, v in constexprs), tuple(attrs), num_warps,
