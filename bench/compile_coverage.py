@@ -18,6 +18,20 @@ from pathlib import Path
 _SIZE_CALLS = ("size", "numel", "dim", "shape", "stride", "element_size")
 
 
+def _unbound(name: str, scope: ast.AST) -> str:
+    """How a name is bound when it is not bound to one expression: unpacked from a shape or a call, a loop."""
+    for n in ast.walk(scope):
+        if isinstance(n, ast.Assign) and any(isinstance(t, (ast.Tuple, ast.List)) and any(
+                isinstance(e, ast.Name) and e.id == name for e in t.elts) for t in n.targets):
+            text = ast.unparse(n.value)
+            if ".shape" in text or ".size()" in text:
+                return "a runtime size (or computed from one)"
+            if isinstance(n.value, ast.Call):
+                return "unpacked from a call of a project function"
+            return "unpacked from a value computed at run time"
+    return "bound by a loop or `with`"
+
+
 def _classify(node: ast.AST | None, scope: ast.AST, module: ast.Module, imported: set[str], depth: int = 0) -> str:
     """What a value a launch passes is made of, in the words of the coverage table."""
     from analyzers.values import assigned
@@ -31,7 +45,7 @@ def _classify(node: ast.AST | None, scope: ast.AST, module: ast.Module, imported
             return "reassigned in the launcher (several bindings)"
         if len(bound) == 1:
             if bound[0] is None:
-                return "bound by a loop, `with` or an unpacked call"
+                return _unbound(node.id, scope)
             return _classify(bound[0], scope, module, imported, depth + 1) if depth < 4 else "deep chain"
         if isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef)):
             a = scope.args
@@ -123,6 +137,8 @@ def main() -> None:
                                 arg = site.args[params.index(name)]
                             node = parse_python(arg.text, mode="eval").body if arg is not None else None
                             reason = _classify(node, scope, tree, imported)
+                            if reason == "a constant":
+                                continue  # known at this launch: another launch of the kernel lacks it
                             why[reason] += 1
                             reasons.add(reason)
                             if len(examples[reason]) < args.examples:

@@ -356,3 +356,18 @@ def test_without_a_spec_or_with_a_reshaped_input_the_value_stays_unknown() -> No
         sites = [(s, text) for s in analyze_source(text).launch_sites]
         with pytest.raises(ValueNotKnown):
             plan_jobs(text, "rows", ["sm_90"], launch_sites=sites)
+
+
+def test_a_host_tensor_descriptor_is_not_typed_as_a_pointer() -> None:
+    from kernel_lsp.engine.compile.specialize import ValueNotKnown
+
+    text = ("import triton\nimport triton.language as tl\n\n@triton.jit\n"
+            "def k(desc, out_ptr, BLOCK: tl.constexpr):\n    x = desc.load([0, 0])\n"
+            "    offs = tl.arange(0, BLOCK)\n    tl.store(out_ptr + offs[:, None] * BLOCK + offs[None, :], x)\n\n"
+            "def launch(d, o):\n    k[(1,)](d, o, BLOCK=64)\n")
+    sites = [(s, text) for s in analyze_source(text).launch_sites]
+    with pytest.raises(ValueNotKnown) as err:
+        plan_jobs(text, "k", ["sm_90"], launch_sites=sites)
+    assert "the type of `desc` is not known" in str(err.value) and "tensordesc<" in str(err.value)
+    (job,) = plan_jobs(text, "k", ["sm_90"], launch_sites=sites, pins={"desc": "tensordesc<fp16[64, 64]>"})
+    assert dict(job.signature)["desc"] == "tensordesc<fp16[64, 64]>"

@@ -150,6 +150,17 @@ def _pointer_params(node: ast.FunctionDef, params: set[str]) -> set[str]:
     return out
 
 
+_DESCRIPTOR_METHODS = frozenset({"load", "store", "atomic_add", "atomic_min", "atomic_max", "atomic_and",
+                                 "atomic_or", "atomic_xor", "gather", "scatter"})
+
+
+def _descriptor_params(node: ast.FunctionDef, params: set[str]) -> set[str]:
+    """Parameters the kernel uses as tensor descriptors: `desc.load([m, k])`, `desc.store(...)`."""
+    return {n.func.value.id for n in ast.walk(node)
+            if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in _DESCRIPTOR_METHODS
+            and isinstance(n.func.value, ast.Name) and n.func.value.id in params}
+
+
 def _words(name: str) -> list[str]:
     return [w for w in re.split(r"_|(?<=[a-z])(?=[A-Z])", name.lower()) if w]
 
@@ -500,6 +511,15 @@ def plan_jobs(
             site_configs += _with_spec_cases(_site_config(site, site_text, site_path, path, params), site,
                                              site_text, params, pins)
 
+    descriptors = sorted(_descriptor_params(mod.node, {p.name for p in params if not p.is_constexpr}) - set(pins))
+    if descriptors:
+        # A host-built tensor descriptor's block shape and dtype are not in the kernel: typing it as a pointer would
+        # be a made-up type that fails to compile, and the failure would look like the user's.
+        names = ", ".join(f"`{n}`" for n in descriptors)
+        raise ValueNotKnown(
+            f"{NOT_COMPILED}the type of {names} is not known (a tensor descriptor the launcher builds; its block "
+            f"shape and dtype are not in the kernel); pin it with the `pins` setting, e.g. "
+            f"\"{descriptors[0]}\": \"tensordesc<fp16[64, 64]>\"")
     heuristics = _heuristics(mod.node)
     # A slice the worker will refuse (KC008, offline.py) is never compiled: a missing value does not matter there.
     with PARSE_LOCK:  # offline.py parses with ast.parse (it also runs in the worker, which imports no analyzers)
