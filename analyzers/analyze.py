@@ -9,6 +9,8 @@ from typing import Callable
 from .discovery import TritonDiscovery, discover_triton
 from .model import FileAnalysis, LaunchSite, Problem, Severity, Span, TritonKernel
 from .nki_discovery import NkiDiscovery, discover_nki
+from .rules.triton_kernel.tr009_int32_offset_overflow import raise_with_sizes
+from .sizes import launch_tensor_sizes, launch_values, spec_sizes
 from .rules import FILE_CHECKS, LAUNCH_CHECKS, FileContext, LaunchContext, load_rule_modules, make_problem
 from .source import ImportMap, ParseCache, SourceText, StatementMemo, parse_recovering
 from .suppression import find_suppressions
@@ -69,7 +71,16 @@ def _analyze(src: SourceText, path: str, parsed, memo: StatementMemo | None = No
             check(ctx)
         except Exception as exc:  # noqa: BLE001
             ctx.problems.append(_internal_error(f"{check.__module__}.{check.__name__}", exc))
-    result.problems.extend(ctx.problems)
+    try:
+        result.launch_values = launch_values(parsed.body, result.launch_sites)
+        result.spec_values, result.tensor_sizes = spec_sizes(src, imports, parsed.body, result.launch_sites)
+        for kernel, shown in launch_tensor_sizes(src, imports, parsed.body, result.launch_sites).items():
+            known = result.tensor_sizes.get(kernel)
+            if known is None or shown.values[-1] > known.values[-1]:
+                result.tensor_sizes[kernel] = shown
+    except Exception as exc:  # noqa: BLE001
+        ctx.problems.append(_internal_error("reading launch values", exc))
+    result.problems.extend(raise_with_sizes(ctx.problems, result.tensor_sizes))
     return result
 
 
@@ -85,7 +96,7 @@ def check_launch_sites(analysis: FileAnalysis, lookup: KernelLookup) -> list[Pro
         if found is None:
             continue
         kernel, kernel_path = found
-        ctx = LaunchContext(kernel_path)
+        ctx = LaunchContext(kernel_path, analysis.launch_values, analysis.spec_values)
         for check in LAUNCH_CHECKS:
             try:
                 problems.extend(check(site, kernel, ctx))

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 from .model import AutotuneConfig, LaunchArg, LaunchSite, Param, Span, TritonKernel, shift_kernel, shift_launch_site
 from .source import ImportMap, SourceText, StatementMemo, literal_value, statements
+from .values import UNKNOWN, evaluate
 
 JIT_NAMES = {"triton.jit", "triton.runtime.jit", "triton.runtime.jit.jit"}
 AUTOTUNE_NAMES = {"triton.autotune", "triton.runtime.autotune", "triton.runtime.autotuner.autotune"}
@@ -82,31 +83,138 @@ def _params(src: SourceText, imports: ImportMap, fn: ast.FunctionDef) -> list[Pa
     return out
 
 
+# A configuration list written as a comprehension is plain data when it loops over literals; past this many
+# configurations it is left unknown (a tuning space, not a list anyone reads).
+_MAX_COMPREHENSION_CONFIGS = 512
+
+
+def _items(node: ast.expr, lookup) -> list[object] | None:
+    """The values a comprehension loops over: a list or tuple of constants (tuples of them too), or range()."""
+    if isinstance(node, (ast.List, ast.Tuple)):
+        out = []
+        for e in node.elts:
+            v = tuple(_items(e, lookup) or [UNKNOWN]) if isinstance(e, ast.Tuple) else evaluate(e, lookup)
+            if v is UNKNOWN or (isinstance(v, tuple) and UNKNOWN in v):
+                return None
+            out.append(v)
+        return out
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "range" \
+            and not node.keywords:
+        bounds = [evaluate(a, lookup) for a in node.args]
+        if bounds and all(isinstance(b, int) and not isinstance(b, bool) for b in bounds):
+            r = range(*bounds)  # type: ignore[arg-type]
+            return list(r) if len(r) <= _MAX_COMPREHENSION_CONFIGS else None
+        return None
+    if isinstance(node, ast.Name):
+        v = lookup(node)
+        return list(v) if isinstance(v, (list, tuple)) else None
+    return None
+
+
+def _bind(target: ast.expr, value: object, env: dict[str, object]) -> bool:
+    if isinstance(target, ast.Name):
+        env[target.id] = value
+        return True
+    if isinstance(target, (ast.Tuple, ast.List)) and isinstance(value, tuple) and len(value) == len(target.elts):
+        return all(_bind(t, v, env) for t, v in zip(target.elts, value))
+    return False
+
+
+def _comprehension_configs(
+    src: SourceText, imports: ImportMap, node: ast.ListComp, constants: dict[str, ast.expr]
+) -> list[AutotuneConfig] | None:
+    """`[triton.Config({"BLOCK": b}, num_warps=w) for b in [64, 128] for w in (4, 8) if ...]`, expanded."""
+
+    def lookup_in(env: dict[str, object]):
+        def lookup(n: ast.AST) -> object:
+            if isinstance(n, ast.Name):
+                if n.id in env:
+                    return env[n.id]
+                if n.id in constants and not isinstance(constants[n.id], ast.ListComp):
+                    items = _items(constants[n.id], lookup)
+                    return tuple(items) if items is not None else evaluate(constants[n.id])
+            return UNKNOWN
+        return lookup
+
+    envs: list[dict[str, object]] = [{}]
+    for gen in node.generators:
+        if gen.is_async:
+            return None
+        expanded = []
+        for env in envs:
+            items = _items(gen.iter, lookup_in(env))
+            if items is None:
+                return None
+            for item in items:
+                inner = dict(env)
+                if not _bind(gen.target, item, inner):
+                    return None
+                keep = [evaluate(c, lookup_in(inner)) for c in gen.ifs]
+                if any(k is UNKNOWN for k in keep):
+                    return None
+                if all(keep):
+                    expanded.append(inner)
+            if len(expanded) > _MAX_COMPREHENSION_CONFIGS:
+                return None
+        envs = expanded
+    configs = []
+    for env in envs:
+        config = _config_call(src, imports, node.elt, lookup_in(env))
+        if config is None:
+            return None
+        configs.append(config)
+    return configs
+
+
+def _config_call(src: SourceText, imports: ImportMap, elt: ast.expr, lookup=None) -> AutotuneConfig | None:
+    """One `triton.Config({...}, num_warps=..., num_stages=...)`; with `lookup`, its names are read through it
+    (a comprehension's loop variables) and must all have values."""
+    if not (isinstance(elt, ast.Call) and imports.resolve(elt.func) in CONFIG_NAMES):
+        return None
+    kwargs_node = elt.args[0] if elt.args else next((k.value for k in elt.keywords if k.arg == "kwargs"), None)
+    if not isinstance(kwargs_node, ast.Dict):
+        return None
+
+    def value(node: ast.expr) -> object:
+        if lookup is None:
+            return literal_value(node)
+        v = evaluate(node, lookup)
+        return None if v is UNKNOWN else v
+
+    kwargs: dict[str, object] = {}
+    for key, item in zip(kwargs_node.keys, kwargs_node.values):
+        k = value(key) if key is not None else None
+        if isinstance(k, str):
+            v = value(item)
+            if v is None and lookup is not None:
+                return None  # a loop value that is not plain data
+            kwargs[k] = v if v is not None else src.segment(item)
+    opts = {k.arg: value(k.value) for k in elt.keywords if k.arg}
+    positional = [value(a) for a in elt.args[1:3]]
+    num_warps = opts.get("num_warps", positional[0] if positional else None)
+    num_stages = opts.get("num_stages", positional[1] if len(positional) > 1 else None)
+    return AutotuneConfig(kwargs, num_warps, num_stages, src.span(elt))
+
+
 def _configs_from_list(
     src: SourceText, imports: ImportMap, node: ast.expr | None, constants: dict[str, ast.expr]
 ) -> list[AutotuneConfig] | None:
     if isinstance(node, ast.Name) and node.id in constants:
         node = constants[node.id]
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):  # `configs_a + configs_b`
+        left = _configs_from_list(src, imports, node.left, constants)
+        right = _configs_from_list(src, imports, node.right, constants)
+        return None if left is None or right is None else left + right
+    if isinstance(node, ast.ListComp):
+        return _comprehension_configs(src, imports, node, constants)
     if not isinstance(node, (ast.List, ast.Tuple)):
         return None  # built by code: unknown statically
     configs = []
     for elt in node.elts:
-        if not (isinstance(elt, ast.Call) and imports.resolve(elt.func) in CONFIG_NAMES):
+        config = _config_call(src, imports, elt)
+        if config is None:
             return None
-        kwargs_node = elt.args[0] if elt.args else next((k.value for k in elt.keywords if k.arg == "kwargs"), None)
-        if not isinstance(kwargs_node, ast.Dict):
-            return None
-        kwargs: dict[str, object] = {}
-        for key, value in zip(kwargs_node.keys, kwargs_node.values):
-            k = literal_value(key)
-            if isinstance(k, str):
-                v = literal_value(value)
-                kwargs[k] = v if v is not None else src.segment(value)
-        opts = {k.arg: literal_value(k.value) for k in elt.keywords if k.arg}
-        positional = [literal_value(a) for a in elt.args[1:3]]
-        num_warps = opts.get("num_warps", positional[0] if positional else None)
-        num_stages = opts.get("num_stages", positional[1] if len(positional) > 1 else None)
-        configs.append(AutotuneConfig(kwargs, num_warps, num_stages, src.span(elt)))
+        configs.append(config)
     return configs
 
 

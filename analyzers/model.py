@@ -180,6 +180,18 @@ class NkiKernel:
     params: list[str] = field(default_factory=list)
 
 
+@dataclass(frozen=True)
+class ShownSizes:
+    """Sizes a spec of the file shows: the values it runs one launch argument with, or the element counts of the
+    tensors it makes for a kernel. Risks that depend on sizes are raised to warnings only with such evidence."""
+
+    values: tuple[int, ...]  # distinct values, ascending
+    # What shows them, for messages: "the spec `rows_inputs`" (launch values), "the spec `rows_inputs` makes
+    # tensors of" or "the launch at line 12 passes a tensor of" (tensor sizes).
+    source: str
+    span: Span  # where (the spec's shapes)
+
+
 @dataclass
 class FileAnalysis:
     """Everything the analyzers know about one file, from its text alone."""
@@ -193,6 +205,14 @@ class FileAnalysis:
     suppressions: dict[int, frozenset[str]] = field(default_factory=dict)
     # Whether the file was parsed completely; False when parts were skipped because of syntax errors.
     complete: bool = True
+    # Launch arguments (by span) whose value the launcher's code shows although they are not literals:
+    # `BLOCK_M, BLOCK_N = 16, 100`, `cfg["BLOCK"]`, `min(256, 100)`, `triton.next_power_of_2(100)`.
+    launch_values: dict[Span, object] = field(default_factory=dict)
+    # Launch arguments (by span) that the file's specs run with several values (one per shape).
+    spec_values: dict[Span, ShownSizes] = field(default_factory=dict)
+    # Kernel name -> element counts of the tensors the file's specs make for it, or the largest tensor of a
+    # constant shape that a launch of the file passes to it (whichever is larger).
+    tensor_sizes: dict[str, ShownSizes] = field(default_factory=dict)
 
     def kernel(self, name: str) -> TritonKernel | None:
         for k in self.kernels:

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import ast
 from dataclasses import dataclass, field
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Callable, Iterable
 
-from ..model import Fix, LaunchSite, Problem, Related, Severity, Span, TritonKernel, shift_problem
+from ..model import Fix, LaunchSite, Problem, Related, Severity, ShownSizes, Span, TritonKernel, shift_problem
 from ..source import ImportMap, SourceText, StatementMemo
 
 if TYPE_CHECKING:  # discovery imports nothing of the rules; the rules are loaded by analyze.py
@@ -110,9 +111,14 @@ LAUNCH_CHECKS: list[LaunchCheck] = []
 
 @dataclass(frozen=True)
 class LaunchContext:
-    """Where the launched kernel lives, for related information that points at its definition."""
+    """Where the launched kernel lives (for related information that points at its definition), and what the
+    launching file shows of the arguments' values (analyzers/sizes.py)."""
 
     kernel_path: str | None  # None: same file as the launch site
+    # argument span -> the value the launcher binds it to (not a literal at the launch)
+    values: Mapping[Span, object] = field(default_factory=dict)
+    # argument span -> the values a spec runs it with, where they differ
+    spec_values: Mapping[Span, ShownSizes] = field(default_factory=dict)
 
 
 def file_check(fn: FileCheck) -> FileCheck:

@@ -112,7 +112,8 @@ register(Rule(
     right=_example(_GRID + "add_kernel[grid](x, y, out, n)", _TUNED.format(b=2048, key='"n"')),
     explanation="A constexpr is compiled into the kernel: a tensor cannot be one (compile error), and a runtime "
     "size such as `x.shape[0]` compiles a new kernel for every distinct value (information: the cost depends on "
-    "how many sizes occur, which the code does not show; a parameter the kernel needs as a constant, such as a "
+    "how many sizes occur, which the code does not show; a warning when a `@spec` of the same file runs the "
+    "launcher with several values, named in the message; a parameter the kernel needs as a constant, such as a "
     "block shape, is never advised to become a runtime value). A parameter set by the autotune "
     "configs must not be passed at the launch: Triton raises `Conflicting meta-parameters` (or `got multiple "
     "values`); every `triton.Config` also sets `num_warps`, `num_stages` and `num_ctas`, so those cannot be passed "
@@ -322,20 +323,31 @@ def check_constexpr_values(site: LaunchSite, kernel: TritonKernel, ctx: LaunchCo
                     "are compiled into the kernel; pass a Python scalar, or drop `tl.constexpr`",
                     kernel=kernel.name, related=related)
             elif arg.kind == "shape" and not _FEW_VALUES.search(arg.text):
-                # A recompile per distinct value is a cost that depends on sizes this code does not show: information.
+                # A recompile per distinct value is a cost that depends on sizes this code does not show: information,
+                # unless a spec shows the values.
+                shown = ctx.spec_values.get(arg.span)
+                many = "" if shown else "if many values occur, "
                 if name in kernel.needed_constexprs:
                     # Needed as a constant (a block shape, a static_range bound): never advise a runtime value, nor a
                     # bucketing that changes what the kernel computes.
-                    advice = (f"`{name}` sets a block shape, so it must stay a compile-time constant; if many values "
-                              f"occur, add a padded block parameter (`triton.next_power_of_2({arg.text})`) for the "
+                    advice = (f"`{name}` sets a block shape, so it must stay a compile-time constant; {many}"
+                              f"add a padded block parameter (`triton.next_power_of_2({arg.text})`) for the "
                               f"shape and keep `{name}`'s exact value as a runtime size for the mask")
                 else:
-                    advice = ("if many values occur, drop `tl.constexpr` from the parameter so that one compile "
-                              "serves all")
-                yield _with(make_problem(
-                    "TR012", arg.span, f"the runtime size `{arg.text}` is passed for the constexpr parameter "
-                    f"`{name}`: every distinct value compiles a new kernel; {advice}",
-                    kernel=kernel.name, related=related), Severity.INFO)
+                    advice = f"{many}drop `tl.constexpr` from the parameter so that one compile serves all"
+                if shown is None:
+                    yield _with(make_problem(
+                        "TR012", arg.span, f"the runtime size `{arg.text}` is passed for the constexpr parameter "
+                        f"`{name}`: every distinct value compiles a new kernel; {advice}",
+                        kernel=kernel.name, related=related), Severity.INFO)
+                else:
+                    # A spec shows the values: the recompiles are not a guess any more.
+                    values = ", ".join(str(v) for v in shown.values)
+                    yield _with(make_problem(
+                        "TR012", arg.span, f"the runtime size `{arg.text}` is passed for the constexpr parameter "
+                        f"`{name}`, and {shown.source} runs it with {len(shown.values)} values ({values}): each "
+                        f"compiles a new kernel; {advice}", kernel=kernel.name,
+                        related=(*related, Related(shown.span, f"{name} = {values}"))), Severity.WARNING)
 
 
 @launch_check
@@ -344,18 +356,21 @@ def check_launch_block_sizes(site: LaunchSite, kernel: TritonKernel, ctx: Launch
     if kernel.rebound or not kernel.shape_params:
         return
     for arg, param in _bound(site, kernel):
-        if param is None or param.name not in kernel.shape_params or arg.kind != "literal":
+        if param is None or param.name not in kernel.shape_params:
             continue
-        value = _literal_text(arg.text)
+        literal = arg.kind == "literal"
+        value = _literal_text(arg.text) if literal else ctx.values.get(arg.span)
         if not isinstance(value, int) or isinstance(value, bool) or value <= 0 or is_power_of_2(value):
             continue
         p2 = 1 << (value - 1).bit_length()
         span = arg.value_span or arg.span
+        # A value read from the launcher's code (`BLOCK_M, BLOCK_N = 16, 100`) is fixed where it is computed.
+        shown = "at this launch" if literal else f"at this launch (the value of `{arg.text}`)"
         yield make_problem(
-            "TR001", span, f"`{param.name}` = {value} at this launch is a block dimension of `{kernel.name}` "
+            "TR001", span, f"`{param.name}` = {value} {shown} is a block dimension of `{kernel.name}` "
             f"(a tl.arange extent or block shape), not a power of 2: it fails to compile; use {p2} and mask the "
-            "extra lanes", fix=Fix(f"Use {p2}", (TextEdit(span, str(p2)),)), kernel=kernel.name,
-            related=_related(kernel, ctx))
+            "extra lanes", fix=Fix(f"Use {p2}", (TextEdit(span, str(p2)),)) if literal else None,
+            kernel=kernel.name, related=_related(kernel, ctx))
 
 
 # ---------------------------------------------------------------------------------------------------------------

@@ -1,7 +1,8 @@
 """Data-driven rule tests: fixture source in, expected diagnostics out.
 
 A fixture marks each expected problem with a trailing `# expect: CODE[, CODE...]` comment on the line where the
-problem starts. Every problem must be expected and every expectation met. A fixture `NAME.py` with a sibling
+problem starts; `CODE:severity` (`TR009:warning`) also expects that severity. Every problem must be expected and
+every expectation met. A fixture `NAME.py` with a sibling
 `NAME.fixed` must turn into that text when all offered quick fixes are applied.
 Files under fixtures/correct/ are correct kernels: no problem above information level.
 """
@@ -17,7 +18,7 @@ from analyzers import RULES, Severity, check_source
 from analyzers.model import apply_edits
 
 FIXTURES = Path(__file__).parent / "fixtures"
-EXPECT = re.compile(r"#\s*expect:\s*([A-Z0-9_, ]+)")
+EXPECT = re.compile(r"#\s*expect:\s*([A-Za-z0-9_,: ]+)")
 
 
 def _fixtures(correct: bool) -> list[Path]:
@@ -25,13 +26,19 @@ def _fixtures(correct: bool) -> list[Path]:
     return paths
 
 
-def _expected(text: str) -> set[tuple[int, str]]:
+def _expected(text: str) -> tuple[set[tuple[int, str]], dict[tuple[int, str], Severity]]:
+    """(line, code) pairs expected, and the severities some of them must have."""
     out = set()
+    severities = {}
     for i, line in enumerate(text.splitlines()):
         m = EXPECT.search(line)
-        if m:
-            out.update((i + 1, c.strip()) for c in m.group(1).split(",") if c.strip())
-    return out
+        for item in m.group(1).split(",") if m else []:
+            code, _, severity = item.strip().partition(":")
+            if code:
+                out.add((i + 1, code))
+            if severity:
+                severities[(i + 1, code)] = Severity.parse(severity)
+    return out, severities
 
 
 @pytest.mark.parametrize("path", _fixtures(correct=False), ids=lambda p: str(p.relative_to(FIXTURES)))
@@ -39,7 +46,12 @@ def test_fixture_diagnostics(path: Path) -> None:
     text = path.read_text()
     result = check_source(text, str(path))
     actual = {(p.span.start_line + 1, p.code) for p in result.problems}
-    assert actual == _expected(text), "\n".join(f"{p.span.start_line + 1}: {p.code} {p.message}" for p in result.problems)
+    expected, severities = _expected(text)
+    listing = "\n".join(f"{p.span.start_line + 1}: {p.code} {p.severity.name} {p.message}" for p in result.problems)
+    assert actual == expected, listing
+    for p in result.problems:
+        want = severities.get((p.span.start_line + 1, p.code))
+        assert want is None or p.severity == want, listing
     for p in result.problems:
         assert p.code in RULES
         assert p.message, p

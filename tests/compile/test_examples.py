@@ -236,3 +236,20 @@ def test_launch_specialization_matches_the_jit() -> None:
             assert ours == (ty, {"tt.divisibility=16"} if spec == "D" else set()), value
     ty, spec = native_specialize_impl(BaseBackend, MockTensor(tl.float16), False, True, True)
     assert spec == "D" and attrs["x_ptr"] == {"tt.divisibility=16"}
+
+
+def test_the_examples_specs_give_their_block_sizes_and_nothing_above_information(tmp_path) -> None:
+    """fused_softmax and layernorm compute BLOCK_SIZE from the row length: their specs' shapes give the values, so
+    `check --target` compiles them (labelled with the spec and shape) without a made-up size or a loud finding."""
+    files = [str(EXAMPLES / "fused_softmax.py"), str(EXAMPLES / "layernorm.py")]
+    proc = subprocess.run([sys.executable, "-m", "kernel_lsp", "check", *files, "--target", "sm_90", "--format",
+                           "json"], capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    doc = json.loads(proc.stdout)
+    assert [p for p in doc["problems"] if p["severity"] in ("error", "warning")] == [], doc["problems"]
+    assert not [p for p in doc["problems"] if p["code"] == "KC009"], doc["problems"]
+    jobs = doc["compile"]
+    assert jobs and all(j["ok"] for j in jobs)
+    softmax = {j["constexprs"]["BLOCK_SIZE"]: j["config"] for j in jobs if j["kernel"] == "softmax_kernel"}
+    # shapes (1, 1), (7, 33), (19, 300) and the bench shape (4096, 4096): next_power_of_2 of the column counts
+    assert sorted(softmax) == [1, 64, 512, 4096]
+    assert "the spec `softmax_inputs` at shape (7, 33)" in softmax[64]

@@ -294,3 +294,79 @@ def test_helpers_and_constants_imported_from_the_workspace_come_along(tmp_path) 
     # A name that is not a literal there stays out, and says why.
     other = extract_module(kernel.read_text(), "other", str(kernel))
     assert [n for n, _ in other.unresolved] == ["RUNTIME"] and "not a literal" in other.unresolved[0][1]
+
+
+SPECCED = """import torch
+import triton
+import triton.language as tl
+from kernel_lsp.spec import spec
+
+
+@triton.jit
+def rows(x_ptr, out_ptr, stride, n_cols, BLOCK: tl.constexpr):
+    cols = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + tl.program_id(0) * stride + cols, mask=cols < n_cols)
+    tl.store(out_ptr + tl.program_id(0) * stride + cols, x, mask=cols < n_cols)
+
+
+def launch(x):
+    out = torch.empty_like(x)
+    n_rows, n_cols = x.shape
+    block = triton.next_power_of_2(n_cols)
+    rows[(n_rows,)](x, out, x.stride(0), n_cols, BLOCK=block, num_warps=8 if block > 256 else 4)
+    return out
+
+
+@spec(kernel=rows, launcher=launch, reference=lambda x: x, shapes=[(3, 1), (5, 300), (7, 260)])
+def rows_inputs(shape, dtype, device):
+    return (torch.randn(shape, dtype=dtype, device=device),)
+"""
+
+
+def test_a_spec_gives_the_values_its_launcher_computes_from_the_shapes() -> None:
+    sites = [(s, SPECCED) for s in analyze_source(SPECCED).launch_sites]
+    jobs = plan_jobs(SPECCED, "rows", ["sm_90"], launch_sites=sites)
+    # 300 and 260 columns both need a 512-wide block: one job per distinct specialization.
+    got = {dict(j.constexprs)["BLOCK"]: j for j in jobs}
+    assert sorted(got) == [1, 512]
+    assert "with the spec `rows_inputs` at shape (3, 1)" in got[1].config_label
+    # Runtime sizes keep the JIT's usual assumption, said in the notes: ragged test shapes are not tuned sizes.
+    assert ("n_cols", "tt.divisibility=16") in got[512].attrs and any("n_cols" in n for n in got[512].notes)
+    # num_warps is computed from the block: known at each case too.
+    assert (got[1].num_warps, got[512].num_warps) == (4, 8)
+    assert not any("num_warps" in n for j in jobs for n in j.notes)
+
+
+def test_a_num_warps_computed_at_run_time_is_compiled_with_the_default_and_said() -> None:
+    text = SPECCED.split("@spec(")[0].replace("BLOCK=block,", "BLOCK=256,").replace(
+        "8 if block > 256 else 4", "pick_warps(x)")
+    sites = [(s, text) for s in analyze_source(text).launch_sites]
+    (job,) = plan_jobs(text, "rows", ["sm_90"], launch_sites=sites)
+    assert job.num_warps == 4
+    assert "num_warps: assumed 4 (triton's default; the launch computes its value at run time)" in job.notes
+
+
+def test_without_a_spec_or_with_a_reshaped_input_the_value_stays_unknown() -> None:
+    from kernel_lsp.engine.compile.specialize import ValueNotKnown
+
+    alone = SPECCED.split("@spec(")[0]
+    reshaped = SPECCED.replace("    out = torch.empty_like(x)\n", "    x = x.view(-1, 3)\n    out = torch.empty_like(x)\n")
+    for text in (alone, reshaped):
+        sites = [(s, text) for s in analyze_source(text).launch_sites]
+        with pytest.raises(ValueNotKnown):
+            plan_jobs(text, "rows", ["sm_90"], launch_sites=sites)
+
+
+def test_a_host_tensor_descriptor_is_not_typed_as_a_pointer() -> None:
+    from kernel_lsp.engine.compile.specialize import ValueNotKnown
+
+    text = ("import triton\nimport triton.language as tl\n\n@triton.jit\n"
+            "def k(desc, out_ptr, BLOCK: tl.constexpr):\n    x = desc.load([0, 0])\n"
+            "    offs = tl.arange(0, BLOCK)\n    tl.store(out_ptr + offs[:, None] * BLOCK + offs[None, :], x)\n\n"
+            "def launch(d, o):\n    k[(1,)](d, o, BLOCK=64)\n")
+    sites = [(s, text) for s in analyze_source(text).launch_sites]
+    with pytest.raises(ValueNotKnown) as err:
+        plan_jobs(text, "k", ["sm_90"], launch_sites=sites)
+    assert "the type of `desc` is not known" in str(err.value) and "tensordesc<" in str(err.value)
+    (job,) = plan_jobs(text, "k", ["sm_90"], launch_sites=sites, pins={"desc": "tensordesc<fp16[64, 64]>"})
+    assert dict(job.signature)["desc"] == "tensordesc<fp16[64, 64]>"

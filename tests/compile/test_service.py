@@ -228,6 +228,8 @@ def test_num_warps_3_is_the_users_error_not_kernel_lsps(service) -> None:
     [problem] = _run_one(service, UNKNOWN_BLOCK, "scale", BLOCK=128, num_warps=3)
     assert problem.code == "KC001" and problem.severity == Severity.ERROR
     assert "num_warps must be a power of 2" in problem.message and "kernel-lsp" not in problem.message
+    # No line of the kernel is at fault: the message sends the user to where the configuration is set.
+    assert "Fix this line" not in problem.message and "change it where it is set" in problem.message
 
 
 def test_a_construct_the_installed_triton_lacks_is_named_with_the_version(service) -> None:
@@ -267,3 +269,22 @@ def test_one_line_helpers_that_return_a_value_are_compiled_only_through_callers(
             "    return tl.sigmoid(2 * x) * 2 - 1\n")
     reports = asyncio.run(service.compile_file("op.py", text, analyze_source(text, "op.py"), ["sm_90"]))
     assert reports == []
+
+
+def test_spills_under_a_num_warps_kernel_lsp_assumed_are_information_that_say_so() -> None:
+    from kernel_lsp.engine.compile.jobs import CompileResult, Resources
+
+    text = ("import triton\nimport triton.language as tl\n\n@triton.jit\n"
+            "def wide(x_ptr, n, BLOCK: tl.constexpr):\n    offs = tl.arange(0, BLOCK)\n"
+            "    tl.store(x_ptr + offs, 1.0, mask=offs < n)\n\n"
+            "def launch(x, n):\n    wide[(1,)](x, n, BLOCK=16384, num_warps=pick(n))\n")
+    analysis = analyze_source(text)
+    kernel = analysis.kernel("wide")
+    pinned = {"x_ptr": "*fp32"}
+    for given, severity in (({}, Severity.INFO), ({"num_warps": 4}, Severity.WARNING)):
+        (job,) = plan_jobs(text, "wide", ["sm_90"], launch_sites=analysis.launch_sites, pins={**pinned, **given})
+        spilled = CompileResult(job.key, True, resources=Resources(registers=255, spill_bytes=512, num_warps=4))
+        report = KernelCompileReport("k.py", "wide", job.target, kernel.name_span, [JobReport(job, spilled, False)])
+        [kc003] = [p for p in compile_problems(report) if p.code == "KC003"]
+        assert kc003.severity == severity, kc003.message
+        assert ("num_warps: assumed 4" in kc003.message) == (severity == Severity.INFO)

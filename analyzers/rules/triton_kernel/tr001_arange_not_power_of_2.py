@@ -15,8 +15,10 @@ register(Rule(
     explanation="Every Triton block dimension must be a power of 2: `tl.arange(0, 10)` or `tl.zeros((48,), ...)` "
     "fails to compile. Round the extent up to the next power of 2 and mask the extra lanes "
     "(`offs < n`). The value is checked for literals, module constants, parameter defaults, each "
-    "autotune config and literals passed at launch sites (`kernel[grid](..., BLOCK=100)`); the quick fix rounds "
-    "a literal up.",
+    "autotune config, and values passed at launch sites: literals (`kernel[grid](..., BLOCK=100)`) and values the "
+    "launcher's code shows (`BLOCK_M, BLOCK_N = 16, 100`, `cfg[\"BLOCK\"]` of a dict literal, a class attribute, "
+    "`min`/`max` and `triton.next_power_of_2` of constants; a launcher parameter's default is not its value); the "
+    "quick fix rounds a literal up.",
     wrong=KERNEL_HEADER + "def copy(X, Y, n):\n    offs = tl.arange(0, 10)\n    x = tl.load(X + offs, mask=offs < n)\n"
     "    tl.store(Y + offs, x, mask=offs < n)\n",
     right=KERNEL_HEADER + "def copy(X, Y, n):\n    offs = tl.arange(0, 16)\n    x = tl.load(X + offs, mask=offs < n)\n"

@@ -329,10 +329,16 @@ def _launcher_guards(k: KernelFacts) -> tuple[bool, set[str]]:
     padded: set[str] | None = None
     for fn, sites in scopes:
         allocs = {}
+        values: dict[str, ast.expr] = {}
         for n in ast.walk(fn):
-            if isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name) \
-                    and isinstance(n.value, ast.Call):
-                allocs[n.targets[0].id] = ctx.src.segment(n.value)
+            if isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name):
+                values[n.targets[0].id] = n.value
+        for name, value in values.items():
+            if isinstance(value, ast.Call) and _ALLOCATION.search(ast.unparse(value.func)):
+                # `blocks = triton.cdiv(n, B)` then `torch.empty(blocks * B)`: the size's names count with their values
+                allocs[name] = " ".join(ctx.src.segment(v) for v in _with_bindings(value, values))
+            elif isinstance(value, ast.Call):
+                allocs[name] = ctx.src.segment(value)
         for site in sites:
             here = set()
             for i, a in enumerate(site.args):
@@ -345,6 +351,22 @@ def _launcher_guards(k: KernelFacts) -> tuple[bool, set[str]]:
     return all_checked, padded or set()
 
 
+def _with_bindings(node: ast.expr, values: dict[str, ast.expr], depth: int = 0) -> list[ast.expr]:
+    """An allocation and what the names it multiplies are bound to in the launcher (a few levels deep): in
+    `torch.empty(blocks * B)` with `blocks = triton.cdiv(n, B)` the size is whole blocks; `torch.empty(blocks, m)`
+    holds one slot per block, not a padded copy."""
+    out = [node]
+    if depth < 3:
+        for n in ast.walk(node):
+            if not (isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mult)):
+                continue
+            for side in (n.left, n.right):
+                if isinstance(side, ast.Name) and side.id in values and values[side.id] is not node:
+                    out += _with_bindings(values[side.id], values, depth + 1)
+    return out
+
+
+_ALLOCATION = re.compile(r"(^|\.)(new_)?(empty|zeros|ones|full)$")
 _PADDED = re.compile(r"cdiv|next_power_of_2|\bpad|padded|round_up|align")
 
 

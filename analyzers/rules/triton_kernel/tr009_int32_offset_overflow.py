@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import ast
 
-from ...model import Severity, TextEdit
+from collections.abc import Mapping
+
+from ...model import Problem, Related, Severity, ShownSizes, TextEdit
 from .. import Rule, register
 from .facts import AR, I64, KERNEL_HEADER, PID, PLAIN, RTP, TL, KernelFacts, _once, _short, _span, kernel_check
 
@@ -18,7 +20,10 @@ register(Rule(
     "the code does not show, so this is information: a risk to weigh for tensors that large. Cast the program "
     "id where it is "
     "bound, `tl.program_id(0).to(tl.int64)`, or an operand at the multiplication. `pid * BLOCK` with a "
-    "constexpr BLOCK is not reported, nor are vector offsets (pid * BLOCK + tl.arange) times a stride.",
+    "constexpr BLOCK is not reported, nor are vector offsets (pid * BLOCK + tl.arange) times a stride. When a "
+    "`@spec` of the same file makes tensors of more than 2**31 elements for the kernel, or a launch in that file "
+    "passes it one allocated with a constant shape that large, the overflow is no longer a guess: the finding is a "
+    "warning that names the spec or launch and the size.",
     wrong=KERNEL_HEADER + "def softmax(X, Y, stride, n, BLOCK: tl.constexpr):\n    row = tl.program_id(0)\n"
     "    cols = tl.arange(0, BLOCK)\n    x = tl.load(X + row * stride + cols, mask=cols < n, other=0.0)\n"
     "    tl.store(Y + row * stride + cols, x, mask=cols < n)\n",
@@ -50,11 +55,28 @@ def _tr009_overflow(k: KernelFacts) -> None:
             edit = _pid_cast_edit(k, p)
             fix = _once(k, f"Cast to {tl}int64", [edit]) if edit is not None and k.f.can_fix else None
             where = "where it is bound" if edit is not None and edit.span != _span(k, p) else "at the multiplication"
-            k.ctx.report("TR009", node, f"{pid_text} * {o_text} is computed in int32 and would overflow if the "
-                         f"offset passed 2**31 elements: if tensors that large are possible, cast the program id "
-                         f"to int64 {where}, e.g. "
-                         f"{tl}program_id(0).to({tl}int64)", fix=fix, kernel=k.name)
+            k.ctx.report("TR009", node, f"{pid_text} * {o_text} is computed in int32 and {_RISK}, cast the program "
+                         f"id to int64 {where}, e.g. {tl}program_id(0).to({tl}int64)", fix=fix, kernel=k.name)
             break
+
+
+_RISK = "would overflow if the offset passed 2**31 elements: if tensors that large are possible"
+_INT32_MAX = 2**31 - 1
+
+
+def raise_with_sizes(problems: list[Problem], sizes: Mapping[str, ShownSizes]) -> list[Problem]:
+    """TR009 findings as warnings where a spec makes tensors past int32 offsets for the kernel (kernel -> sizes)."""
+    out = []
+    for p in problems:
+        shown = sizes.get(p.kernel or "") if p.code == "TR009" else None
+        if shown is None or shown.values[-1] - 1 <= _INT32_MAX or _RISK not in p.message:
+            out.append(p)
+            continue
+        fact = f"overflows: {shown.source} {shown.values[-1]:,} elements (past 2**31); to fix it"
+        related = (*p.related, Related(shown.span, f"{shown.values[-1]:,} elements"))
+        out.append(Problem(p.code, p.message.replace(_RISK, fact), Severity.WARNING, p.span, p.fix, related,
+                           p.kernel))
+    return out
 
 
 def _pid_cast_edit(k: KernelFacts, p: ast.AST) -> TextEdit | None:

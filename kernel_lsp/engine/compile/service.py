@@ -30,7 +30,7 @@ from ..cache import WORKSPACE_DIR, ResultCache
 from ..executor import make_executor
 from ..pool import Outcome, Status, WorkerPool
 from .jobs import NOT_COMPILED, CompileError, CompileJob, CompileResult, Target
-from .specialize import make_target, plan_jobs
+from .specialize import ASSUMED_OPTION, make_target, plan_jobs
 from .irmap import user_line
 from .worker import CACHE_DIR_ENV, relocate
 
@@ -173,7 +173,12 @@ def compile_problems(report: KernelCompileReport, target_spec: TargetSpec | None
         labels = "; ".join(dict.fromkeys(_label(jr.job) for jr in jrs))
         where = f"on {spec.name} in {labels}"
         rel = tuple(Related(Span.point(ln, c or 0), msg) for ln, c, msg in related if ln is not None)
-        if code == "KC001":
+        if code == "KC001" and err.line is None:
+            # Rejected before any line of the kernel (an option such as num_warps=3): the fix is where the
+            # configuration is set, not at the kernel's def.
+            msg = (f"{kernel} does not compile {where}: {message}. The compiler rejects this configuration as a "
+                   f"whole, not a line of the kernel: change it where it is set ({labels}).")
+        elif code == "KC001":
             msg = (f"{kernel} does not compile {where}: {message}. Fix this line"
                    + (" (the related locations show the calls that reach it)" if rel else "")
                    + "; the compiler rejects it for every launch with this configuration.")
@@ -209,9 +214,9 @@ def compile_problems(report: KernelCompileReport, target_spec: TargetSpec | None
         # Spills and shared memory scale with the element types: with assumed pointer types they are facts of a
         # kernel nobody may run (an fp8 GEMM compiled as fp16 needs twice the shared memory), so they are
         # information that names the assumption, not a verdict.
-        types = "; ".join(n for n in jr.job.notes if ": assumed *" in n)
-        assumed = f" with the pointer types kernel-lsp assumed ({types})" if types else ""
-        pin = " Pin the pointer types (the `pins` setting) to know." if types else ""
+        types = _resource_assumptions(jr.job)
+        assumed = f" with what kernel-lsp assumed ({types})" if types else ""
+        pin = " Pin these (the `pins` setting) to know." if types else ""
         if res.spill_bytes:
             out.append(_problem("KC003", here, f"{kernel}: {res.spill_bytes} bytes spilled {where}{assumed} "
                                 f"({res.registers} registers per thread): use smaller block sizes or more "
@@ -248,6 +253,13 @@ def compile_problems(report: KernelCompileReport, target_spec: TargetSpec | None
             "not prove the offsets contiguous and 16-byte aligned: use unit strides for the innermost dimension, "
             "sizes that are multiples of 16, or tl.multiple_of / tl.max_contiguous hints.", kernel))
     return out
+
+
+def _resource_assumptions(job: CompileJob) -> str:
+    """What a compile assumed that its registers, spills and shared memory depend on: pointer element types, and
+    launch options the launch computes at run time (compiled with triton's defaults)."""
+    options = tuple(f"{name}: {ASSUMED_OPTION}" for name in ("num_warps", "num_stages"))
+    return "; ".join(n for n in job.notes if ": assumed *" in n or n.startswith(options))
 
 
 _TYPE_WORDS = re.compile(r"dtype|bitcast|bitwidth|\bu?int\d+|\bfp\d+|float\d+|bf(loat)?16|pointer type")

@@ -14,15 +14,18 @@ import ast
 import functools
 import hashlib
 import json
-import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from analyzers.model import LaunchArg, LaunchSite, Param, TritonKernel
-from analyzers.source import literal_value, parse_python, parsing, statements
+from analyzers.sizes import spec_launch_cases
+from analyzers.source import literal_value, parse_python, parsing
 from analyzers.targets import parse_target
+from analyzers.values import UNKNOWN as _UNKNOWN
+from analyzers.values import Resolver as _Resolver
+from analyzers.values import evaluate
 
 from . import offline
 from .extract import ExtractedModule, extract_module
@@ -30,6 +33,8 @@ from .jobs import NOT_COMPILED, NOT_IN_KERNELS, CompileJob, Target
 
 KEY_SCHEMA = "kernel-lsp-compile-1"  # bump when the worker's output for the same inputs changes
 DIVISIBILITY = "tt.divisibility=16"
+# Starts the note of a launch option compiled with triton's default because the launch computes it at run time.
+ASSUMED_OPTION = "assumed"
 POINTER_RANGE = "tt.pointer_range=32"
 EQUAL_TO_1 = "equal_to_1"
 DEFAULT_POINTER = "*fp32"  # kernels without tl.dot: elementwise/reduction kernels are most often fp32
@@ -145,6 +150,17 @@ def _pointer_params(node: ast.FunctionDef, params: set[str]) -> set[str]:
     return out
 
 
+_DESCRIPTOR_METHODS = frozenset({"load", "store", "atomic_add", "atomic_min", "atomic_max", "atomic_and",
+                                 "atomic_or", "atomic_xor", "gather", "scatter"})
+
+
+def _descriptor_params(node: ast.FunctionDef, params: set[str]) -> set[str]:
+    """Parameters the kernel uses as tensor descriptors: `desc.load([m, k])`, `desc.store(...)`."""
+    return {n.func.value.id for n in ast.walk(node)
+            if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in _DESCRIPTOR_METHODS
+            and isinstance(n.func.value, ast.Name) and n.func.value.id in params}
+
+
 def _words(name: str) -> list[str]:
     return [w for w in re.split(r"_|(?<=[a-z])(?=[A-Z])", name.lower()) if w]
 
@@ -243,92 +259,6 @@ class ValueNotKnown(ValueError):
     """A constexpr the kernel needs has no value the tool could read: the kernel is not compiled (KC009)."""
 
 
-# ----------------------------------------------------------------------------------------------------------------
-# A small evaluator of literal expressions: launchers write `triton.next_power_of_2(1024)`, `min(64, BLOCK)`,
-# `cfg["BLOCK"]`. Pure AST interpretation: nothing of the user's code is imported or run.
-
-_UNKNOWN = object()
-_BINOPS = {ast.Add: lambda a, b: a + b, ast.Sub: lambda a, b: a - b, ast.Mult: lambda a, b: a * b,
-           ast.FloorDiv: lambda a, b: a // b, ast.Mod: lambda a, b: a % b, ast.Div: lambda a, b: a / b,
-           ast.LShift: lambda a, b: a << b, ast.RShift: lambda a, b: a >> b, ast.BitAnd: lambda a, b: a & b,
-           ast.BitOr: lambda a, b: a | b, ast.BitXor: lambda a, b: a ^ b,
-           ast.Pow: lambda a, b: a ** b if abs(b) <= 64 else _UNKNOWN}
-_CMPOPS = {ast.Eq: lambda a, b: a == b, ast.NotEq: lambda a, b: a != b, ast.Lt: lambda a, b: a < b,
-           ast.LtE: lambda a, b: a <= b, ast.Gt: lambda a, b: a > b, ast.GtE: lambda a, b: a >= b}
-
-
-def _next_power_of_2(n: int) -> int:
-    return 1 if n <= 1 else 1 << (n - 1).bit_length()
-
-
-_CALLS = {"min": min, "max": max, "int": int, "abs": abs, "bool": bool, "next_power_of_2": _next_power_of_2,
-          "cdiv": lambda a, b: -(-a // b)}
-
-
-_MATH = {n: getattr(math, n) for n in ("log2", "log", "ceil", "floor", "sqrt", "exp", "exp2", "gcd", "isqrt",
-                                       "pow", "prod") if hasattr(math, n)}
-
-
-def evaluate(node: ast.AST, lookup=None, depth: int = 0) -> object:
-    """The value of a literal expression, or _UNKNOWN. `lookup(node)` gives the value of a name, an attribute or a
-    subscript the expression reads (or _UNKNOWN)."""
-    if depth > 20:
-        return _UNKNOWN
-    value = literal_value(node)
-    if value is not None or (isinstance(node, ast.Constant) and node.value is None):
-        return value
-
-    def ev(n: ast.AST) -> object:
-        return evaluate(n, lookup, depth + 1)
-
-    try:
-        if isinstance(node, ast.BinOp) and type(node.op) in _BINOPS:
-            a, b = ev(node.left), ev(node.right)
-            return _UNKNOWN if _UNKNOWN in (a, b) else _BINOPS[type(node.op)](a, b)
-        if isinstance(node, ast.UnaryOp):
-            a = ev(node.operand)
-            if a is _UNKNOWN:
-                return _UNKNOWN
-            return {ast.USub: lambda: -a, ast.UAdd: lambda: +a, ast.Not: lambda: not a,
-                    ast.Invert: lambda: ~a}[type(node.op)]()
-        if isinstance(node, ast.Compare) and all(type(o) in _CMPOPS for o in node.ops):
-            left = ev(node.left)
-            for op, right_node in zip(node.ops, node.comparators):
-                right = ev(right_node)
-                if _UNKNOWN in (left, right):
-                    return _UNKNOWN
-                if not _CMPOPS[type(op)](left, right):
-                    return False
-                left = right
-            return True
-        if isinstance(node, ast.BoolOp):
-            values = [ev(v) for v in node.values]
-            if _UNKNOWN in values:
-                return _UNKNOWN
-            return all(values) if isinstance(node.op, ast.And) else any(values)
-        if isinstance(node, ast.IfExp):
-            test = ev(node.test)
-            return _UNKNOWN if test is _UNKNOWN else ev(node.body if test else node.orelse)
-        if isinstance(node, ast.Call) and not node.keywords:
-            func = ast.unparse(node.func)
-            name = func.split(".")[-1]
-            args = [ev(a) for a in node.args]
-            if _UNKNOWN in args or not args:
-                return _UNKNOWN
-            if func in ("min", "max", "int", "abs", "bool", "next_power_of_2", "cdiv",
-                        "triton.next_power_of_2", "triton.cdiv"):
-                return _CALLS[name](*args)
-            if name == "constexpr" and len(args) == 1:  # tl.constexpr(128)
-                return args[0]
-            if func.startswith("math.") and name in _MATH:
-                return _MATH[name](*args)
-        if isinstance(node, (ast.Name, ast.Attribute, ast.Subscript)) and lookup is not None:
-            return lookup(node)
-    except (ArithmeticError, TypeError, ValueError, KeyError, IndexError):
-        return _UNKNOWN
-    return _UNKNOWN
-
-
 def _heuristics(node: ast.FunctionDef) -> dict[str, ast.Lambda]:
     """@triton.heuristics({"NAME": lambda args: ...}) entries of a kernel, as written."""
     out: dict[str, ast.Lambda] = {}
@@ -372,111 +302,6 @@ def _parsed(text: str) -> ast.Module | None:
         return None
 
 
-def _scope_at(tree: ast.Module, line: int) -> ast.AST:
-    """The innermost function around a (1-based) line, else the module."""
-    scope: ast.AST = tree
-    for node in statements(tree.body):  # functions are statements: no need to walk every expression
-        encloses = isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and (
-            node.lineno <= line <= (node.end_lineno or 0))
-        if encloses and (scope is tree or node.lineno >= scope.lineno):  # type: ignore[attr-defined]
-            scope = node
-    return scope
-
-
-def _assigned(body: list[ast.stmt], name: str) -> list[ast.AST | None]:
-    """What `name` is bound to in a body: one expression per binding (None where it is not a plain value:
-    `+=`, a loop, an unpacked call). `A, B = 16, 128` binds A to 16."""
-    out: list[ast.AST | None] = []
-    for sub in statements(body):
-        if isinstance(sub, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
-            targets = sub.targets if isinstance(sub, ast.Assign) else [sub.target]
-            for t in targets:
-                if isinstance(t, ast.Name) and t.id == name:
-                    out.append(None if isinstance(sub, ast.AugAssign) else sub.value)
-                elif isinstance(t, (ast.Tuple, ast.List)) and any(isinstance(e, ast.Name) and e.id == name
-                                                                   for e in t.elts):
-                    i = next(i for i, e in enumerate(t.elts) if isinstance(e, ast.Name) and e.id == name)
-                    value = sub.value
-                    same = isinstance(value, (ast.Tuple, ast.List)) and len(value.elts) == len(t.elts)
-                    out.append(value.elts[i] if same else None)  # type: ignore[union-attr]
-        elif isinstance(sub, (ast.For, ast.AsyncFor, ast.With, ast.AsyncWith)):
-            targets = [sub.target] if isinstance(sub, (ast.For, ast.AsyncFor)) else [
-                i.optional_vars for i in sub.items if i.optional_vars is not None]
-            if any(isinstance(n, ast.Name) and n.id == name for t in targets for n in ast.walk(t)):
-                out.append(None)
-    return out
-
-
-class _Resolver:
-    """Values of a launch's arguments read from the launcher's code: literals, names bound once to them (tuple
-    assignments, parameter defaults, module constants), `cfg["BLOCK"]` of a dict literal, `cfg.BLOCK` of a call
-    with literal keywords or of a class attribute, and arithmetic, min/max, triton.next_power_of_2 of those."""
-
-    def __init__(self, tree: ast.Module, line: int):
-        self.tree = tree
-        self.scope = _scope_at(tree, line)
-        self.classes = {n.name: n for n in tree.body if isinstance(n, ast.ClassDef)}
-        self.seen: set[str] = set()
-
-    def binding(self, name: str) -> ast.AST | None | object:
-        """The one expression `name` is bound to, None if unknown (several bindings, a parameter)."""
-        scope = self.scope
-        if isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            values = _assigned(scope.body, name)
-            a = scope.args
-            positional = a.posonlyargs + a.args
-            defaults = dict(zip([x.arg for x in positional[len(positional) - len(a.defaults):]], a.defaults))
-            defaults.update({x.arg: d for x, d in zip(a.kwonlyargs, a.kw_defaults) if d is not None})
-            if values:
-                return values[0] if len(values) == 1 else None
-            if name in defaults:
-                return defaults[name]
-            if name in [x.arg for x in positional + a.kwonlyargs]:
-                return None  # a parameter without a default: the caller decides
-        if name in self.classes:
-            return self.classes[name]
-        values = _assigned(self.tree.body, name)
-        return values[0] if len(values) == 1 else None
-
-    def value(self, node: ast.AST) -> object:
-        return evaluate(node, self.lookup)
-
-    def lookup(self, node: ast.AST) -> object:
-        if isinstance(node, ast.Name):
-            if node.id in self.seen:
-                return _UNKNOWN  # `n = n + 1` style cycles
-            bound = self.binding(node.id)
-            if bound is None or isinstance(bound, ast.ClassDef):
-                return _UNKNOWN
-            self.seen.add(node.id)
-            try:
-                return self.value(bound)
-            finally:
-                self.seen.discard(node.id)
-        if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name):
-            bound = self.binding(node.value.id)
-            key = self.value(node.slice)
-            if isinstance(bound, ast.Dict) and key is not _UNKNOWN:
-                for k, v in zip(bound.keys, bound.values):
-                    if k is not None and self.value(k) == key:
-                        return self.value(v)
-            if isinstance(bound, ast.Call):  # dict(BLOCK=64)
-                for kw in bound.keywords:
-                    if kw.arg == key:
-                        return self.value(kw.value)
-        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
-            bound = self.binding(node.value.id)
-            if isinstance(bound, ast.Call):  # Config(BLOCK=64).BLOCK, SimpleNamespace(...)
-                for kw in bound.keywords:
-                    if kw.arg == node.attr:
-                        return self.value(kw.value)
-            if isinstance(bound, ast.ClassDef):
-                values = _assigned(bound.body, node.attr)
-                if len(values) == 1 and values[0] is not None:
-                    return self.value(values[0])
-        return _UNKNOWN
-
-
 def _arg_value(arg: LaunchArg, site: LaunchSite, text: str | None) -> object | None:
     try:
         node = parse_python(arg.text, mode="eval").body
@@ -496,12 +321,12 @@ def _site_bindings(site: LaunchSite, text: str | None, params: list[Param]) -> t
     if not site.has_star_args:
         for p, a in zip(params, site.args):
             bound[p.name] = a
-    options = {}
+    options: dict[str, object] = {}
     for kw in site.kwargs:
         if kw.keyword in ("num_warps", "num_stages"):
             v = _arg_value(kw, site, text)
-            if isinstance(v, int) and not isinstance(v, bool):
-                options[kw.keyword] = v
+            # A value computed at run time is kept as None: the job then says that it compiled with the default.
+            options[kw.keyword] = v if isinstance(v, int) and not isinstance(v, bool) else None
         elif kw.keyword:
             bound[kw.keyword] = kw
     return bound, options
@@ -518,7 +343,7 @@ class _Config:
     label: str
     values: dict[str, object]  # parameter -> literal value given at the launch (or by an autotune config)
     kinds: dict[str, str]  # parameter -> LaunchArg.kind, or "stride" for `t.stride(i)`
-    options: dict[str, int]  # num_warps / num_stages
+    options: dict[str, int | None]  # num_warps / num_stages (None: the launch computes it at run time)
 
 
 @dataclass
@@ -545,6 +370,37 @@ def _site_config(site: LaunchSite, text: str | None, site_path: str | None, path
         kinds[n] = "stride"
     where = f"{Path(site_path).name}:" if site_path and site_path != path else "line "
     return _Config(f"launch at {where}{site.span.start_line + 1}", values, kinds, options)
+
+
+def _with_spec_cases(cfg: _Config, site: LaunchSite, text: str | None, params: list[Param],
+                     pins: Mapping[str, object]) -> list[_Config]:
+    """A launch whose constexpr values the launcher computes at run time, as compiled for each case of a spec that
+    runs it: `BLOCK = triton.next_power_of_2(n_cols)` has a value at each of the spec's shapes. Read, not made up:
+    the configuration is labelled with the spec and shape. Without such a spec the launch stays as it is."""
+    unknown = [p.name for p in params if p.is_constexpr and p.name in cfg.values and cfg.values[p.name] is None
+               and cfg.kinds.get(p.name) != "literal" and p.name not in pins]
+    if not unknown or not text:
+        return [cfg]
+    bound, _ = _site_bindings(site, text, params)
+    option_spans = {kw.keyword: kw.span for kw in site.kwargs if kw.keyword in cfg.options}
+    out: list[_Config] = []
+    seen: set[tuple] = set()
+    for label, values in spec_launch_cases(text, site):
+        filled = {n: values.get(bound[n].span) for n in unknown}
+        ident = tuple(repr(v) for v in filled.values())
+        if any(v is None for v in filled.values()) or ident in seen:
+            continue
+        seen.add(ident)
+        # Runtime sizes keep the JIT's usual assumption (multiples of 16, said in the notes): a spec's ragged test
+        # shapes are chosen to catch masking bugs, not the sizes the kernel is tuned for.
+        options = {o: v if v is not None else _int_or_none(values.get(option_spans[o])) for o, v in cfg.options.items()}
+        out.append(_Config(f"{cfg.label} with {label}", {**cfg.values, **filled},
+                           {**cfg.kinds, **{n: "spec" for n in unknown}}, options))
+    return out or [cfg]
+
+
+def _int_or_none(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def _configs(info: TritonKernel, site_configs: list[_Config]) -> list[_Config]:
@@ -651,8 +507,18 @@ def plan_jobs(
     for item in launch_sites:
         site, site_text, site_path = (tuple(item) + (None, None))[:3] if isinstance(item, tuple) else (item, None, None)
         if site.target == info.name:
-            site_configs.append(_site_config(site, site_text, site_path, path, params))
+            site_configs += _with_spec_cases(_site_config(site, site_text, site_path, path, params), site,
+                                             site_text, params, pins)
 
+    descriptors = sorted(_descriptor_params(mod.node, {p.name for p in params if not p.is_constexpr}) - set(pins))
+    if descriptors:
+        # A host-built tensor descriptor's block shape and dtype are not in the kernel: typing it as a pointer would
+        # be a made-up type that fails to compile, and the failure would look like the user's.
+        names = ", ".join(f"`{n}`" for n in descriptors)
+        raise ValueNotKnown(
+            f"{NOT_COMPILED}the type of {names} is not known (a tensor descriptor the launcher builds; its block "
+            f"shape and dtype are not in the kernel); pin it with the `pins` setting, e.g. "
+            f"\"{descriptors[0]}\": \"tensordesc<fp16[64, 64]>\"")
     heuristics = _heuristics(mod.node)
     # A slice the worker will refuse (KC008, offline.py) is never compiled: a missing value does not matter there.
     with parsing():  # offline.py parses with ast.parse (it also runs in the worker, which imports no analyzers)
@@ -706,7 +572,13 @@ def plan_jobs(
                 values.update({p.name: None for p in params if p.is_constexpr and p.name not in values})
             constexprs = [(p.name, values[p.name]) for p in params if p.is_constexpr]
             # Defaults of CUDAOptions (4 warps, 3 stages) and HIPOptions (4 warps, 2 stages).
-            options = {"num_warps": 4, "num_stages": 2 if target.backend == "hip" else 3, **cfg.options}
+            options = {"num_warps": 4, "num_stages": 2 if target.backend == "hip" else 3}
+            for name, given in cfg.options.items():
+                if given is not None:
+                    options[name] = given
+                elif name not in pins:
+                    assumed.notes.append(f"{name}: {ASSUMED_OPTION} {options[name]} (triton's default; the launch "
+                                         "computes its value at run time)")
             num_warps = int(pins.get("num_warps", options["num_warps"]))  # type: ignore[call-overload]
             num_stages = int(pins.get("num_stages", options["num_stages"]))  # type: ignore[call-overload]
             ident = (target, tuple(signature), tuple((k, repr(v)) for k, v in constexprs), tuple(attrs), num_warps,
