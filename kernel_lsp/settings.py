@@ -220,8 +220,9 @@ SETTINGS: tuple[Setting, ...] = (
             _CHECK_DEVICES),
     Setting("checkTimeoutS", "check_timeout_s", "integer", 60, "Seconds one spec's check may take before its "
             "process is killed and a KV004 error says so.", _int_range(1, 3600)),
-    Setting("executor", "executor", "string", "local", "Where compiles and checks run: `local` (worker processes "
-            "on this machine) or `ray` (tasks on an existing Ray cluster, docs/scale.md; needs `pip install "
+    Setting("executor", "executor", "string", "local", "Where compiles, checks and the timings of "
+            "\"Optimize tiling\" run: `local` (worker processes on this machine) or `ray` (tasks on an existing Ray "
+            "cluster, the tiling search's candidates one per GPU, docs/scale.md; needs `pip install "
             "kernel-lsp[ray]`; the kernel's source travels to the cluster). A cluster that cannot be reached or is "
             "lost falls back to `local` with a message. User-level only: a workspace's value is ignored.",
             _choice(_EXECUTORS), _EXECUTORS, user_only=True),

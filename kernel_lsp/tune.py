@@ -144,16 +144,6 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _cluster_timer(address: str | None):
-    """A timer on the Ray cluster, or None where it cannot be reached (said on stderr; the search then times on
-    this machine's GPU if it has one)."""
-    from .engine.executor import ThreadExecutor, make_executor
-    from .engine.latency.cluster import ClusterTimer
+    from .engine.latency.cluster import cluster_timer
 
-    def say(line: str) -> None:
-        print(f"kernel-lsp tune: {line}", file=sys.stderr, flush=True)
-
-    timer = ClusterTimer(lambda: make_executor("ray", ThreadExecutor, address=address, say=say))
-    if timer.on_cluster:
-        return timer
-    timer.close()
-    return None
+    return cluster_timer(address, lambda line: print(f"kernel-lsp tune: {line}", file=sys.stderr, flush=True))

@@ -4,6 +4,7 @@ tiling the search found (measured on a GPU, else ranked by the model and labelle
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import math
 import os
@@ -203,15 +204,29 @@ async def optimize_tiling(ls: "KernelLanguageServer", *args: Any) -> dict[str, A
         doc_now = ls.workspace.text_documents.get(uri)
         return doc_now is not None and doc_now.version == version
 
+    loop = asyncio.get_running_loop()
+
+    def search(**kw: Any):  # runs in a worker thread: messages go back to the server's loop
+        timer = None
+        if settings.executor == "ray":  # candidates timed on the cluster's GPUs; unreachable: said, timed here
+            from ..engine.latency.cluster import cluster_timer
+
+            timer = cluster_timer(settings.ray_address or None, lambda line: loop.call_soon_threadsafe(ls.message, f"optimize tiling: {line}"))
+        try:
+            return search_tiling(path, text, kernel.name, settings.targets[0],
+                                 ls.state.roots[0] if ls.state.roots else None, timer=timer, **kw)
+        finally:
+            if timer is not None:
+                timer.close()
+
     async with background_job(ls, f"optimizing the tiling of {kernel.name}", current=unchanged) as job:
-        found = await job.run(search_tiling, path, text, kernel.name, settings.targets[0],
-                              ls.state.roots[0] if ls.state.roots else None,
-                              progress=job.thread_progress(), cancel=job.cancel, hardware=table)
+        found = await job.run(search, progress=job.thread_progress(), cancel=job.cancel, hardware=table)
     rows = [["configuration", "estimated", "measured", "note"]] + [
         [t.label, f"{t.estimated_us:.1f} µs" if t.estimated_us else "-",
          f"{t.measured_us:.1f} µs" if t.measured_us else "-", t.note or ""] for t in found.tried]
     what = ("measured on the GPU" if found.source == "measured"
-            else f"ranked by the roofline model for {found.device} (no GPU: not measured)")
+            else f"ranked by the roofline model for {found.device} "
+                 f"({found.not_measured_because or 'no GPU'}: not measured)")
     if not found.edits:
         reason = "; ".join(found.errors) or f"the current configuration ({found.current}) is already the best " \
             f"{what}"

@@ -40,6 +40,11 @@ async def test_server_checks_run_on_the_cluster_and_on_this_machine_once_it_is_l
         ran = (await s.command("kernel-lsp.status"))["checks"]["executor"]
         assert ran["executor"] == "ray" and ran["onRay"] == 1 and ran["cluster"]["address"] == cluster.address, ran
 
+        # "Optimize tiling" times on the cluster's GPUs; this cluster has none, and the proposal says so.
+        answer = await s.command("kernel-lsp.optimizeTiling", where)
+        said = answer.get("proposal", {}).get("summary") or answer.get("error", "")
+        assert f"no GPU on the Ray cluster at {cluster.address}: not measured" in said, answer
+
         await asyncio.to_thread(cluster.stop)
         await wait_for(lambda: any("stopped answering" in m.message for m in client.messages), timeout=60)
         [lost] = [m.message for m in client.messages if "stopped answering" in m.message]

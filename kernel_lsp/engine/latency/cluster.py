@@ -216,3 +216,16 @@ def _reference(value: dict) -> float | None:
     us = value.get("us") or []
     refs = [u for u in (us[0] if us else None, us[-1] if len(us) > 1 else None) if u and u > 0]
     return sum(refs) / len(refs) if refs else None
+
+
+def cluster_timer(address: str | None, say: Callable[[str], None]) -> "ClusterTimer | None":
+    """A timer on the Ray cluster at `address` (None: Ray's own resolution, RAY_ADDRESS), or None where it cannot
+    be reached: `say` hears why, and the search then times on this machine's GPU if it has one."""
+    from ..executor import ThreadExecutor, make_executor
+
+    timer = ClusterTimer(lambda: make_executor("ray", ThreadExecutor, address=address, say=say))
+    if timer.on_cluster:
+        return timer
+    timer.close()
+    return None
+
