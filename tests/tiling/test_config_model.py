@@ -1,0 +1,135 @@
+"""The configuration model's terms, each shown on a pair of launches that differ only where the term applies, and
+its accuracy on the held-out half of the H200 sweeps kept in bench/sweeps/."""
+
+from __future__ import annotations
+
+import json
+import statistics
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from analyzers import config_model
+from analyzers.config_model import Launch, estimate
+from analyzers.hardware import get_device
+
+BENCH = Path(__file__).resolve().parents[2] / "bench"
+H200 = get_device("H200")
+
+
+def us(launch: Launch) -> float:
+    return estimate(launch, H200).us
+
+
+def row_pass(**kw) -> Launch:
+    """A two-pass row kernel over 8192 rows of 4096 fp32 (softmax-like): 8 warps, BLOCK 1024."""
+    base = dict(programs=8192, num_warps=8, num_stages=1, dram_bytes=256e6, l2_bytes=128e6,
+                elements=20.0 * 8192 * 4096, iterations=8, bytes_per_iteration=4096, block_elements=1024,
+                reread_bytes=128e6, program_bytes=16384, registers=32, shared_bytes=0)
+    return Launch(**{**base, **kw})
+
+
+def gemm(**kw) -> Launch:
+    """A 4096^3 fp16 matmul with 128x128x64 tiles, 8 warps, 3 stages."""
+    base = dict(programs=1024, num_warps=8, num_stages=3, dram_bytes=100e6, l2_bytes=2.1e9,
+                tensor_flops=2.0 * 4096 ** 3, tensor_dtype="float16", elements=2.0 * 1024 * 64 * 16384,
+                iterations=64, bytes_per_iteration=32768, warp_tile=128 * 128 / 8, registers=128,
+                shared_bytes=98304)
+    return Launch(**{**base, **kw})
+
+
+def test_a_second_pass_pays_dram_again_when_the_resident_rows_overflow_l2() -> None:
+    fits = row_pass(num_warps=16)  # 132 SMs x 4 resident rows x 16 KiB: about 9 MB
+    overflows = row_pass(num_warps=2)  # 32 resident rows per SM: about 69 MB
+    assert estimate(fits, H200).terms_us["dram"] < estimate(overflows, H200).terms_us["dram"]
+    one_pass = row_pass(num_warps=16, reread_bytes=0.0, program_bytes=0.0)
+    assert estimate(one_pass, H200).terms_us["dram"] == estimate(fits, H200).terms_us["dram"]
+
+
+def test_a_block_narrower_than_its_threads_still_costs_every_thread() -> None:
+    narrow = row_pass(block_elements=256, iterations=32, bytes_per_iteration=1024)
+    assert us(replace(narrow, num_warps=16)) > us(replace(narrow, num_warps=8))
+
+
+def test_pipelining_stages_hide_a_dot_loops_copies_and_nothing_else() -> None:
+    two, three = estimate(gemm(num_stages=2), H200), estimate(gemm(num_stages=3), H200)
+    assert two.terms_us["latency"] > 1.8 * three.terms_us["latency"]  # one copy in flight, then two
+    assert two.us > 1.1 * three.us  # measured on the H200 at 128x128x64 / 8 warps: 285 and 223 us
+    assert us(row_pass(num_stages=3)) == us(row_pass(num_stages=1))  # the pipeliner only pipelines dot operands
+
+
+def test_a_small_warp_tile_reaches_less_of_the_tensor_peak() -> None:
+    assert estimate(gemm(warp_tile=64 * 64 / 8), H200).terms_us["tensor"] > \
+        estimate(gemm(), H200).terms_us["tensor"]
+
+
+def test_many_small_programs_pay_for_their_launches() -> None:
+    # The same bytes moved by 16x16 tiles and by 64x64 tiles of a transpose.
+    small = Launch(programs=262144, num_warps=2, num_stages=1, dram_bytes=268e6, elements=9 * 8192 ** 2,
+                   bytes_per_iteration=512, block_elements=256, contiguous_bytes=32, registers=20, shared_bytes=512)
+    large = replace(small, programs=16384, bytes_per_iteration=8192, block_elements=4096, contiguous_bytes=128,
+                    shared_bytes=8192)
+    assert estimate(small, H200).terms_us["launches"] > estimate(large, H200).terms_us["dram"]
+    assert us(small) > 1.5 * us(large)
+
+
+def test_a_short_contiguous_run_pays_for_the_whole_sector() -> None:
+    base = Launch(programs=16384, num_warps=4, num_stages=1, dram_bytes=268e6, elements=9 * 8192 ** 2,
+                  bytes_per_iteration=8192, block_elements=4096, registers=20, shared_bytes=8192)
+    assert us(replace(base, contiguous_bytes=8)) > us(replace(base, contiguous_bytes=128))
+
+
+def test_spills_cost_per_iteration() -> None:
+    spilled = gemm(spill_bytes=600, registers=255)
+    assert estimate(spilled, H200).terms_us["spill"] > 0
+    assert us(replace(spilled, iterations=128)) > us(spilled)
+
+
+def test_every_fitted_constant_says_where_it_comes_from() -> None:
+    cal = config_model.CALIBRATIONS["H200"]
+    fitted = [f for f in cal.__dataclass_fields__ if f != "provenance"]
+    assert set(fitted) <= set(cal.provenance)
+    assert all(cal.provenance[name] for name in fitted)
+
+
+def test_another_device_uses_the_h200_constants_and_says_so() -> None:
+    b200 = get_device("B200")
+    est = estimate(gemm(), b200)
+    assert est.calibrated_on == "H200" and est.us < estimate(gemm(), H200).us
+
+
+@pytest.fixture(scope="module")
+def sweeps():
+    sys.path.insert(0, str(BENCH))
+    try:
+        import tiling_eval
+        yield tiling_eval, tiling_eval.load()
+    finally:
+        sys.path.remove(str(BENCH))
+
+
+def test_on_configurations_the_fit_never_saw_the_median_error_is_at_most_10_percent(sweeps) -> None:
+    tiling_eval, cases = sweeps
+    errs = tiling_eval.errors(cases, config_model.calibration(H200)[0], H200, True)
+    assert len(errs) > 300
+    assert statistics.median(errs) <= 0.10
+    # The worst points are spilling tiles; 95% of the held-out points are within 25%.
+    assert sum(e <= 0.25 for e in errs) >= 0.95 * len(errs)
+
+
+def test_the_models_own_pick_is_within_85_percent_of_each_sweeps_best(sweeps) -> None:
+    tiling_eval, cases = sweeps
+    for case, recs in cases:
+        by_cfg = {json.dumps(r["config"], sort_keys=True): r for r in recs}
+        picked = min(recs, key=lambda r: us(tiling_eval.launch_of(case, r)))
+        best = min(r["us"] for r in recs)
+        assert best / by_cfg[json.dumps(picked["config"], sort_keys=True)]["us"] >= 0.85, case["case"]
+
+
+def test_the_split_is_fixed_and_halves_every_sweep(sweeps) -> None:
+    tiling_eval, cases = sweeps
+    for case, recs in cases:
+        held = sum(tiling_eval.held_out(case, r) for r in recs)
+        assert 0.3 * len(recs) < held < 0.7 * len(recs), case["case"]
