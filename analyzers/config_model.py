@@ -49,7 +49,8 @@ class Launch:
     tensor_flops: float = 0.0
     tensor_dtype: str = "fp16"
     elements: float = 0.0  # element operations of the launch (each vector op, load and store per element), summed
-    iterations: float = 1.0  # trip count of the program's main loop (1: no loop)
+    iterations: float = 1.0  # trip count of the program's main loop (1: no loop), all passes together
+    passes: int = 1  # loops over the same data one after the other (a softmax reads its row twice)
     bytes_per_iteration: float = 0.0  # bytes one program loads in one iteration (its whole loads without a loop)
     contiguous_bytes: float | None = None  # shortest contiguous run of a global access (None: whole lines)
     warp_tile: float | None = None  # BLOCK_M x BLOCK_N / num_warps of a tl.dot kernel
@@ -113,9 +114,9 @@ _H200_PROVENANCE = {
 
 CALIBRATIONS: dict[str, Calibration] = {
     "H200": Calibration(
-        dram_efficiency=0.7584, l2_tbps=16.06, latency_ns=1168.0, dot_latency_ns=455.8, loop_overlap=5.628,
-        dependent_ns=0.5, l2_usable=0.2924, instructions_per_element=0.9417, tensor_efficiency=0.6798,
-        warp_tile_half=354.7, tail=0.7724, smooth=4.366, spill_tbps=7.084, program_ns=73.66, burst_bytes=34.07,
+        dram_efficiency=0.7686, l2_tbps=19.45, latency_ns=1177.0, dot_latency_ns=448.4, loop_overlap=6.078,
+        dependent_ns=0.5, l2_usable=0.2875, instructions_per_element=1.102, tensor_efficiency=0.7409,
+        warp_tile_half=401.4, tail=0.9326, smooth=3.497, spill_tbps=7.106, program_ns=69.25, burst_bytes=33.82,
         provenance=_H200_PROVENANCE),
 }
 
@@ -192,7 +193,7 @@ def estimate(launch: Launch, hw: Hardware, cal: Calibration | None = None) -> Co
         copy = resident * launch.bytes_per_iteration / l2_per_sm
         latency = (cal.dot_latency_ns * 1e-9 + copy) / max(1, launch.num_stages - 1)
     else:
-        latency = cal.latency_ns * 1e-9 / min(cal.loop_overlap, steps)
+        latency = cal.latency_ns * 1e-9 / min(cal.loop_overlap, steps / max(1, launch.passes))
     latency += instructions * cal.dependent_ns * 1e-9
     # A scheduler issues one warp-instruction per cycle (four schedulers per SM).
     issue = instructions * warps_per_scheduler / ((hw.clock_ghz or 1.5) * 1e9)

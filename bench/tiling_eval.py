@@ -76,13 +76,13 @@ def launch_of(case: dict, rec: dict) -> config_model.Launch:
         # pass 2: offsets, mask, load, convert, subtract, exponential, divide, convert, store (9).
         return config_model.Launch(programs=rows, dram_bytes=2.0 * data, l2_bytes=data, elements=20.0 * covered,
                                    iterations=2 * trips, bytes_per_iteration=block * e, block_elements=block,
-                                   reread_bytes=data, program_bytes=cols * e, **res)
+                                   reread_bytes=data, program_bytes=cols * e, passes=2, **res)
     # layernorm: x read twice (the second from L2), w and b per row from L2, y written.
     # pass 1: offsets, mask, load, convert, add, multiply, add (7); pass 2: offsets, mask, three loads, convert,
     # subtract, two multiplies, add, convert, store (12).
     return config_model.Launch(programs=rows, dram_bytes=2.0 * data, l2_bytes=data + 2.0 * rows * cols * e,
                                elements=19.0 * covered, iterations=2 * trips, bytes_per_iteration=3 * block * e,
-                               block_elements=block, reread_bytes=data, program_bytes=cols * e, **res)
+                               block_elements=block, reread_bytes=data, program_bytes=cols * e, passes=2, **res)
 
 
 def load() -> list[tuple[dict, list[dict]]]:
