@@ -133,3 +133,24 @@ def test_the_split_is_fixed_and_halves_every_sweep(sweeps) -> None:
     for case, recs in cases:
         held = sum(tiling_eval.held_out(case, r) for r in recs)
         assert 0.3 * len(recs) < held < 0.7 * len(recs), case["case"]
+
+
+def test_a_counted_row_kernel_tells_the_model_what_its_second_pass_rereads() -> None:
+    from analyzers.roofline import ArgTraffic, Work
+
+    rows = 8192 * 4096 * 4.0
+    softmax = Work(programs=8192, num_warps=8, num_stages=1, vector_flops=20.0 * 8192 * 4096,
+                   args=(ArgTraffic("x", 2 * rows, 0, rows, rows), ArgTraffic("y", 0, rows, rows, rows)),
+                   constexprs=(("BLOCK", 1024),))
+    launch = config_model.launch_from_work(softmax, H200, registers=32, shared_bytes=0)
+    assert launch.dram_bytes == 2 * rows and launch.reread_bytes == rows
+    assert launch.program_bytes == 4096 * 4 and launch.block_elements == 1024
+    # The same counts at 2 warps keep 32 rows resident per SM: more than L2 holds for the second pass.
+    few_warps = config_model.launch_from_work(replace(softmax, num_warps=2), H200, registers=32, shared_bytes=0)
+    assert estimate(few_warps, H200).terms_us["dram"] > estimate(launch, H200).terms_us["dram"]
+
+    tile = Work(programs=128 * 256, num_warps=4, num_stages=1,
+                args=(ArgTraffic("x", 128e6, 0, 128e6, 128e6), ArgTraffic("y", 0, 128e6, 128e6, 128e6)),
+                constexprs=(("BLOCK_M", 64), ("BLOCK_N", 32)))
+    launch = config_model.launch_from_work(tile, H200)
+    assert launch.block_elements == 64 * 32 and launch.reread_bytes == 0
