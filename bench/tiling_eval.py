@@ -1,15 +1,22 @@
 """The configuration model and the tiling search, judged against the exhaustive sweeps of bench/sweeps/ (measured
 on an H200 by bench/sweep.py) without a GPU.
 
-    python bench/tiling_eval.py          # model error on held-out configurations; search outcomes
-    python bench/tiling_eval.py --fit    # refit the calibration on the fit half and print it
+    python bench/tiling_eval.py                # model error on held-out configurations; search outcomes
+    python bench/tiling_eval.py --fit          # refit the calibration on the fit half and print it
+    python bench/tiling_eval.py --fit --loko   # also leave each kernel out of the fit (about a minute)
 
 Model accuracy: the configurations of every sweep are split in two by a fixed hash of (case, configuration); the
-calibration (analyzers/config_model.py) is fitted on one half and the error reported on the other. Search: from a
-deliberately poor start (the slowest configuration of the sweep), `analyzers.tiling.search_plan` picks what to
-measure; "measuring" a configuration returns its sweep
-median perturbed by its own measured spread (seeded), so the search meets the noise a GPU has. Prints, per kernel,
-the fraction of the exhaustive best it reaches, the share of the space it measured, and the model-only pick.
+calibration (analyzers/config_model.py) is fitted on one half (least squares on the log of estimate / measured,
+scipy) and the error reported on the other, with the worst held-out points. Leave-one-kernel-out refits from the
+priors on every configuration of the other kernels and reports on the one left out. Search: from a deliberately
+poor start (the slowest configuration of the sweep), `analyzers.tiling.search_plan` picks what to measure;
+"measuring" a configuration returns its sweep median perturbed by its own measured spread (seeded), so the search
+meets the noise a GPU has. Prints, per kernel, the fraction of the exhaustive best it reaches, the share of the
+space it measured, and the model-only pick.
+
+What the model is told of a configuration (`launch_of`) is counted by hand from each kernel's source, the way
+the interpreter counts a launch in the product (analyzers.config_model.launch_from_work); the compile facts
+(registers, spills, shared memory) are the sweep's own.
 """
 
 from __future__ import annotations
