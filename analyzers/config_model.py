@@ -180,7 +180,8 @@ def estimate(launch: Launch, hw: Hardware, cal: Calibration | None = None) -> Co
     per_step = launch.elements / (programs * steps)
     if launch.block_elements:
         # A block narrower than the program's threads is replicated across them: every thread still issues.
-        per_thread = per_step / launch.block_elements * max(1.0, launch.block_elements / threads)
+        block = max(1.0, launch.block_elements)
+        per_thread = per_step / block * max(1.0, block / threads)
     else:
         per_thread = per_step / threads
     instructions = per_thread * cal.instructions_per_element
@@ -201,7 +202,8 @@ def estimate(launch: Launch, hw: Hardware, cal: Calibration | None = None) -> Co
     if launch.tensor_flops:
         shape = 1.0
         if launch.warp_tile:
-            shape = launch.warp_tile / (launch.warp_tile + cal.warp_tile_half)
+            tile = max(1.0, launch.warp_tile)
+            shape = tile / (tile + cal.warp_tile_half)
         per_sm_peak = hw.peak(launch.tensor_dtype) * 1e12 / sms * cal.tensor_efficiency * shape
         tensor = launch.tensor_flops / (programs * steps) * resident / per_sm_peak
     step = _smooth_max([latency, issue, tensor, copy], cal.smooth)

@@ -154,3 +154,26 @@ def test_a_counted_row_kernel_tells_the_model_what_its_second_pass_rereads() -> 
                 constexprs=(("BLOCK_M", 64), ("BLOCK_N", 32)))
     launch = config_model.launch_from_work(tile, H200)
     assert launch.block_elements == 64 * 32 and launch.reread_bytes == 0
+
+
+def test_any_launch_gets_a_positive_estimate_or_is_unlaunchable() -> None:
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    sizes = st.floats(min_value=0, max_value=1e12, allow_nan=False)
+    launches = st.builds(
+        Launch, programs=st.integers(0, 10 ** 7), num_warps=st.sampled_from([0, 1, 2, 4, 8, 16, 32]),
+        num_stages=st.integers(0, 6), dram_bytes=sizes, l2_bytes=sizes, tensor_flops=sizes, elements=sizes,
+        iterations=st.floats(0, 1e5), bytes_per_iteration=sizes,
+        contiguous_bytes=st.none() | st.floats(0, 1e4), warp_tile=st.none() | st.floats(0, 1e5),
+        block_elements=st.none() | st.floats(0, 1e6), reread_bytes=sizes, program_bytes=sizes,
+        registers=st.none() | st.integers(0, 300), shared_bytes=st.none() | st.integers(0, 10 ** 6),
+        spill_bytes=st.integers(0, 4096))
+
+    @settings(max_examples=150, deadline=None)
+    @given(launches, st.sampled_from(["H200", "A100", "B200", "MI300X"]))
+    def check(launch: Launch, device: str) -> None:
+        est = estimate(launch, get_device(device))
+        assert 0 < est.us < float("inf") if est.launchable else est.us == float("inf")
+
+    check()
