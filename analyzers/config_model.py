@@ -148,13 +148,14 @@ def _smooth_max(values: list[float], p: float) -> float:
 def estimate(launch: Launch, hw: Hardware, cal: Calibration | None = None) -> ConfigEstimate:
     """Microseconds for one launch of this configuration on `hw`.
 
-    Programs run in waves of (multiprocessors x resident programs). Each program runs `iterations` steps; a step
-    takes the longest of: its memory round trip (hidden by num_stages - 1 loads in flight where the loop feeds
-    tl.dot, which is what Triton's pipeliner pipelines) plus its own dependent instructions; the scheduler's
+    Programs run in rounds of (multiprocessors x resident programs). Each program runs `iterations` steps; a step
+    takes the smooth maximum of: its memory wait (a DRAM round trip shared by the iterations of a pass that are
+    in flight together; in a tl.dot loop, the operand copy and its transfer over num_stages - 1 copies in flight:
+    Triton's pipeliner pipelines only what feeds tl.dot) plus its own dependent instructions; the scheduler's
     issue slots shared by every resident warp; its share of the tensor cores. Against that lifetime stand the
-    bandwidth limits of the whole launch (DRAM, with short contiguous runs paying whole bursts; L2) and the rate
-    at which blocks launch; the limits join by a smooth maximum. Spilled registers add their local-memory
-    traffic."""
+    whole launch's DRAM bytes (short contiguous runs pay whole sectors; a second pass misses L2 when the resident
+    programs' data overflow it), its L2 re-reads and the rate at which blocks launch. Spilled registers add their
+    local-memory traffic."""
     measured_on = None
     if cal is None:
         cal, own = calibration(hw)
@@ -194,7 +195,7 @@ def estimate(launch: Launch, hw: Hardware, cal: Calibration | None = None) -> Co
         copy = resident * launch.bytes_per_iteration / l2_per_sm
         latency = (cal.dot_latency_ns * 1e-9 + copy) / max(1, launch.num_stages - 1)
     else:
-        latency = cal.latency_ns * 1e-9 / min(cal.loop_overlap, steps / max(1, launch.passes))
+        latency = cal.latency_ns * 1e-9 / min(cal.loop_overlap, max(1.0, steps / max(1, launch.passes)))
     latency += instructions * cal.dependent_ns * 1e-9
     # A scheduler issues one warp-instruction per cycle (four schedulers per SM).
     issue = instructions * warps_per_scheduler / ((hw.clock_ghz or 1.5) * 1e9)
