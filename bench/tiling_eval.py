@@ -93,10 +93,13 @@ def launch_of(case: dict, rec: dict) -> config_model.Launch:
 
 
 def load() -> list[tuple[dict, list[dict]]]:
+    """Each sweep (a file of bench/sweeps/ that names its case; other measurements live there too) and its
+    launchable, correct records."""
     out = []
     for path in sorted(SWEEPS.glob("*.json")):
         case = json.loads(path.read_text())
-        out.append((case, [r for r in case["records"] if "us" in r and r.get("correct")]))
+        if "case" in case:
+            out.append((case, [r for r in case["records"] if "us" in r and r.get("correct")]))
     return out
 
 

@@ -177,3 +177,23 @@ def test_any_launch_gets_a_positive_estimate_or_is_unlaunchable() -> None:
         assert 0 < est.us < float("inf") if est.launchable else est.us == float("inf")
 
     check()
+
+
+def test_the_spill_term_moves_the_local_bytes_nsight_compute_measured(sweeps) -> None:
+    # bench/sweeps/spill_traffic.json: local-memory load and store bytes of each spilling matmul tile (H200, ncu).
+    tiling_eval, cases = sweeps
+    measured = json.loads((BENCH / "sweeps" / "spill_traffic.json").read_text())["records"]
+    case = next(c for c, _ in cases if c["case"] == "matmul_fp16")
+    records = {json.dumps(r["config"], sort_keys=True): r for r in case["records"]}
+    cal = config_model.calibration(H200)[0]
+    checked = 0
+    for m in measured:
+        if not m["sweep"]["spills"] or "metrics" not in m:
+            continue
+        local = sum(float(m["metrics"][f"l1tex__t_bytes_pipe_lsu_mem_local_op_{op}.sum"].replace(",", ""))
+                    for op in ("ld", "st"))
+        launch = tiling_eval.launch_of(case, records[json.dumps(m["config"], sort_keys=True)])
+        modelled = estimate(launch, H200, cal).terms_us["spill"] * 1e-6 * cal.spill_tbps * 1e12
+        assert 0.75 < modelled / local < 1.3, (m["config"], modelled, local)
+        checked += 1
+    assert checked >= 8
