@@ -176,7 +176,7 @@ def estimate(launch: Launch, hw: Hardware, cal: Calibration | None = None) -> Co
     waves = programs / (sms * per_sm)
     rounds = math.floor(waves) + cal.tail * (math.ceil(waves) - math.floor(waves)) if waves > 1 else 1.0
     resident = min(float(per_sm), programs / sms)  # programs per multiprocessor at a time
-    threads = 32.0 * warps
+    threads = float(spec.warp_size if spec is not None else 32) * warps
     steps = max(1.0, launch.iterations)
 
     # One step of one program.
@@ -199,7 +199,8 @@ def estimate(launch: Launch, hw: Hardware, cal: Calibration | None = None) -> Co
     else:
         latency = cal.latency_ns * 1e-9 / min(cal.loop_overlap, max(1.0, steps / max(1, launch.passes)))
     latency += instructions * cal.dependent_ns * 1e-9
-    # A scheduler issues one warp-instruction per cycle (four schedulers per SM).
+    # A scheduler issues one warp-instruction per cycle (four schedulers per SM; 1.5 GHz where the vendor
+    # publishes no clock).
     issue = instructions * warps_per_scheduler / ((hw.clock_ghz or 1.5) * 1e9)
     tensor = 0.0
     if launch.tensor_flops:
