@@ -53,7 +53,8 @@ def to_json(found) -> dict:
         "space_size": found.space_size, "measured_fraction": found.measured_fraction,
         "frozen": list(found.frozen), "cached": found.cached, "errors": list(found.errors),
         "table": [{"config": dict(t.overrides), "label": t.label, "estimated_us": t.estimated_us,
-                   "measured_us": t.measured_us, "source": t.source, "note": t.note} for t in found.tried],
+                   "measured_us": t.measured_us, "source": t.source, "note": t.note,
+                   "resources": t.resources} for t in found.tried],
     }
 
 

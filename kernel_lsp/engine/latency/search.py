@@ -38,8 +38,9 @@ from analyzers.tiling import Candidate, choose, config_key, enumerate_space, ran
 
 from ..gpu import gpu_present
 from . import WorkerError, count_work, measure_file, resolve_device, work_from_json
+from .resources import CandidateResources, Compiler, candidate_resources, service_compiler
 
-SEARCH_CACHE_VERSION = 1
+SEARCH_CACHE_VERSION = 2  # 2: candidates compiled for their resources
 VERIFY_ATTEMPTS = 3  # configurations verified at most, best first, until one is correct
 
 
@@ -51,6 +52,9 @@ class Tried:
     measured_us: float | None = None
     source: str = "estimated"  # "measured" | "estimated"
     note: str | None = None
+    # What the compiler reported for this configuration on the device's target (registers, shared_bytes and
+    # spill_bytes); None where it was not compiled and the model assumed them (the note says why).
+    resources: dict | None = None
 
 
 @dataclass
@@ -97,10 +101,11 @@ Progress = Callable[[str, float], None]
 def search_tiling(path: str, source: str, kernel: str, target: str = "H200", root: str | None = None, *,
                   measure: bool | None = None, verify: bool = True, progress: Progress | None = None,
                   cancel: threading.Event | None = None, radius: int = 2, limit: int = 48,
-                  hardware=None, cache: bool = True) -> TilingProposal:
+                  hardware=None, cache: bool = True, compiler: Compiler | None = None) -> TilingProposal:
     """Search the tiling of `kernel` in the file `path` (buffer text `source`) for device `target`.
     `measure`: time candidates on the GPU (None: where this machine has one). `progress(message, 0..1)`.
-    `cache`: answer from, and keep the result in, the workspace's cache (`root`)."""
+    `cache`: answer from, and keep the result in, the workspace's cache (`root`). `compiler`: how candidates are
+    compiled for their registers, shared memory and spills (default: the workspace's compile service)."""
     def say(msg: str, frac: float):
         if progress:
             progress(msg, frac)
@@ -126,7 +131,7 @@ def search_tiling(path: str, source: str, kernel: str, target: str = "H200", roo
             say("done: the same search was run before on this text", 1.0)
             return hit
     proposal = _search(path, source, kernel, hw, root, timed=timed, verify=verify, say=say, cancel=cancel,
-                       radius=radius, limit=limit)
+                       radius=radius, limit=limit, compiler=compiler or service_compiler(root))
     if store is not None and not proposal.errors and not (cancel is not None and cancel.is_set()):
         store.put(key, proposal)
     return proposal
@@ -139,7 +144,8 @@ def search_key(source: str, kernel: str, hw, **params) -> str:
     return "tiling-" + hashlib.sha256(data.encode()).hexdigest()
 
 
-def _search(path, source, kernel, hw, root, *, timed, verify, say, cancel, radius, limit) -> TilingProposal:
+def _search(path, source, kernel, hw, root, *, timed, verify, say, cancel, radius, limit,
+            compiler: Compiler) -> TilingProposal:
     proposal = TilingProposal(kernel, hw.name, None, None, "none", None, None, None, None)
     say("counting the work of the current configuration (Triton's interpreter, on the CPU)", 0.05)
     try:
@@ -176,17 +182,41 @@ def _search(path, source, kernel, hw, root, *, timed, verify, say, cancel, radiu
     say(f"estimating {len(space)} configurations with the model (work counted on the CPU)", 0.15)
     points = {c: {"spec": point.get("spec"), "kernel": kernel, "shape": point.get("shape"),
                   "dtype": point.get("dtype"), "overrides": c.overrides} for c in space}
+    # Each candidate is compiled for the device's target while its work is counted: the model's occupancy and
+    # spill terms then read what the compiler says instead of assumed defaults.
+    compiled: dict[Candidate, CandidateResources] = {}
+
+    def compile_all() -> None:
+        def told(message: str) -> None:
+            say(message + " (work counted on the CPU meanwhile)", 0.15)
+
+        try:
+            compiled.update(candidate_resources(path, source, kernel, hw.target, space, compiler, cancel=cancel,
+                                                say=told))
+        except Exception as exc:  # noqa: BLE001 - a compile service failure leaves resources assumed, not a failed search
+            compiled.update(dict.fromkeys(space, CandidateResources(assumed=f"not compiled: {exc}")))
+
+    compiling = threading.Thread(target=compile_all, name="search-compile", daemon=True)
+    compiling.start()
     try:
         counted = count_work(path, source, list(points.values()), root=root, cancel=cancel, samples=4)
     except WorkerError as exc:
         proposal.errors.append(f"work counting failed: {exc}")
         return proposal
+    finally:
+        compiling.join()
     estimated: dict[Candidate, float | None] = {}
     notes: dict[Candidate, str] = {}
     for c, p in zip(space, counted):
+        res = compiled.get(c) or CandidateResources(assumed="not compiled")
+        if res.failed:
+            estimated[c], notes[c] = None, res.failed
+            continue
         if p.get("error") or not p.get("launches"):
             estimated[c], notes[c] = None, p.get("error") or "not launched"
             continue
+        if res.assumed:
+            notes[c] = f"resources assumed ({res.assumed})"[:300]
         est = [estimate(work_from_json(lc), hw) for lc in p["launches"][:1]]
         estimated[c] = est[0].us if est and math.isfinite(est[0].us) else None
         if est and not est[0].launchable:
@@ -194,10 +224,16 @@ def _search(path, source, kernel, hw, root, *, timed, verify, say, cancel, radiu
         elif est and hw.name in config_model.CALIBRATIONS:
             # The configuration model, calibrated on this device, tells configurations apart where the roofline
             # gives a memory-bound kernel one figure for all of them.
-            ranked_by = config_model.estimate(config_model.launch_from_work(work_from_json(p["launches"][0]), hw),
-                                              hw)
+            launch = config_model.launch_from_work(work_from_json(p["launches"][0]), hw, registers=res.registers,
+                                                   shared_bytes=res.shared_bytes, spill_bytes=res.spill_bytes or 0)
+            ranked_by = config_model.estimate(launch, hw)
             if math.isfinite(ranked_by.us):
                 estimated[c] = ranked_by.us
+            elif not ranked_by.launchable and not res.assumed:
+                # The compile's own registers and shared memory leave no room for one program per multiprocessor.
+                estimated[c] = None
+                notes[c] = (f"cannot launch on {hw.name}: {res.registers} registers per thread and "
+                            f"{res.shared_bytes} bytes of shared memory per program do not fit")
     ranked = rank([c for c in space if estimated.get(c) is not None], estimated)
     measured: dict[Candidate, float] = {}
     if timed and ranked:
@@ -235,7 +271,9 @@ def _search(path, source, kernel, hw, root, *, timed, verify, say, cancel, radiu
             and figures[winner] >= figures[current] * 0.98):
         winner = current  # within 2% of what the user has: no edit is worth proposing
     proposal.tried = [Tried(c.label, c.overrides, estimated.get(c), measured.get(c),
-                            "measured" if c in measured else "estimated", notes.get(c)) for c in space]
+                            "measured" if c in measured else "estimated", notes.get(c),
+                            compiled[c].as_dict() if c in compiled and not compiled[c].assumed
+                            and not compiled[c].failed else None) for c in space]
     proposal.measured_fraction = len(measured) / max(1, len(space))
     if winner is None:
         proposal.errors.append("no configuration could be estimated")
