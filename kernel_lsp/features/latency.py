@@ -135,6 +135,7 @@ async def optimize_tiling(ls: "KernelLanguageServer", *args: Any) -> dict[str, A
     from analyzers.hardware import parse_hardware_overrides
 
     from ..engine.latency import search_tiling
+    from ..engine.latency.resources import service_compiler
 
     settings = ls.state.settings
     table, _ = parse_hardware_overrides(settings.hardware or None)
@@ -145,7 +146,8 @@ async def optimize_tiling(ls: "KernelLanguageServer", *args: Any) -> dict[str, A
     async with background_job(ls, f"optimizing the tiling of {kernel.name}", current=unchanged) as job:
         found = await job.run(search_tiling, path, text, kernel.name, settings.targets[0],
                               ls.state.roots[0] if ls.state.roots else None,
-                              progress=job.thread_progress(), cancel=job.cancel, hardware=table)
+                              progress=job.thread_progress(), cancel=job.cancel, hardware=table,
+                              compiler=service_compiler(ls.state.roots[0] if ls.state.roots else None, settings))
     rows = [["configuration", "estimated", "measured", "note"]] + [
         [t.label, f"{t.estimated_us:.1f} µs" if t.estimated_us else "-",
          f"{t.measured_us:.1f} µs" if t.measured_us else "-", t.note or ""] for t in found.tried]

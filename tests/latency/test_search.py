@@ -97,6 +97,10 @@ def test_search_without_a_gpu_ranks_by_the_model_and_says_so(tmp_path, monkeypat
     assert found.frozen == []
     assert {t.overrides["BLOCK_SIZE"] for t in found.tried} == {64, 128, 256, 512, 1024}  # 4x either way
     assert all(t.measured_us is None and t.estimated_us for t in found.tried)
+    # Each candidate was compiled offline for the H200's target: the model read ptxas' registers, not a default.
+    assert all(t.resources and t.resources["registers"] > 0 and t.resources["spill_bytes"] == 0
+               for t in found.tried), [(t.label, t.note) for t in found.tried if not t.resources]
+    assert any(m.startswith("compiling candidate 1/") and "sm_90" in m for m in messages), messages
     assert not any("timing" in m or "GPU" in m and "no GPU" not in m for m in messages), messages
     assert any("estimated; not measured" in m for m in messages), messages
 
@@ -142,6 +146,7 @@ def test_tune_command_prints_the_table_and_a_json_winner(tmp_path):
     assert len(answer["table"]) == 45 and answer["table"][0]["config"] == {"BLOCK_SIZE": 256, "num_warps": 4,
                                                                            "num_stages": 3}
     assert all(row["measured_us"] is None and row["estimated_us"] > 0 for row in answer["table"])
+    assert all(row["resources"]["registers"] > 0 for row in answer["table"])
     assert "estimated; not measured" in proc.stderr  # the progress, on stderr
 
     text = _tune("rows.py::row_scale_kernel", "--estimate-only", "--no-verify", "-q", cwd=tmp_path)
@@ -203,3 +208,64 @@ def test_a_faster_block_that_breaks_the_kernel_is_not_proposed(tmp_path, monkeyp
         assert found.verified is True and found.winner_overrides["BLOCK_SIZE"] >= 1024
     else:
         assert found.winner == found.current and "fail the spec's check" in found.errors[0], found.errors
+
+
+def _compiled_as(spilling: dict, failing: dict, untimely: dict):
+    """A compiler seam: every candidate compiles with the same resources, except a spilling one, one the compiler
+    rejects and one whose compile times out (each matched by its overrides)."""
+    from kernel_lsp.engine.compile.jobs import CompileError, CompileResult, Resources
+
+    def overrides(job):
+        return {**{k: v for k, v in job.constexprs if isinstance(v, int)}, "num_warps": job.num_warps,
+                "num_stages": job.num_stages}
+
+    def compiler(jobs, done, cancel):
+        out = []
+        for i, job in enumerate(jobs):
+            cfg = overrides(job)
+            if cfg == failing:
+                out.append(CompileResult(job.key, False, CompileError("out of resource: shared memory", 12, 4,
+                                                                      "compilation")))
+            elif cfg == untimely:
+                out.append(CompileResult(job.key, False, CompileError("no answer within 60 s", None, None,
+                                                                      "timeout")))
+            else:
+                spills = 2048 if cfg == spilling else 0
+                out.append(CompileResult(job.key, True, resources=Resources(
+                    registers=255 if spills else 40, spill_bytes=spills, shared_bytes=0)))
+            done(i + 1, len(jobs))
+        return out
+
+    return compiler
+
+
+def test_a_candidate_whose_compile_spills_ranks_below_an_equal_one_that_does_not(tmp_path, monkeypatch):
+    """Two configurations that differ only in pipelining stages do the same work on a kernel without loads to
+    pipeline: the model tells them apart only by what the compiler reports. The one that spills ranks lower; one
+    the compiler rejects is left out with its reason; one whose compile timed out stays, on assumed resources."""
+    monkeypatch.setattr(search_mod, "gpu_present", lambda: False)
+    path = _rows_file(tmp_path)
+    spilling = {"BLOCK_SIZE": 256, "num_warps": 4, "num_stages": 3}  # the current configuration
+    equal = {"BLOCK_SIZE": 256, "num_warps": 4, "num_stages": 2}
+    failing = {"BLOCK_SIZE": 1024, "num_warps": 8, "num_stages": 3}
+    untimely = {"BLOCK_SIZE": 512, "num_warps": 4, "num_stages": 3}
+    messages = []
+    found = search_tiling(str(path), path.read_text(), "row_scale_kernel", "H200", str(tmp_path), verify=False,
+                          cache=False, compiler=_compiled_as(spilling, failing, untimely),
+                          progress=lambda m, f: messages.append(m))
+    assert found.errors == [], found.errors
+    rows = {json.dumps(t.overrides, sort_keys=True): t for t in found.tried}
+    spilled, clean = rows[json.dumps(spilling, sort_keys=True)], rows[json.dumps(equal, sort_keys=True)]
+    assert spilled.resources == {"registers": 255, "shared_bytes": 0, "spill_bytes": 2048}
+    assert clean.resources == {"registers": 40, "shared_bytes": 0, "spill_bytes": 0}
+    assert spilled.estimated_us > clean.estimated_us
+    assert found.winner_overrides != spilling  # the spilling current configuration is not kept
+
+    rejected = rows[json.dumps(failing, sort_keys=True)]
+    assert rejected.estimated_us is None and rejected.resources is None
+    assert rejected.note.startswith("does not compile for sm_90: out of resource: shared memory")
+    assumed = rows[json.dumps(untimely, sort_keys=True)]
+    assert assumed.estimated_us and assumed.resources is None
+    assert assumed.note.startswith("resources assumed (not compiled: no answer within 60 s")
+    assert any(m.startswith(f"compiling candidate {len(found.tried)}/{len(found.tried)} for sm_90")
+               for m in messages), messages

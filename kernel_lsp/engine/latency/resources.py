@@ -66,15 +66,16 @@ def plan_candidates(path: str, source: str, kernel: str, target: str, candidates
     return out
 
 
-def service_compiler(root: str | None, timeout_s: float | None = None) -> Compiler:
+def service_compiler(root: str | None, settings=None) -> Compiler:
     """Compiles through a CompileService of the workspace `root` (its result cache and triton cache; a temporary
-    one without a workspace), in its worker pool, closed when the batch is done."""
+    one without a workspace) with the user's compile `settings` (workers, timeout, executor), in its worker pool,
+    closed when the batch is done."""
     def run(jobs: list[CompileJob], done: Callable[[int, int], None], cancel: threading.Event | None
             ) -> list[CompileResult | None]:
         from ..compile.service import CompileService
 
         async def batch(private: Path | None) -> list[CompileResult | None]:
-            service = CompileService(root or str(private), timeout=timeout_s,
+            service = CompileService(root or str(private), settings,
                                      private_dir=private if root is None else None)
             results: list[CompileResult | None] = [None] * len(jobs)
             tasks = {asyncio.create_task(service.run_job(job)): i for i, job in enumerate(jobs)}
