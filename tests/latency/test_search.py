@@ -269,3 +269,52 @@ def test_a_candidate_whose_compile_spills_ranks_below_an_equal_one_that_does_not
     assert assumed.note.startswith("resources assumed (not compiled: no answer within 60 s")
     assert any(m.startswith(f"compiling candidate {len(found.tried)}/{len(found.tried)} for sm_90")
                for m in messages), messages
+
+
+CENTRE = '''
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def centre_kernel(x_ptr, y_ptr, n_cols, BLOCK_SIZE: tl.constexpr):
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK_SIZE)
+    ok = cols < n_cols
+    x = tl.load(x_ptr + row * n_cols + cols, mask=ok, other=0.0)
+    mean = tl.sum(x, axis=0) / n_cols
+    tl.store(y_ptr + row * n_cols + cols, x - mean, mask=ok)
+'''
+
+
+def test_candidates_compiled_offline_report_the_spills_the_model_charges(tmp_path):
+    """A whole 16384-element row held by one warp (512 values a thread) spills when compiled for sm_90; held by
+    eight warps it does not. The search's compile reads both through the compile service, and the model charges
+    the spilling one for its local-memory traffic."""
+    pytest.importorskip("triton")
+    from dataclasses import replace
+
+    from analyzers import config_model
+    from analyzers.hardware import get_device
+    from analyzers.tiling import Candidate
+    from kernel_lsp.engine.latency.resources import candidate_resources, service_compiler
+
+    path = tmp_path / "centre.py"
+    path.write_text(CENTRE)
+    one_warp, eight_warps = Candidate((("BLOCK_SIZE", 16384),), 1, 3), Candidate((("BLOCK_SIZE", 16384),), 8, 3)
+    messages = []
+    found = candidate_resources(str(path), CENTRE, "centre_kernel", "sm_90", [one_warp, eight_warps],
+                                service_compiler(str(tmp_path)), say=messages.append)
+    spilling, clean = found[one_warp], found[eight_warps]
+    assert spilling.failed is None and spilling.assumed is None and spilling.spill_bytes > 0, spilling
+    assert clean.failed is None and clean.assumed is None and clean.spill_bytes == 0, clean
+    assert messages[-1] == "compiling candidate 2/2 for sm_90", messages
+
+    hw = get_device("H200")
+    launch = config_model.Launch(programs=8192, num_warps=1, num_stages=3, dram_bytes=8192 * 16384 * 8.0,
+                                 l2_bytes=0.0, tensor_flops=0.0, tensor_dtype="fp32", elements=8192 * 16384 * 3.0,
+                                 iterations=1.0, bytes_per_iteration=16384 * 8.0, block_elements=16384.0,
+                                 registers=spilling.registers, shared_bytes=spilling.shared_bytes)
+    charged = config_model.estimate(replace(launch, spill_bytes=spilling.spill_bytes), hw)
+    uncharged = config_model.estimate(launch, hw)
+    assert charged.us > uncharged.us
