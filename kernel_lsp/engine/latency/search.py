@@ -185,13 +185,14 @@ def _search(path, source, kernel, hw, root, *, timed, verify, say, cancel, radiu
     # Each candidate is compiled for the device's target while its work is counted: the model's occupancy and
     # spill terms then read what the compiler says instead of assumed defaults.
     compiled: dict[Candidate, CandidateResources] = {}
+    halt = _Halt(cancel)  # the user's cancel, or counting failed: the compiles are no longer wanted
 
     def compile_all() -> None:
         def told(message: str) -> None:
             say(message + " (work counted on the CPU meanwhile)", 0.15)
 
         try:
-            compiled.update(candidate_resources(path, source, kernel, hw.target, space, compiler, cancel=cancel,
+            compiled.update(candidate_resources(path, source, kernel, hw.target, space, compiler, cancel=halt,
                                                 say=told))
         except Exception as exc:  # noqa: BLE001 - a compile service failure leaves resources assumed, not a failed search
             compiled.update(dict.fromkeys(space, CandidateResources(assumed=f"not compiled: {exc}")))
@@ -202,6 +203,7 @@ def _search(path, source, kernel, hw, root, *, timed, verify, say, cancel, radiu
         counted = count_work(path, source, list(points.values()), root=root, cancel=cancel, samples=4)
     except WorkerError as exc:
         proposal.errors.append(f"work counting failed: {exc}")
+        halt.set()
         return proposal
     finally:
         compiling.join()
@@ -331,6 +333,17 @@ def _search(path, source, kernel, hw, root, *, timed, verify, say, cancel, radiu
                 proposal.errors.append("cancelled")
     say("done", 1.0)
     return proposal
+
+
+class _Halt(threading.Event):
+    """Set by the search itself, or by the user's cancel event."""
+
+    def __init__(self, cancel: threading.Event | None):
+        super().__init__()
+        self.cancel = cancel
+
+    def is_set(self) -> bool:
+        return super().is_set() or (self.cancel is not None and self.cancel.is_set())
 
 
 def _sizes(constexprs) -> str:
