@@ -147,7 +147,8 @@ async def optimize_tiling(ls: "KernelLanguageServer", *args: Any) -> dict[str, A
         found = await job.run(search_tiling, path, text, kernel.name, settings.targets[0],
                               ls.state.roots[0] if ls.state.roots else None,
                               progress=job.thread_progress(), cancel=job.cancel, hardware=table,
-                              compiler=service_compiler(ls.state.roots[0] if ls.state.roots else None, settings))
+                              compiler=service_compiler(ls.state.roots[0] if ls.state.roots else None, settings),
+                              compile_budget=settings.search_compile_budget)
     rows = [["configuration", "estimated", "measured", "note"]] + [
         [t.label, f"{t.estimated_us:.1f} µs" if t.estimated_us else "-",
          f"{t.measured_us:.1f} µs" if t.measured_us else "-", t.note or ""] for t in found.tried]

@@ -89,7 +89,7 @@ def test_search_without_a_gpu_ranks_by_the_model_and_says_so(tmp_path, monkeypat
     path = _rows_file(tmp_path)
     messages = []
     found = search_tiling(str(path), path.read_text(), "row_scale_kernel", "H200", str(tmp_path), verify=False,
-                          progress=lambda m, f: messages.append(m))
+                          progress=lambda m, f: messages.append(m), compile_budget=2)
     assert found.errors == [], found.errors
     assert found.source == "estimated" and not found.measured and found.measured_fraction == 0
     assert found.status == "estimated; not measured"
@@ -97,10 +97,14 @@ def test_search_without_a_gpu_ranks_by_the_model_and_says_so(tmp_path, monkeypat
     assert found.frozen == []
     assert {t.overrides["BLOCK_SIZE"] for t in found.tried} == {64, 128, 256, 512, 1024}  # 4x either way
     assert all(t.measured_us is None and t.estimated_us for t in found.tried)
-    # Each candidate was compiled offline for the H200's target: the model read ptxas' registers, not a default.
-    assert all(t.resources and t.resources["registers"] > 0 and t.resources["spill_bytes"] == 0
-               for t in found.tried), [(t.label, t.note) for t in found.tried if not t.resources]
-    assert any(m.startswith("compiling candidate 1/") and "sm_90" in m for m in messages), messages
+    # The two best-ranked candidates and the current configuration were compiled offline for the H200's target:
+    # the model read ptxas' registers, not a default. The others say their resources were assumed.
+    compiled = [t for t in found.tried if t.resources]
+    assert 2 <= len(compiled) <= 3 and found.current in {t.label for t in compiled}
+    assert all(t.resources["registers"] > 0 and t.resources["spill_bytes"] == 0 for t in compiled)
+    assert all(t.note.startswith("resources assumed (not compiled: outside the 2 best-ranked")
+               for t in found.tried if not t.resources), [(t.label, t.note) for t in found.tried]
+    assert any(m.startswith(f"compiling candidate 1/{len(compiled)}") and "sm_90" in m for m in messages), messages
     assert not any("timing" in m or "GPU" in m and "no GPU" not in m for m in messages), messages
     assert any("estimated; not measured" in m for m in messages), messages
 
@@ -109,11 +113,12 @@ def test_search_without_a_gpu_ranks_by_the_model_and_says_so(tmp_path, monkeypat
         raise WorkerError("counted again")
 
     monkeypatch.setattr(search_mod, "count_work", no_counting)
-    again = search_tiling(str(path), path.read_text(), "row_scale_kernel", "H200", str(tmp_path), verify=False)
+    again = search_tiling(str(path), path.read_text(), "row_scale_kernel", "H200", str(tmp_path), verify=False,
+                          compile_budget=2)
     assert again.cached and again.winner == found.winner and len(again.tried) == len(found.tried)
     # A changed text is a different search.
     changed = search_tiling(str(path), path.read_text() + "\n# edited\n", "row_scale_kernel", "H200",
-                            str(tmp_path), verify=False)
+                            str(tmp_path), verify=False, compile_budget=2)
     assert not changed.cached and "counted again" in changed.errors[0]
 
 
@@ -138,7 +143,8 @@ def _tune(*args: str, cwd: Path) -> subprocess.CompletedProcess:
 
 def test_tune_command_prints_the_table_and_a_json_winner(tmp_path):
     _rows_file(tmp_path)
-    proc = _tune("rows.py::row_scale_kernel", "--format", "json", "--estimate-only", "--no-verify", cwd=tmp_path)
+    proc = _tune("rows.py::row_scale_kernel", "--format", "json", "--estimate-only", "--no-verify",
+                 "--compile-budget", "1", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     answer = json.loads(proc.stdout)
     assert set(answer["winner"]) == {"BLOCK_SIZE", "num_warps", "num_stages"}
@@ -146,10 +152,14 @@ def test_tune_command_prints_the_table_and_a_json_winner(tmp_path):
     assert len(answer["table"]) == 45 and answer["table"][0]["config"] == {"BLOCK_SIZE": 256, "num_warps": 4,
                                                                            "num_stages": 3}
     assert all(row["measured_us"] is None and row["estimated_us"] > 0 for row in answer["table"])
-    assert all(row["resources"]["registers"] > 0 for row in answer["table"])
+    # The best-ranked candidate and the current configuration were compiled; the rest ranked on assumed resources.
+    compiled = [row for row in answer["table"] if row["resources"]]
+    assert 1 <= len(compiled) <= 2 and all(row["resources"]["registers"] > 0 for row in compiled)
+    assert all(row["note"].startswith("resources assumed") for row in answer["table"] if not row["resources"])
     assert "estimated; not measured" in proc.stderr  # the progress, on stderr
 
-    text = _tune("rows.py::row_scale_kernel", "--estimate-only", "--no-verify", "-q", cwd=tmp_path)
+    text = _tune("rows.py::row_scale_kernel", "--estimate-only", "--no-verify", "-q", "--compile-budget", "1",
+                 cwd=tmp_path)
     assert text.returncode == 0 and text.stderr == ""
     assert text.stdout.splitlines()[0].split() == ["configuration", "estimated", "measured", "note"]
     assert "estimated; not measured [cached]" in text.stdout
@@ -200,7 +210,7 @@ def test_a_faster_block_that_breaks_the_kernel_is_not_proposed(tmp_path, monkeyp
     monkeypatch.setattr(search_mod, "gpu_present", lambda: False)
     path = tmp_path / "one_block.py"
     path.write_text(ONE_BLOCK)
-    found = search_tiling(str(path), ONE_BLOCK, "row_double_kernel", "H200", str(tmp_path))
+    found = search_tiling(str(path), ONE_BLOCK, "row_double_kernel", "H200", str(tmp_path), compile_budget=2)
     assert found.frozen == []
     failing = [t for t in found.tried if t.note and t.note.startswith("fails its check")]
     assert failing and all(t.overrides["BLOCK_SIZE"] < 1000 for t in failing), [(t.label, t.note) for t in failing]
@@ -252,7 +262,7 @@ def test_a_candidate_whose_compile_spills_ranks_below_an_equal_one_that_does_not
     messages = []
     found = search_tiling(str(path), path.read_text(), "row_scale_kernel", "H200", str(tmp_path), verify=False,
                           cache=False, compiler=_compiled_as(spilling, failing, untimely),
-                          progress=lambda m, f: messages.append(m))
+                          progress=lambda m, f: messages.append(m), compile_budget=64)  # above the 45 candidates
     assert found.errors == [], found.errors
     rows = {json.dumps(t.overrides, sort_keys=True): t for t in found.tried}
     spilled, clean = rows[json.dumps(spilling, sort_keys=True)], rows[json.dumps(equal, sort_keys=True)]
@@ -269,6 +279,70 @@ def test_a_candidate_whose_compile_spills_ranks_below_an_equal_one_that_does_not
     assert assumed.note.startswith("resources assumed (not compiled: no answer within 60 s")
     assert any(m.startswith(f"compiling candidate {len(found.tried)}/{len(found.tried)} for sm_90")
                for m in messages), messages
+
+
+def test_a_space_larger_than_the_budget_compiles_only_the_best_ranked_and_labels_the_rest(tmp_path, monkeypatch):
+    """45 candidates, a budget of 5: the model ranks all of them on assumed resources, the five it ranks best and
+    the current configuration are compiled, ranked again on the compiler's figures; the others are marked."""
+    monkeypatch.setattr(search_mod, "gpu_present", lambda: False)
+    path = _rows_file(tmp_path)
+    none = {"BLOCK_SIZE": -1}
+    asked: list[dict] = []
+    seam = _compiled_as(none, none, none)
+
+    def compiler(jobs, done, cancel):
+        asked.extend({**{k: v for k, v in job.constexprs if isinstance(v, int)}, "num_warps": job.num_warps,
+                      "num_stages": job.num_stages} for job in jobs)
+        return seam(jobs, done, cancel)
+
+    found = search_tiling(str(path), path.read_text(), "row_scale_kernel", "H200", str(tmp_path), verify=False,
+                          cache=False, compiler=compiler, compile_budget=5)
+    assert found.errors == [], found.errors
+    assert len(found.tried) == 45
+    current = next(t for t in found.tried if t.label == found.current)
+    assert 5 <= len(asked) <= 6 and current.overrides in asked
+    compiled = [t for t in found.tried if t.resources]
+    assert sorted(json.dumps(t.overrides, sort_keys=True) for t in compiled) == \
+        sorted(json.dumps(a, sort_keys=True) for a in asked)
+    assert all(t.resources == {"registers": 40, "shared_bytes": 0, "spill_bytes": 0} for t in compiled)
+    rest = [t for t in found.tried if not t.resources]
+    assert len(rest) == 45 - len(asked)
+    assert all(t.estimated_us and t.note == "resources assumed (not compiled: outside the 5 best-ranked candidates "
+               "compiled)" for t in rest), [(t.label, t.note) for t in rest]
+    # Without a budget nothing is compiled and every row says so.
+    asked.clear()
+    bare = search_tiling(str(path), path.read_text(), "row_scale_kernel", "H200", str(tmp_path), verify=False,
+                         cache=False, compiler=compiler, compile_budget=0)
+    assert asked == [] and bare.winner
+    assert all(t.resources is None and t.note.startswith("resources assumed (not compiled: the compile budget is 0")
+               for t in bare.tried)
+
+
+def test_the_gpu_times_only_compiled_candidates(tmp_path, monkeypatch):
+    """Where candidates were compiled, the configurations the GPU times come from them."""
+    monkeypatch.setattr(search_mod, "gpu_present", lambda: True)
+    path = _rows_file(tmp_path)
+    timed: list[dict] = []
+
+    class Entry:
+        def __init__(self, us):
+            self.us, self.error = us, None
+
+    class Report:
+        def __init__(self, n):
+            self.errors, self.entries = [], [Entry(10.0 + i) for i in range(n)]
+
+    def measure_file(path, source, *, points, **kwargs):
+        timed.extend(p["overrides"] for p in points)
+        return Report(len(points))
+
+    monkeypatch.setattr(search_mod, "measure_file", measure_file)
+    none = {"BLOCK_SIZE": -1}
+    found = search_tiling(str(path), path.read_text(), "row_scale_kernel", "H200", str(tmp_path), verify=False,
+                          cache=False, compiler=_compiled_as(none, none, none), compile_budget=3)
+    compiled = [t.overrides for t in found.tried if t.resources]
+    assert timed and all(o in compiled for o in timed), (timed, compiled)
+    assert found.measured and all(t.measured_us is None for t in found.tried if not t.resources)
 
 
 CENTRE = '''

@@ -40,7 +40,8 @@ from ..gpu import gpu_present
 from . import WorkerError, count_work, measure_file, resolve_device, work_from_json
 from .resources import CandidateResources, Compiler, candidate_resources, service_compiler
 
-SEARCH_CACHE_VERSION = 2  # 2: candidates compiled for their resources
+SEARCH_CACHE_VERSION = 3  # 2: candidates compiled for their resources; 3: the best-ranked ones, up to a budget
+DEFAULT_COMPILE_BUDGET = 12  # candidates compiled for their resources (the model's best, on assumed resources)
 VERIFY_ATTEMPTS = 3  # configurations verified at most, best first, until one is correct
 
 
@@ -101,11 +102,14 @@ Progress = Callable[[str, float], None]
 def search_tiling(path: str, source: str, kernel: str, target: str = "H200", root: str | None = None, *,
                   measure: bool | None = None, verify: bool = True, progress: Progress | None = None,
                   cancel: threading.Event | None = None, radius: int = 2, limit: int = 48,
-                  hardware=None, cache: bool = True, compiler: Compiler | None = None) -> TilingProposal:
+                  hardware=None, cache: bool = True, compiler: Compiler | None = None,
+                  compile_budget: int = DEFAULT_COMPILE_BUDGET) -> TilingProposal:
     """Search the tiling of `kernel` in the file `path` (buffer text `source`) for device `target`.
     `measure`: time candidates on the GPU (None: where this machine has one). `progress(message, 0..1)`.
     `cache`: answer from, and keep the result in, the workspace's cache (`root`). `compiler`: how candidates are
-    compiled for their registers, shared memory and spills (default: the workspace's compile service)."""
+    compiled for their registers, shared memory and spills (default: the workspace's compile service).
+    `compile_budget`: how many of the model's best-ranked candidates are compiled (and the current configuration
+    besides); the others are ranked on assumed resources. 0: none is compiled."""
     def say(msg: str, frac: float):
         if progress:
             progress(msg, frac)
@@ -124,14 +128,16 @@ def search_tiling(path: str, source: str, kernel: str, target: str = "H200", roo
         from ..cache import ResultCache
 
         store = ResultCache.for_workspace(Path(root))
-        key = search_key(source, kernel, hw, timed=timed, verify=verify, radius=radius, limit=limit)
+        key = search_key(source, kernel, hw, timed=timed, verify=verify, radius=radius, limit=limit,
+                         compile_budget=compile_budget)
         hit = store.get(key)
         if isinstance(hit, TilingProposal):
             hit.cached = True
             say("done: the same search was run before on this text", 1.0)
             return hit
     proposal = _search(path, source, kernel, hw, root, timed=timed, verify=verify, say=say, cancel=cancel,
-                       radius=radius, limit=limit, compiler=compiler or service_compiler(root))
+                       radius=radius, limit=limit, compiler=compiler or service_compiler(root),
+                       compile_budget=max(0, int(compile_budget)))
     if store is not None and not proposal.errors and not (cancel is not None and cancel.is_set()):
         store.put(key, proposal)
     return proposal
@@ -145,7 +151,7 @@ def search_key(source: str, kernel: str, hw, **params) -> str:
 
 
 def _search(path, source, kernel, hw, root, *, timed, verify, say, cancel, radius, limit,
-            compiler: Compiler) -> TilingProposal:
+            compiler: Compiler, compile_budget: int) -> TilingProposal:
     proposal = TilingProposal(kernel, hw.name, None, None, "none", None, None, None, None)
     say("counting the work of the current configuration (Triton's interpreter, on the CPU)", 0.05)
     try:
@@ -179,69 +185,60 @@ def _search(path, source, kernel, hw, root, *, timed, verify, say, cancel, radiu
                                 radius=radius, limit=limit)
     proposal.space_size = len(space)
     proposal.current = current.label
-    say(f"estimating {len(space)} configurations with the model (work counted on the CPU)", 0.15)
     points = {c: {"spec": point.get("spec"), "kernel": kernel, "shape": point.get("shape"),
                   "dtype": point.get("dtype"), "overrides": c.overrides} for c in space}
-    # Each candidate is compiled for the device's target while its work is counted: the model's occupancy and
-    # spill terms then read what the compiler says instead of assumed defaults.
-    compiled: dict[Candidate, CandidateResources] = {}
-    halt = _Halt(cancel)  # the user's cancel, or counting failed: the compiles are no longer wanted
-
-    def compile_all() -> None:
-        def told(message: str) -> None:
-            say(message + " (work counted on the CPU meanwhile)", 0.15)
-
-        try:
-            compiled.update(candidate_resources(path, source, kernel, hw.target, space, compiler, cancel=halt,
-                                                say=told))
-        except Exception as exc:  # noqa: BLE001 - a compile service failure leaves resources assumed, not a failed search
-            compiled.update(dict.fromkeys(space, CandidateResources(assumed=f"not compiled: {exc}")))
-
-    compiling = threading.Thread(target=compile_all, name="search-compile", daemon=True)
-    compiling.start()
+    say(f"estimating {len(space)} configurations with the model (work counted on the CPU)", 0.15)
     try:
         counted = count_work(path, source, list(points.values()), root=root, cancel=cancel, samples=4)
     except WorkerError as exc:
         proposal.errors.append(f"work counting failed: {exc}")
-        halt.set()
         return proposal
-    finally:
-        compiling.join()
+    work = dict(zip(space, counted))
     estimated: dict[Candidate, float | None] = {}
     notes: dict[Candidate, str] = {}
-    for c, p in zip(space, counted):
-        res = compiled.get(c) or CandidateResources(assumed="not compiled")
+    # First every candidate is ranked on assumed resources; then the best-ranked ones (up to `compile_budget`, and
+    # the current configuration) are compiled for the device's target and ranked again on what the compiler says.
+    # The others keep the model's assumed registers and shared memory, and say so.
+    for c in space:
+        estimated[c], note = _estimate(work[c], hw, CandidateResources(assumed="assumed"))
+        if note:
+            notes[c] = note
+    first = rank([c for c in space if estimated.get(c) is not None], estimated)
+    chosen = first[:compile_budget] if compile_budget > 0 else []
+    if compile_budget > 0 and current in work and current not in chosen:
+        chosen.append(current)
+    compiled: dict[Candidate, CandidateResources] = {}
+    if chosen:
+        def told(message: str) -> None:
+            say(message, 0.25)
+
+        try:
+            compiled.update(candidate_resources(path, source, kernel, hw.target, chosen, compiler, cancel=cancel,
+                                                say=told))
+        except Exception as exc:  # noqa: BLE001 - a compile service failure leaves resources assumed, not a failed search
+            compiled.update(dict.fromkeys(chosen, CandidateResources(assumed=f"not compiled: {exc}")))
+    skipped = (f"not compiled: outside the {compile_budget} best-ranked candidates compiled" if compile_budget > 0
+               else "not compiled: the compile budget is 0")
+    for c in space:
+        res = compiled.get(c) or CandidateResources(assumed=skipped)
+        notes.pop(c, None)
         if res.failed:
             estimated[c], notes[c] = None, res.failed
             continue
-        if p.get("error") or not p.get("launches"):
-            estimated[c], notes[c] = None, p.get("error") or "not launched"
-            continue
-        if res.assumed:
+        estimated[c], note = _estimate(work[c], hw, res)
+        if note:
+            notes[c] = note
+        elif res.assumed and estimated[c] is not None:
             notes[c] = f"resources assumed ({res.assumed})"[:300]
-        est = [estimate(work_from_json(lc), hw) for lc in p["launches"][:1]]
-        estimated[c] = est[0].us if est and math.isfinite(est[0].us) else None
-        if est and not est[0].launchable:
-            notes[c] = est[0].notes[0] if est[0].notes else "cannot launch"
-        elif est and hw.name in config_model.CALIBRATIONS:
-            # The configuration model, calibrated on this device, tells configurations apart where the roofline
-            # gives a memory-bound kernel one figure for all of them.
-            launch = config_model.launch_from_work(work_from_json(p["launches"][0]), hw, registers=res.registers,
-                                                   shared_bytes=res.shared_bytes, spill_bytes=res.spill_bytes or 0)
-            ranked_by = config_model.estimate(launch, hw)
-            if math.isfinite(ranked_by.us):
-                estimated[c] = ranked_by.us
-            elif not ranked_by.launchable and not res.assumed:
-                # The compile's own registers and shared memory leave no room for one program per multiprocessor.
-                estimated[c] = None
-                notes[c] = (f"cannot launch on {hw.name}: {res.registers} registers per thread and "
-                            f"{res.shared_bytes} bytes of shared memory per program do not fit")
     ranked = rank([c for c in space if estimated.get(c) is not None], estimated)
+    # The GPU times candidates whose resources were compiled, where any were: the others' figures rest on
+    # assumed registers and shared memory.
+    timeable = [c for c in ranked if c in compiled and not compiled[c].assumed] or ranked
     measured: dict[Candidate, float] = {}
-    if timed and ranked:
+    if timed and timeable:
         # Successive halving around the model's picks (analyzers.tiling.search_plan): each round is timed in one
         # GPU worker; at most 30% of the space is measured.
-        by_key = {config_key(c.overrides): c for c in ranked}
+        by_key = {config_key(c.overrides): c for c in timeable}
         rounds = [0]
 
         def time_round(batch: list[dict]) -> list[float | None]:
@@ -261,8 +258,8 @@ def _search(path, source, kernel, hw, root, *, timed, verify, say, cancel, radiu
                     notes[c] = e.error
             return out
 
-        plan = search_plan([c.overrides for c in ranked], lambda cfg: estimated[by_key[config_key(cfg)]],
-                           time_round, current=current.overrides if current in ranked else None)
+        plan = search_plan([c.overrides for c in timeable], lambda cfg: estimated[by_key[config_key(cfg)]],
+                           time_round, current=current.overrides if current in timeable else None)
         measured = {by_key[k]: us for k, us in plan.measured.items() if math.isfinite(us)}
     elif ranked:
         say(f"ranked {len(ranked)} configurations by the model: estimated; not measured"
@@ -335,15 +332,28 @@ def _search(path, source, kernel, hw, root, *, timed, verify, say, cancel, radiu
     return proposal
 
 
-class _Halt(threading.Event):
-    """Set by the search itself, or by the user's cancel event."""
-
-    def __init__(self, cancel: threading.Event | None):
-        super().__init__()
-        self.cancel = cancel
-
-    def is_set(self) -> bool:
-        return super().is_set() or (self.cancel is not None and self.cancel.is_set())
+def _estimate(p: dict, hw, res: CandidateResources) -> tuple[float | None, str | None]:
+    """The model's figure for one candidate (its counted work `p`, on `res`'s registers, shared memory and spills
+    where they were compiled, else assumed) and a note where it cannot launch or was not counted."""
+    if p.get("error") or not p.get("launches"):
+        return None, p.get("error") or "not launched"
+    est = [estimate(work_from_json(lc), hw) for lc in p["launches"][:1]]
+    us = est[0].us if est and math.isfinite(est[0].us) else None
+    if est and not est[0].launchable:
+        return us, est[0].notes[0] if est[0].notes else "cannot launch"
+    if est and hw.name in config_model.CALIBRATIONS:
+        # The configuration model, calibrated on this device, tells configurations apart where the roofline
+        # gives a memory-bound kernel one figure for all of them.
+        launch = config_model.launch_from_work(work_from_json(p["launches"][0]), hw, registers=res.registers,
+                                               shared_bytes=res.shared_bytes, spill_bytes=res.spill_bytes or 0)
+        ranked_by = config_model.estimate(launch, hw)
+        if math.isfinite(ranked_by.us):
+            return ranked_by.us, None
+        if not ranked_by.launchable and not res.assumed:
+            # The compile's own registers and shared memory leave no room for one program per multiprocessor.
+            return None, (f"cannot launch on {hw.name}: {res.registers} registers per thread and "
+                          f"{res.shared_bytes} bytes of shared memory per program do not fit")
+    return us, None
 
 
 def _sizes(constexprs) -> str:
