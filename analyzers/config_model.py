@@ -236,6 +236,16 @@ def estimate(launch: Launch, hw: Hardware, cal: Calibration | None = None) -> Co
     return ConfigEstimate(us, {k: v * 1e6 for k, v in terms.items()}, per_sm, waves, calibrated_on=measured_on)
 
 
+def _operand_bytes(dtype: str) -> int:
+    """Bytes of a tl.dot operand element, from its Triton dtype name (the keys of Work.tensor_flops: "fp16",
+    "bf16", "fp32", "fp8e4nv", "int8", ...); 2 where the name is not one of those."""
+    for prefix, size in (("fp8", 1), ("int8", 1), ("uint8", 1), ("fp16", 2), ("bf16", 2), ("tf32", 4), ("fp32", 4),
+                         ("fp64", 8)):
+        if dtype.startswith(prefix):
+            return size
+    return 2
+
+
 def launch_from_work(work, hw: Hardware, registers: int | None = None, shared_bytes: int | None = None,
                      spill_bytes: int = 0) -> Launch:
     """The model's view of a launch whose work was counted (analyzers.roofline.Work) and compiled.
@@ -277,6 +287,11 @@ def launch_from_work(work, hw: Hardware, registers: int | None = None, shared_by
                 reread += arg.load_bytes - arg.footprint_bytes
                 program_bytes += arg.footprint_bytes / programs
     dtype = next(iter(work.tensor_flops), "fp16")
+    if shared_bytes is None and tensor and bm and bn and bk:
+        # Not compiled: Triton's pipeliner keeps num_stages copies of the A and B tiles in shared memory (exactly
+        # so in every compiled configuration of the H200 matmul sweeps), so a tile too large for an SM is known
+        # unlaunchable without a compile.
+        shared_bytes = int(max(1, work.num_stages) * (bm * bk + bk * bn) * _operand_bytes(dtype))
     return Launch(programs=programs, num_warps=work.num_warps, num_stages=work.num_stages, dram_bytes=dram,
                   l2_bytes=max(0.0, work.requested_bytes - dram), tensor_flops=tensor, tensor_dtype=dtype,
                   elements=work.vector_flops + work.requested_bytes / 4.0, iterations=iterations,

@@ -197,3 +197,29 @@ def test_the_spill_term_moves_the_local_bytes_nsight_compute_measured(sweeps) ->
         assert 0.75 < modelled / local < 1.3, (m["config"], modelled, local)
         checked += 1
     assert checked >= 8
+
+
+def test_an_uncompiled_dot_tile_too_large_for_shared_memory_is_unlaunchable() -> None:
+    """Without a compile, the operand tiles a dot loop keeps in flight (num_stages copies of A and B) stand in for
+    its shared memory: a 512x1024x256 fp16 tile needs 3.75 MiB and cannot run, a 128x256x64 one on 3 stages can."""
+    from analyzers.roofline import ArgTraffic, Work
+
+    def matmul(bm: int, bn: int, bk: int, stages: int) -> Work:
+        n = 4096
+        programs = (n // bm) * (n // bn)
+        loads = programs * (n // bk) * (bm * bk + bk * bn) * 2.0
+        return Work(programs=programs, num_warps=8, num_stages=stages, tensor_flops={"fp16": 2.0 * n ** 3},
+                    args=(ArgTraffic("a", loads / 2, 0, n * n * 2.0, n * n * 2.0),
+                          ArgTraffic("b", loads / 2, 0, n * n * 2.0, n * n * 2.0),
+                          ArgTraffic("c", 0, n * n * 2.0, n * n * 2.0, n * n * 2.0)),
+                          constexprs=(("BLOCK_SIZE_M", bm), ("BLOCK_SIZE_N", bn), ("BLOCK_SIZE_K", bk)))
+
+    huge = config_model.launch_from_work(matmul(512, 1024, 256, 3), H200)
+    assert huge.shared_bytes == 3 * (512 * 256 + 256 * 1024) * 2
+    assert not estimate(huge, H200).launchable
+    fits = config_model.launch_from_work(matmul(128, 256, 64, 3), H200)
+    assert fits.shared_bytes == 3 * (128 * 64 + 64 * 256) * 2
+    assert estimate(fits, H200).launchable
+    # What a compile read stands: the assumption is only for candidates that were not compiled.
+    compiled = config_model.launch_from_work(matmul(512, 1024, 256, 3), H200, registers=255, shared_bytes=1024)
+    assert compiled.shared_bytes == 1024
