@@ -6,21 +6,26 @@ configuration of a memory-bound kernel the same time, so it cannot rank them. Th
 calibrated constant:
 
 - occupancy: resident programs per multiprocessor from the compile's registers and shared memory;
-- waves and tail: programs run in waves of (multiprocessors x resident programs); the last, partial wave costs
+- waves and tail: programs run in rounds of (multiprocessors x resident programs); the last, partial round costs
   `tail` of a full one;
-- bytes in flight: a multiprocessor sustains the bytes its resident programs have in flight over the memory
-  latency (Little's law), more with pipelining stages; below the bandwidth's share, the kernel is latency-bound;
-- access granularity: a contiguous run shorter than a DRAM burst wastes the rest of the burst;
-- issue: the instructions each warp issues per element it handles, at `issue_ns` per element per warp-slot;
-- tensor-core shape efficiency: small warp tiles (BLOCK_M x BLOCK_N / num_warps) reach less of the peak;
-- bytes from DRAM and from L2, at the calibrated bandwidths;
-- register spills: local-memory traffic per spilled byte.
+- a program's lifetime, step by step: each iteration of its main loop waits for its loads (a DRAM round trip,
+  shared by the iterations LLVM unrolls; for a tl.dot loop the operand copy, hidden by num_stages - 1 copies in
+  flight but not its transfer at the SM's share of L2), its own dependent instructions, the scheduler's issue
+  slots shared by every resident warp (one warp-instruction per cycle), and its share of the tensor cores at an
+  efficiency that falls with the warp tile (BLOCK_M x BLOCK_N / num_warps);
+- a block narrower than the program's threads is replicated across them: every thread still issues;
+- bandwidth of the whole launch: DRAM (a contiguous run shorter than a sector pays for the sector) and L2; a
+  program's second pass over its data hits L2 only while every resident program's data fits in it;
+- the block scheduler's launch rate: a cost per program and multiprocessor;
+- register spills: local-memory traffic per spilled byte, once per loop iteration.
 
-t = launch + max(dram, l2, tensor, issue) + overlap x (the sum of the others) + spill.
+t = launch overhead + smooth_max(lifetime, dram, l2, program launches) + spill, where the smooth maximum is a
+p-norm (limits that overlap imperfectly add a little of each other).
 
 The constants live in CALIBRATIONS with their provenance: fitted by `python bench/tiling_eval.py --fit` on half of
-the configurations of the exhaustive sweeps in bench/sweeps/ (measured on an H200), and reported on the other half.
-Pure: no triton/torch import, never raises; an estimate is always labelled as one.
+the configurations of the exhaustive sweeps in bench/sweeps/ (measured on an H200), and reported on the other half
+and kernel by kernel left out (docs/benchmarks.md). Pure: no triton/torch import, never raises; an estimate is
+always labelled as one.
 """
 
 from __future__ import annotations
@@ -43,11 +48,16 @@ class Launch:
     l2_bytes: float = 0.0  # re-reads served by L2
     tensor_flops: float = 0.0
     tensor_dtype: str = "fp16"
-    elements: float = 0.0  # elements each program's warps handle in all (loads, math, stores), summed over the launch
-    iterations: float = 1.0  # trip count of the program's main loop (1: no loop)
+    elements: float = 0.0  # element operations of the launch (each vector op, load and store per element), summed
+    iterations: float = 1.0  # trip count of the program's main loop (1: no loop), all passes together
+    passes: int = 1  # loops over the same data one after the other (a softmax reads its row twice)
     bytes_per_iteration: float = 0.0  # bytes one program loads in one iteration (its whole loads without a loop)
     contiguous_bytes: float | None = None  # shortest contiguous run of a global access (None: whole lines)
     warp_tile: float | None = None  # BLOCK_M x BLOCK_N / num_warps of a tl.dot kernel
+    block_elements: float | None = None  # elements of the block one iteration of a program works on (None: unknown)
+    reread_bytes: float = 0.0  # of l2_bytes: a program's re-reads of its own data (a second pass over a row)
+    program_bytes: float = 0.0  # the data a program re-reads, per program: it stays in L2 only if every
+    # resident program's fits at once
     registers: int | None = None
     shared_bytes: int | None = None
     spill_bytes: int = 0  # per thread
@@ -55,33 +65,61 @@ class Launch:
 
 @dataclass(frozen=True)
 class Calibration:
-    dram_efficiency: float = 0.8
-    l2_tbps: float = 10.0
-    latency_ns: float = 800.0  # DRAM latency under load: Little's law's bytes in flight
-    l2_latency_ns: float = 300.0
-    issue_ns: float = 0.02
-    tensor_efficiency: float = 0.75
-    warp_tile_half: float = 1024.0  # warp tile at which tensor efficiency is half its maximum
-    tail: float = 0.6
-    overlap: float = 0.2
-    spill_ns: float = 1.0
-    stage_overlap: float = 0.5
-    burst_bytes: float = 64.0  # a shorter contiguous run wastes the rest of the DRAM burst
+    """The model's constants. The defaults are priors from public figures (used for a device without a
+    calibration, and as the fit's starting point); a device's calibration replaces them with fitted values."""
+
+    dram_efficiency: float = 0.91  # share of the datasheet HBM bandwidth reached (vector add on an H200: 0.91)
+    l2_tbps: float = 12.0  # bandwidth of re-reads served by L2
+    latency_ns: float = 800.0  # one round trip to DRAM under load
+    dot_latency_ns: float = 800.0  # one K step's operands: async copy to shared memory, barrier, MMA issue
+    loop_overlap: float = 4.0  # iterations of a loop without tl.dot whose loads are in flight together (unrolling)
+    dependent_ns: float = 2.0  # shortest interval between two instructions of one warp (~4 cycles)
+    l2_usable: float = 0.5  # share of L2 that holds re-read data against the streams passing through
+    instructions_per_element: float = 1.0  # machine instructions per counted element operation, per thread
+    tensor_efficiency: float = 0.75  # share of the dense tensor peak a large warp tile reaches
+    warp_tile_half: float = 512.0  # warp tile (elements) at which tensor efficiency is half its maximum
+    tail: float = 1.0  # cost of the last, partial wave as a share of a full one
+    smooth: float = 4.0  # exponent of the smooth maximum that joins limits which overlap
+    spill_tbps: float = 10.0  # local-memory traffic of spilled registers
+    program_ns: float = 80.0  # per program and multiprocessor: block launch, prologue and epilogue
+    burst_bytes: float = 32.0  # a shorter contiguous run still moves a whole DRAM sector (32 B)
     provenance: dict[str, str] = field(default_factory=dict)
 
 
-_H200_SWEEPS = ("fitted by `python bench/tiling_eval.py --fit` on the fit half (300 configurations) of the sweeps in "
-                "bench/sweeps/ (matmul fp16/bf16 4096^3, softmax, layernorm, row sum, transpose), measured on an H200 "
-                "with triton 3.6 on 2026-12-01; error on the other half in docs/benchmarks.md")
+# Where each constant comes from (H200). The fitted ones are effective values of this model: e.g. the latency
+# stands for everything between issuing a load and using its data, with the other warps' traffic queued ahead.
+_FIT = ("fitted by `python bench/tiling_eval.py --fit` (least squares on log error) on the fit half of the "
+        "configurations of the sweeps in bench/sweeps/ (matmul fp16/bf16 4096^3, softmax, layernorm, row sum, "
+        "transpose), measured on an H200 with triton 3.6 on 2026-12-01; error on the held-out half and "
+        "leave-one-kernel-out in docs/benchmarks.md")
+_H200_PROVENANCE = {
+    "dram_efficiency": f"share of the 4.8 TB/s datasheet HBM bandwidth; {_FIT}",
+    "l2_tbps": f"bandwidth of re-reads served by L2; {_FIT}",
+    "latency_ns": f"a program waits a DRAM round trip per iteration (Little's law per SM); {_FIT}",
+    "dot_latency_ns": f"a K step waits for its operands unless num_stages - 1 copies are in flight; {_FIT}",
+    "loop_overlap": f"LLVM unrolls a loop without tl.dot, so several iterations' loads are in flight; {_FIT}",
+    "dependent_ns": f"a warp waits for its previous instruction's result (ALU and MUFU latency); {_FIT}",
+    "l2_usable": f"re-reads hit L2 while (SMs x resident programs x bytes each re-reads) fits this share; {_FIT}",
+    "instructions_per_element": f"machine instructions per element operation the source counts; {_FIT}",
+    "tensor_efficiency": f"share of the 989 TFLOP/s dense fp16/bf16 peak a large warp tile reaches; {_FIT}",
+    "warp_tile_half": f"wgmma/mma shape efficiency: operand traffic per MMA grows as the warp tile shrinks; {_FIT}",
+    "tail": f"cost of the last, partial wave as a share of a full one; {_FIT}",
+    "smooth": f"limits that overlap imperfectly (memory, issue, tensor cores) join by a p-norm; {_FIT}",
+    "spill_tbps": ("spilled registers are stored and reloaded once per loop iteration: Nsight Compute counted "
+                   "0.88-1.03x (spill bytes x threads x programs x iterations) of local loads and of local stores "
+                   "on 10 spilling H200 matmul tiles (bench/sweeps/spill_traffic.json); the rate is " + _FIT),
+    "program_ns": f"the block scheduler's launch rate and each program's prologue/epilogue; {_FIT}",
+    "burst_bytes": f"DRAM sector a short contiguous run pays for in full; {_FIT}",
+    "issue": "not fitted: a scheduler issues one warp-instruction per cycle, 4 per SM, at Hardware.clock_ghz",
+    "l2_mb": "not fitted: Hardware.l2_mb (datasheet)",
+}
 
-# Device -> calibration. The constants are effective values of this model, not datasheet figures: e.g. the fitted
-# "latencies" stand for everything that limits memory-level parallelism, and L2's comes out above DRAM's.
 CALIBRATIONS: dict[str, Calibration] = {
     "H200": Calibration(
-        dram_efficiency=0.8, l2_tbps=12.857, latency_ns=287.37, l2_latency_ns=774.78, issue_ns=0.0016,
-        tensor_efficiency=0.7734, warp_tile_half=427.75, tail=1.0, overlap=0.1641, spill_ns=2.1874,
-        stage_overlap=0.4137, burst_bytes=41.146,
-        provenance={"*": _H200_SWEEPS}),
+        dram_efficiency=0.7686, l2_tbps=19.45, latency_ns=1177.0, dot_latency_ns=448.4, loop_overlap=6.078,
+        dependent_ns=0.5, l2_usable=0.2875, instructions_per_element=1.102, tensor_efficiency=0.7409,
+        warp_tile_half=401.4, tail=0.9326, smooth=3.497, spill_tbps=7.106, program_ns=69.25, burst_bytes=33.82,
+        provenance=_H200_PROVENANCE),
 }
 
 
@@ -102,8 +140,24 @@ class ConfigEstimate:
     calibrated_on: str | None = None  # the device the constants were measured on (None: defaults)
 
 
+def _smooth_max(values: list[float], p: float) -> float:
+    top = max(values)
+    if top <= 0:
+        return 0.0
+    return top * sum((v / top) ** p for v in values if v > 0) ** (1.0 / p)
+
+
 def estimate(launch: Launch, hw: Hardware, cal: Calibration | None = None) -> ConfigEstimate:
-    """Microseconds for one launch of this configuration on `hw`."""
+    """Microseconds for one launch of this configuration on `hw`.
+
+    Programs run in rounds of (multiprocessors x resident programs). Each program runs `iterations` steps; a step
+    takes the smooth maximum of: its memory wait (a DRAM round trip shared by the iterations of a pass that are
+    in flight together; in a tl.dot loop, the operand copy and its transfer over num_stages - 1 copies in flight:
+    Triton's pipeliner pipelines only what feeds tl.dot) plus its own dependent instructions; the scheduler's
+    issue slots shared by every resident warp; its share of the tensor cores. Against that lifetime stand the
+    whole launch's DRAM bytes (short contiguous runs pay whole sectors; a second pass misses L2 when the resident
+    programs' data overflow it), its L2 re-reads and the rate at which blocks launch. Spilled registers add their
+    local-memory traffic."""
     measured_on = None
     if cal is None:
         cal, own = calibration(hw)
@@ -117,48 +171,79 @@ def estimate(launch: Launch, hw: Hardware, cal: Calibration | None = None) -> Co
         per_sm = 1
     if per_sm <= 0:
         return ConfigEstimate(math.inf, {}, 0, 0.0, launchable=False, calibrated_on=measured_on)
+    sms = hw.sm_count
     programs = max(1, int(launch.programs))
-    slots = hw.sm_count * per_sm
-    waves = programs / slots
-    waves_paid = math.floor(waves) + cal.tail * (math.ceil(waves) - math.floor(waves)) if waves > 1 else 1.0
-    quantized = waves_paid / waves if waves > 1 else 1.0
-    resident = min(per_sm, programs / hw.sm_count)  # programs per multiprocessor at a time
-    resident_warps = resident * warps
-    # Little's law: a multiprocessor sustains (bytes it has in flight) / latency; pipelining stages keep more
-    # iterations' loads in flight.
-    in_flight = resident * launch.bytes_per_iteration * (1.0 + cal.stage_overlap * max(0, launch.num_stages - 1))
-    dram_bw = hw.hbm_tbps * 1e12 * cal.dram_efficiency
-    if launch.bytes_per_iteration > 0:
-        dram_bw = min(dram_bw, hw.sm_count * in_flight / (cal.latency_ns * 1e-9))
-    l2_bw = cal.l2_tbps * 1e12
-    if launch.bytes_per_iteration > 0:
-        l2_bw = min(l2_bw, hw.sm_count * in_flight / (cal.l2_latency_ns * 1e-9))
-    waste = 1.0
-    if launch.contiguous_bytes:
-        waste = max(1.0, cal.burst_bytes / max(1.0, launch.contiguous_bytes))
-    issue_slots = hw.sm_count * min(resident_warps, 64.0)
-    issue = launch.elements / max(1.0, issue_slots) * cal.issue_ns * 1e-9 * 32.0 * quantized
+    waves = programs / (sms * per_sm)
+    rounds = math.floor(waves) + cal.tail * (math.ceil(waves) - math.floor(waves)) if waves > 1 else 1.0
+    resident = min(float(per_sm), programs / sms)  # programs per multiprocessor at a time
+    threads = float(spec.warp_size if spec is not None else 32) * warps
+    steps = max(1.0, launch.iterations)
+
+    # One step of one program.
+    per_step = launch.elements / (programs * steps)
+    if launch.block_elements:
+        # A block narrower than the program's threads is replicated across them: every thread still issues.
+        block = max(1.0, launch.block_elements)
+        per_thread = per_step / block * max(1.0, block / threads)
+    else:
+        per_thread = per_step / threads
+    instructions = per_thread * cal.instructions_per_element
+    warps_per_scheduler = resident * warps / 4.0
+    l2_per_sm = cal.l2_tbps * 1e12 / sms
+    copy = 0.0
+    if launch.tensor_flops:
+        # A K step's operands arrive after the copy's latency plus their transfer at this SM's share of L2;
+        # num_stages - 1 copies in flight hide the latency, not the transfer.
+        copy = resident * launch.bytes_per_iteration / l2_per_sm
+        latency = (cal.dot_latency_ns * 1e-9 + copy) / max(1, launch.num_stages - 1)
+    else:
+        latency = cal.latency_ns * 1e-9 / min(cal.loop_overlap, max(1.0, steps / max(1, launch.passes)))
+    latency += instructions * cal.dependent_ns * 1e-9
+    # A scheduler issues one warp-instruction per cycle (four schedulers per SM; 1.5 GHz where the vendor
+    # publishes no clock).
+    issue = instructions * warps_per_scheduler / ((hw.clock_ghz or 1.5) * 1e9)
     tensor = 0.0
     if launch.tensor_flops:
         shape = 1.0
         if launch.warp_tile:
-            shape = launch.warp_tile / (launch.warp_tile + cal.warp_tile_half)
-        busy = min(1.0, programs / hw.sm_count)
-        tensor = (launch.tensor_flops / (hw.peak(launch.tensor_dtype) * 1e12 * cal.tensor_efficiency * shape * busy)
-                  * quantized)
-    terms = {
-        "dram": launch.dram_bytes * waste / dram_bw * quantized,
-        "l2": launch.l2_bytes / l2_bw * quantized,
-        "issue": issue,
-        "tensor": tensor,
-    }
-    spill = (launch.spill_bytes * 32 * warps * programs * launch.iterations * cal.spill_ns * 1e-9 /
-             (hw.sm_count * 64.0)) if launch.spill_bytes else 0.0
-    ordered = sorted(terms.values(), reverse=True)
-    body = ordered[0] + cal.overlap * sum(ordered[1:])
+            tile = max(1.0, launch.warp_tile)
+            shape = tile / (tile + cal.warp_tile_half)
+        per_sm_peak = hw.peak(launch.tensor_dtype) * 1e12 / sms * cal.tensor_efficiency * shape
+        tensor = launch.tensor_flops / (programs * steps) * resident / per_sm_peak
+    step = _smooth_max([latency, issue, tensor, copy], cal.smooth)
+    lifetime = rounds * steps * step
+
+    waste = 1.0
+    if launch.contiguous_bytes:
+        waste = max(1.0, cal.burst_bytes / max(1.0, launch.contiguous_bytes))
+    dram_bytes, l2_bytes = launch.dram_bytes, launch.l2_bytes
+    if launch.reread_bytes and launch.program_bytes:
+        # L2 keeps a program's data for its second pass only while all resident programs' data fit in it.
+        working_set = sms * resident * launch.program_bytes
+        missed = launch.reread_bytes * (1.0 - min(1.0, hw.l2_mb * 1e6 * cal.l2_usable / working_set))
+        dram_bytes, l2_bytes = dram_bytes + missed, l2_bytes - missed
+    dram = dram_bytes * waste / (hw.hbm_tbps * 1e12 * cal.dram_efficiency)
+    l2 = l2_bytes / (cal.l2_tbps * 1e12)
+    launches = programs / sms * cal.program_ns * 1e-9
+    body = _smooth_max([lifetime, dram, l2, launches], cal.smooth)
+    spill = 0.0
+    if launch.spill_bytes:
+        # Spilled registers go out and come back once per iteration of the main loop.
+        spill = 2.0 * launch.spill_bytes * threads * programs * steps / (cal.spill_tbps * 1e12)
     us = (body + spill) * 1e6 + hw.launch_overhead_us
-    return ConfigEstimate(us, {**{k: v * 1e6 for k, v in terms.items()}, "spill": spill * 1e6}, per_sm, waves,
-                          calibrated_on=measured_on)
+    terms = {"latency": rounds * steps * latency, "issue": rounds * steps * issue, "tensor": rounds * steps * tensor,
+             "dram": dram, "l2": l2, "launches": launches, "spill": spill}
+    return ConfigEstimate(us, {k: v * 1e6 for k, v in terms.items()}, per_sm, waves, calibrated_on=measured_on)
+
+
+def _operand_bytes(dtype: str) -> int:
+    """Bytes of a tl.dot operand element, from its Triton dtype name (the keys of Work.tensor_flops: "fp16",
+    "bf16", "fp32", "fp8e4nv", "int8", ...); 2 where the name is not one of those."""
+    for prefix, size in (("fp8", 1), ("int8", 1), ("uint8", 1), ("fp16", 2), ("bf16", 2), ("tf32", 4), ("fp32", 4),
+                         ("fp64", 8)):
+        if dtype.startswith(prefix):
+            return size
+    return 2
 
 
 def launch_from_work(work, hw: Hardware, registers: int | None = None, shared_bytes: int | None = None,
@@ -166,10 +251,12 @@ def launch_from_work(work, hw: Hardware, registers: int | None = None, shared_by
     """The model's view of a launch whose work was counted (analyzers.roofline.Work) and compiled.
 
     The loop's shape is read from the block-size constexprs: a tl.dot kernel iterates over K in BLOCK_K steps
-    (iterations = dot FLOPs per program / 2 x BLOCK_M x BLOCK_N x BLOCK_K); a row kernel loads its largest block
-    per iteration (iterations = bytes a program loads / the block's bytes, at 4 bytes an element: the counts do not
-    keep element sizes, so an fp16 row kernel is read as looping twice as often). Where neither reading applies,
-    one iteration carrying the program's whole loads."""
+    (iterations = dot FLOPs per program / 2 x BLOCK_M x BLOCK_N x BLOCK_K); another kernel works on a block of
+    BLOCK_M x BLOCK_N elements (or its widest block) per iteration (iterations = bytes a program loads / the
+    block's bytes, at 4 bytes an element: the counts do not keep element sizes, so an fp16 row kernel is read as
+    looping twice as often). Where neither reading applies, one iteration carrying the program's whole loads.
+    Without a tl.dot, the bytes an argument is read beyond its footprint are a program's re-reads of its own data
+    (a second pass over a row): whether L2 keeps them is the model's to say."""
     from .roofline import dram_bytes
 
     programs = max(1, int(work.programs))
@@ -178,22 +265,36 @@ def launch_from_work(work, hw: Hardware, registers: int | None = None, shared_by
     by_axis = {axis: next((v for k, v in blocks.items() if k.upper().removesuffix("_SIZE").endswith(axis)), None)
                for axis in ("M", "N", "K")}
     load_per_program = work.load_bytes / programs
-    iterations, per_iteration, warp_tile = 1.0, load_per_program, None
+    iterations, per_iteration, warp_tile, block = 1.0, load_per_program, None, None
     tensor = sum(work.tensor_flops.values())
     bm, bn, bk = by_axis["M"], by_axis["N"], by_axis["K"]
+    reread = program_bytes = 0.0
     if tensor and bm and bn and bk:
         iterations = max(1.0, tensor / programs / (2.0 * bm * bn * bk))
         per_iteration = load_per_program / iterations
         warp_tile = bm * bn / max(1, work.num_warps)
     elif blocks:
         elem = 4.0
-        widest = max(blocks.values())
-        iterations = max(1.0, load_per_program / (widest * elem))
+        block = float(bm * bn) if bm and bn else float(max(blocks.values()))
+        iterations = max(1.0, load_per_program / (block * elem))
         per_iteration = load_per_program / iterations
-    dram = dram_bytes(work, hw)
+    if tensor:
+        dram = dram_bytes(work, hw)
+    else:
+        dram = work.footprint_bytes
+        for arg in work.args:
+            if arg.load_bytes > arg.footprint_bytes:
+                reread += arg.load_bytes - arg.footprint_bytes
+                program_bytes += arg.footprint_bytes / programs
     dtype = next(iter(work.tensor_flops), "fp16")
+    if shared_bytes is None and tensor and bm and bn and bk:
+        # Not compiled: Triton's pipeliner keeps num_stages copies of the A and B tiles in shared memory (exactly
+        # so in every compiled configuration of the H200 matmul sweeps), so a tile too large for an SM is known
+        # unlaunchable without a compile.
+        shared_bytes = int(max(1, work.num_stages) * (bm * bk + bk * bn) * _operand_bytes(dtype))
     return Launch(programs=programs, num_warps=work.num_warps, num_stages=work.num_stages, dram_bytes=dram,
                   l2_bytes=max(0.0, work.requested_bytes - dram), tensor_flops=tensor, tensor_dtype=dtype,
                   elements=work.vector_flops + work.requested_bytes / 4.0, iterations=iterations,
-                  bytes_per_iteration=per_iteration, warp_tile=warp_tile, registers=registers,
+                  bytes_per_iteration=per_iteration, warp_tile=warp_tile, block_elements=block,
+                  reread_bytes=reread, program_bytes=program_bytes, registers=registers,
                   shared_bytes=shared_bytes, spill_bytes=spill_bytes)

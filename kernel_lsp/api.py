@@ -218,6 +218,7 @@ class TuneRow(_Result):
     note: str | None = None
     source: str | None = None  # "measured" | "estimated": which figure ranks this row
     node: str | None = None  # the cluster node that timed it (a search timed on Ray)
+    resources: dict[str, Any] | None = None  # registers, shared_bytes, spill_bytes the compiler reported (None: assumed)
 
 
 @dataclass(frozen=True)
@@ -705,13 +706,16 @@ class Workspace:
     def tune(self, path: str | os.PathLike | None = None, source: str | None = None, *, kernel: str,
              target: str = "H200", budget: int = 48, measure: bool | None = None, verify: bool = True,
              cache: bool = True, progress: Callable[[str, float], None] | None = None,
-             cancel: threading.Event | None = None, timer: Any = None) -> TuneResult:
+             cancel: threading.Event | None = None, timer: Any = None,
+             compile_budget: int | None = None) -> TuneResult:
         """The tiling search for `kernel` on `target`: up to `budget` configurations ranked by the model on
         counted work, the best ones timed where there is a GPU (`measure=False`: the model only), the winner
         verified with the checker (unless `verify=False`); the table, the winner and the edit that would apply it
         (not applied). An identical earlier search is answered from the workspace's cache unless `cache=False`.
         `progress(message, fraction)` hears of each step; setting `cancel` stops the search and its processes.
         `timer`: an `engine.latency.cluster.ClusterTimer` to time the candidates on a Ray cluster's GPUs.
+        `compile_budget`: how many of the model's best-ranked candidates are compiled for their registers, shared
+        memory and spills (None: the search's default, 12; 0: none, all ranked on assumed resources).
         Runs the file's code: needs trust."""
         from .engine.latency import search_tiling
 
@@ -719,10 +723,13 @@ class Workspace:
         full, text = self._input(path, source)
         if not isinstance(budget, int) or budget < 1:
             raise ApiError("budget: a number of configurations, at least 1")
+        if compile_budget is not None and (not isinstance(compile_budget, int) or compile_budget < 0):
+            raise ApiError("compile_budget: a number of candidates to compile, 0 or more")
         p = search_tiling(full, text, kernel, target, str(self.root), limit=budget, hardware=None, measure=measure,
-                          verify=verify, cache=cache, progress=progress, cancel=cancel, timer=timer)
+                          verify=verify, cache=cache, progress=progress, cancel=cancel, timer=timer,
+                          **({} if compile_budget is None else {"compile_budget": compile_budget}))
         table = [TuneRow(t.label, {k: _json_value(v) for k, v in t.overrides.items()}, t.estimated_us,
-                         t.measured_us, t.note, t.source, t.node) for t in p.tried]
+                         t.measured_us, t.note, t.source, t.node, t.resources) for t in p.tried]
         winner = {k: _json_value(v) for k, v in p.winner_overrides.items()} if p.winner_overrides else None
         return _scrub(TuneResult(p.kernel, p.device, p.source, p.current, p.winner, p.current_us, p.winner_us,
                                  p.speedup, p.verified, p.verify_message, table, _edits(p.edits), list(p.errors),

@@ -238,6 +238,11 @@ SETTINGS: tuple[Setting, ...] = (
             "estimates: a name mapped to fields over a `base` device, e.g. `{\"my-h100\": {\"base\": \"H100\", "
             "\"hbm_tbps\": 2.0}}`; a target named like a device (`\"targets\": [\"sm_90\"]` -> H200) uses it.",
             _hardware),
+    Setting("searchCompileBudget", "search_compile_budget", "integer", 12, "How many candidates of the tiling "
+            "search (**Optimize tiling**, `kernel-lsp tune`) are compiled for the device's target so the model "
+            "reads their registers, shared memory and spills: the model's best-ranked ones on assumed resources, "
+            "and the current configuration besides. The others are ranked on assumed resources and marked so. "
+            "`0`: none is compiled.", _int_range(0, 1000)),
     Setting("assistantModel", "assistant_model", "string", "claude-sonnet-4-5", "The Anthropic model the "
             "assistant's code actions use.", _string),
     Setting("assistantBaseUrl", "assistant_base_url", "string", "", "Base URL of the Messages API (empty: "
@@ -283,6 +288,7 @@ class Settings:
     ray_address: str = ""
     latency: str = "save"
     hardware: dict[str, Any] = field(default_factory=dict)
+    search_compile_budget: int = 12
     assistant_model: str = "claude-sonnet-4-5"
     assistant_base_url: str = ""
     assistant_api_key: str = field(default="", repr=False)  # never in logs or messages

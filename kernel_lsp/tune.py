@@ -32,6 +32,10 @@ def add_parser(sub) -> None:
     tune.add_argument("--format", choices=["text", "json"], default="text")
     tune.add_argument("--estimate-only", action="store_true",
                       help="rank by the model only, even where a GPU could time the candidates")
+    tune.add_argument("--compile-budget", type=int, default=None, metavar="N",
+                      help="compile the model's N best-ranked candidates (and the current configuration) for their "
+                      "registers, shared memory and spills; the others are ranked on assumed resources. 0: none "
+                      "(default 12, as the editor's searchCompileBudget setting)")
     tune.add_argument("--no-verify", action="store_true", help="do not check the winner against the reference")
     tune.add_argument("--no-cache", action="store_true", help="search again even if this search was run before")
     tune.add_argument("--quiet", "-q", action="store_true", help="no progress messages on stderr")
@@ -68,8 +72,8 @@ def to_json(found: TuneResult) -> dict:
         "frozen": list(found.frozen), "cached": found.cached, "errors": list(found.errors),
         "nodes": list(found.nodes), "compared": found.compared,
         "table": [{"config": dict(t.overrides), "label": t.config, "estimated_us": t.estimated_us,
-                   "measured_us": t.measured_us, "source": t.source, "note": t.note, "node": t.node}
-                  for t in found.table],
+                   "measured_us": t.measured_us, "source": t.source, "note": t.note, "node": t.node,
+                   "resources": t.resources} for t in found.table],
     }
 
 
@@ -109,6 +113,10 @@ def run(args: argparse.Namespace) -> int:
         print(f"kernel-lsp tune: expected FILE::KERNEL, got {args.target!r}", file=sys.stderr)
         return EXIT_USAGE
     path, kernel = split
+    budget = args.compile_budget
+    if budget is not None and budget < 0:
+        print(f"kernel-lsp tune: --compile-budget must be 0 or more, got {budget}", file=sys.stderr)
+        return EXIT_USAGE
     try:
         with open(path, encoding="utf-8") as fh:
             source = fh.read()
@@ -116,6 +124,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"kernel-lsp tune: cannot read {path}: {exc}", file=sys.stderr)
         return EXIT_USAGE
     from .api import ApiError, Workspace
+    from .engine.latency.search import DEFAULT_COMPILE_BUDGET
 
     def progress(message: str, fraction: float) -> None:
         if not args.quiet:
@@ -129,7 +138,8 @@ def run(args: argparse.Namespace) -> int:
         with Workspace(_root(path), allow_run=True) as workspace:
             found = workspace.tune(os.path.abspath(path), source, kernel=kernel, target=args.device,
                                    measure=False if args.estimate_only else None, verify=not args.no_verify,
-                                   cache=not args.no_cache, progress=progress, timer=timer)
+                                   cache=not args.no_cache, progress=progress, timer=timer,
+                                   compile_budget=DEFAULT_COMPILE_BUDGET if budget is None else budget)
     except ApiError as exc:
         print(f"kernel-lsp tune: {exc}", file=sys.stderr)
         return EXIT_USAGE

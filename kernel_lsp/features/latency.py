@@ -197,9 +197,11 @@ async def optimize_tiling(ls: "KernelLanguageServer", *args: Any) -> dict[str, A
     from analyzers.hardware import parse_hardware_overrides
 
     from ..engine.latency import search_tiling
+    from ..engine.latency.resources import service_compiler
 
     settings = ls.state.settings
     table, _ = parse_hardware_overrides(settings.hardware or None)
+
     def unchanged() -> bool:
         doc_now = ls.workspace.text_documents.get(uri)
         return doc_now is not None and doc_now.version == version
@@ -211,7 +213,8 @@ async def optimize_tiling(ls: "KernelLanguageServer", *args: Any) -> dict[str, A
         if settings.executor == "ray":  # candidates timed on the cluster's GPUs; unreachable: said, timed here
             from ..engine.latency.cluster import cluster_timer
 
-            timer = cluster_timer(settings.ray_address or None, lambda line: loop.call_soon_threadsafe(ls.message, f"optimize tiling: {line}"))
+            timer = cluster_timer(settings.ray_address or None,
+                                  lambda line: loop.call_soon_threadsafe(ls.message, f"optimize tiling: {line}"))
         try:
             return search_tiling(path, text, kernel.name, settings.targets[0],
                                  ls.state.roots[0] if ls.state.roots else None, timer=timer, **kw)
@@ -220,7 +223,9 @@ async def optimize_tiling(ls: "KernelLanguageServer", *args: Any) -> dict[str, A
                 timer.close()
 
     async with background_job(ls, f"optimizing the tiling of {kernel.name}", current=unchanged) as job:
-        found = await job.run(search, progress=job.thread_progress(), cancel=job.cancel, hardware=table)
+        found = await job.run(search, progress=job.thread_progress(), cancel=job.cancel, hardware=table,
+                              compiler=service_compiler(ls.state.roots[0] if ls.state.roots else None, settings),
+                              compile_budget=settings.search_compile_budget)
     rows = [["configuration", "estimated", "measured", "note"]] + [
         [t.label, f"{t.estimated_us:.1f} µs" if t.estimated_us else "-",
          f"{t.measured_us:.1f} µs" if t.measured_us else "-", t.note or ""] for t in found.tried]

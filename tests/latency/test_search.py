@@ -89,7 +89,7 @@ def test_search_without_a_gpu_ranks_by_the_model_and_says_so(tmp_path, monkeypat
     path = _rows_file(tmp_path)
     messages = []
     found = search_tiling(str(path), path.read_text(), "row_scale_kernel", "H200", str(tmp_path), verify=False,
-                          progress=lambda m, f: messages.append(m))
+                          progress=lambda m, f: messages.append(m), compile_budget=2)
     assert found.errors == [], found.errors
     assert found.source == "estimated" and not found.measured and found.measured_fraction == 0
     assert found.status == "estimated; not measured"
@@ -97,6 +97,14 @@ def test_search_without_a_gpu_ranks_by_the_model_and_says_so(tmp_path, monkeypat
     assert found.frozen == []
     assert {t.overrides["BLOCK_SIZE"] for t in found.tried} == {64, 128, 256, 512, 1024}  # 4x either way
     assert all(t.measured_us is None and t.estimated_us for t in found.tried)
+    # The two best-ranked candidates and the current configuration were compiled offline for the H200's target:
+    # the model read ptxas' registers, not a default. The others say their resources were assumed.
+    compiled = [t for t in found.tried if t.resources]
+    assert 2 <= len(compiled) <= 3 and found.current in {t.label for t in compiled}
+    assert all(t.resources["registers"] > 0 and t.resources["spill_bytes"] == 0 for t in compiled)
+    assert all(t.note.startswith("resources assumed (not compiled: outside the 2 best-ranked")
+               for t in found.tried if not t.resources), [(t.label, t.note) for t in found.tried]
+    assert any(m.startswith(f"compiling candidate 1/{len(compiled)}") and "sm_90" in m for m in messages), messages
     assert not any("timing" in m or "GPU" in m and "no GPU" not in m for m in messages), messages
     assert any("estimated; not measured" in m for m in messages), messages
 
@@ -105,11 +113,12 @@ def test_search_without_a_gpu_ranks_by_the_model_and_says_so(tmp_path, monkeypat
         raise WorkerError("counted again")
 
     monkeypatch.setattr(search_mod, "count_work", no_counting)
-    again = search_tiling(str(path), path.read_text(), "row_scale_kernel", "H200", str(tmp_path), verify=False)
+    again = search_tiling(str(path), path.read_text(), "row_scale_kernel", "H200", str(tmp_path), verify=False,
+                          compile_budget=2)
     assert again.cached and again.winner == found.winner and len(again.tried) == len(found.tried)
     # A changed text is a different search.
     changed = search_tiling(str(path), path.read_text() + "\n# edited\n", "row_scale_kernel", "H200",
-                            str(tmp_path), verify=False)
+                            str(tmp_path), verify=False, compile_budget=2)
     assert not changed.cached and "counted again" in changed.errors[0]
 
 
@@ -134,7 +143,8 @@ def _tune(*args: str, cwd: Path) -> subprocess.CompletedProcess:
 
 def test_tune_command_prints_the_table_and_a_json_winner(tmp_path):
     _rows_file(tmp_path)
-    proc = _tune("rows.py::row_scale_kernel", "--format", "json", "--estimate-only", "--no-verify", cwd=tmp_path)
+    proc = _tune("rows.py::row_scale_kernel", "--format", "json", "--estimate-only", "--no-verify",
+                 "--compile-budget", "1", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     answer = json.loads(proc.stdout)
     assert set(answer["winner"]) == {"BLOCK_SIZE", "num_warps", "num_stages"}
@@ -142,9 +152,14 @@ def test_tune_command_prints_the_table_and_a_json_winner(tmp_path):
     assert len(answer["table"]) == 45 and answer["table"][0]["config"] == {"BLOCK_SIZE": 256, "num_warps": 4,
                                                                            "num_stages": 3}
     assert all(row["measured_us"] is None and row["estimated_us"] > 0 for row in answer["table"])
+    # The best-ranked candidate and the current configuration were compiled; the rest ranked on assumed resources.
+    compiled = [row for row in answer["table"] if row["resources"]]
+    assert 1 <= len(compiled) <= 2 and all(row["resources"]["registers"] > 0 for row in compiled)
+    assert all(row["note"].startswith("resources assumed") for row in answer["table"] if not row["resources"])
     assert "estimated; not measured" in proc.stderr  # the progress, on stderr
 
-    text = _tune("rows.py::row_scale_kernel", "--estimate-only", "--no-verify", "-q", cwd=tmp_path)
+    text = _tune("rows.py::row_scale_kernel", "--estimate-only", "--no-verify", "-q", "--compile-budget", "1",
+                 cwd=tmp_path)
     assert text.returncode == 0 and text.stderr == ""
     assert text.stdout.splitlines()[0].split() == ["configuration", "estimated", "measured", "note"]
     assert "estimated; not measured [cached]" in text.stdout
@@ -195,7 +210,7 @@ def test_a_faster_block_that_breaks_the_kernel_is_not_proposed(tmp_path, monkeyp
     monkeypatch.setattr(search_mod, "gpu_present", lambda: False)
     path = tmp_path / "one_block.py"
     path.write_text(ONE_BLOCK)
-    found = search_tiling(str(path), ONE_BLOCK, "row_double_kernel", "H200", str(tmp_path))
+    found = search_tiling(str(path), ONE_BLOCK, "row_double_kernel", "H200", str(tmp_path), compile_budget=2)
     assert found.frozen == []
     failing = [t for t in found.tried if t.note and t.note.startswith("fails its check")]
     assert failing and all(t.overrides["BLOCK_SIZE"] < 1000 for t in failing), [(t.label, t.note) for t in failing]
@@ -203,3 +218,177 @@ def test_a_faster_block_that_breaks_the_kernel_is_not_proposed(tmp_path, monkeyp
         assert found.verified is True and found.winner_overrides["BLOCK_SIZE"] >= 1024
     else:
         assert found.winner == found.current and "fail the spec's check" in found.errors[0], found.errors
+
+
+def _compiled_as(spilling: dict, failing: dict, untimely: dict):
+    """A compiler seam: every candidate compiles with the same resources, except a spilling one, one the compiler
+    rejects and one whose compile times out (each matched by its overrides)."""
+    from kernel_lsp.engine.compile.jobs import CompileError, CompileResult, Resources
+
+    def overrides(job):
+        return {**{k: v for k, v in job.constexprs if isinstance(v, int)}, "num_warps": job.num_warps,
+                "num_stages": job.num_stages}
+
+    def compiler(jobs, done, cancel):
+        out = []
+        for i, job in enumerate(jobs):
+            cfg = overrides(job)
+            if cfg == failing:
+                out.append(CompileResult(job.key, False, CompileError("out of resource: shared memory", 12, 4,
+                                                                      "compilation")))
+            elif cfg == untimely:
+                out.append(CompileResult(job.key, False, CompileError("no answer within 60 s", None, None,
+                                                                      "timeout")))
+            else:
+                spills = 2048 if cfg == spilling else 0
+                out.append(CompileResult(job.key, True, resources=Resources(
+                    registers=255 if spills else 40, spill_bytes=spills, shared_bytes=0)))
+            done(i + 1, len(jobs))
+        return out
+
+    return compiler
+
+
+def test_a_candidate_whose_compile_spills_ranks_below_an_equal_one_that_does_not(tmp_path, monkeypatch):
+    """Two configurations that differ only in pipelining stages do the same work on a kernel without loads to
+    pipeline: the model tells them apart only by what the compiler reports. The one that spills ranks lower; one
+    the compiler rejects is left out with its reason; one whose compile timed out stays, on assumed resources."""
+    monkeypatch.setattr(search_mod, "gpu_present", lambda: False)
+    path = _rows_file(tmp_path)
+    spilling = {"BLOCK_SIZE": 256, "num_warps": 4, "num_stages": 3}  # the current configuration
+    equal = {"BLOCK_SIZE": 256, "num_warps": 4, "num_stages": 2}
+    failing = {"BLOCK_SIZE": 1024, "num_warps": 8, "num_stages": 3}
+    untimely = {"BLOCK_SIZE": 512, "num_warps": 4, "num_stages": 3}
+    messages = []
+    found = search_tiling(str(path), path.read_text(), "row_scale_kernel", "H200", str(tmp_path), verify=False,
+                          cache=False, compiler=_compiled_as(spilling, failing, untimely),
+                          progress=lambda m, f: messages.append(m), compile_budget=64)  # above the 45 candidates
+    assert found.errors == [], found.errors
+    rows = {json.dumps(t.overrides, sort_keys=True): t for t in found.tried}
+    spilled, clean = rows[json.dumps(spilling, sort_keys=True)], rows[json.dumps(equal, sort_keys=True)]
+    assert spilled.resources == {"registers": 255, "shared_bytes": 0, "spill_bytes": 2048}
+    assert clean.resources == {"registers": 40, "shared_bytes": 0, "spill_bytes": 0}
+    assert spilled.estimated_us > clean.estimated_us
+    assert found.winner_overrides != spilling  # the spilling current configuration is not kept
+
+    rejected = rows[json.dumps(failing, sort_keys=True)]
+    assert rejected.estimated_us is None and rejected.resources is None
+    assert rejected.note.startswith("does not compile for sm_90: out of resource: shared memory")
+    assumed = rows[json.dumps(untimely, sort_keys=True)]
+    assert assumed.estimated_us and assumed.resources is None
+    assert assumed.note.startswith("resources assumed (not compiled: no answer within 60 s")
+    assert any(m.startswith(f"compiling candidate {len(found.tried)}/{len(found.tried)} for sm_90")
+               for m in messages), messages
+
+
+def test_a_space_larger_than_the_budget_compiles_only_the_best_ranked_and_labels_the_rest(tmp_path, monkeypatch):
+    """45 candidates, a budget of 5: the model ranks all of them on assumed resources, the five it ranks best and
+    the current configuration are compiled, ranked again on the compiler's figures; the others are marked."""
+    monkeypatch.setattr(search_mod, "gpu_present", lambda: False)
+    path = _rows_file(tmp_path)
+    none = {"BLOCK_SIZE": -1}
+    asked: list[dict] = []
+    seam = _compiled_as(none, none, none)
+
+    def compiler(jobs, done, cancel):
+        asked.extend({**{k: v for k, v in job.constexprs if isinstance(v, int)}, "num_warps": job.num_warps,
+                      "num_stages": job.num_stages} for job in jobs)
+        return seam(jobs, done, cancel)
+
+    found = search_tiling(str(path), path.read_text(), "row_scale_kernel", "H200", str(tmp_path), verify=False,
+                          cache=False, compiler=compiler, compile_budget=5)
+    assert found.errors == [], found.errors
+    assert len(found.tried) == 45
+    current = next(t for t in found.tried if t.label == found.current)
+    assert 5 <= len(asked) <= 6 and current.overrides in asked
+    compiled = [t for t in found.tried if t.resources]
+    assert sorted(json.dumps(t.overrides, sort_keys=True) for t in compiled) == \
+        sorted(json.dumps(a, sort_keys=True) for a in asked)
+    assert all(t.resources == {"registers": 40, "shared_bytes": 0, "spill_bytes": 0} for t in compiled)
+    rest = [t for t in found.tried if not t.resources]
+    assert len(rest) == 45 - len(asked)
+    assert all(t.estimated_us and t.note == "resources assumed (not compiled: outside the 5 best-ranked candidates "
+               "compiled)" for t in rest), [(t.label, t.note) for t in rest]
+    # Without a budget nothing is compiled and every row says so.
+    asked.clear()
+    bare = search_tiling(str(path), path.read_text(), "row_scale_kernel", "H200", str(tmp_path), verify=False,
+                         cache=False, compiler=compiler, compile_budget=0)
+    assert asked == [] and bare.winner
+    assert all(t.resources is None and t.note.startswith("resources assumed (not compiled: the compile budget is 0")
+               for t in bare.tried)
+
+
+def test_the_gpu_times_only_compiled_candidates(tmp_path, monkeypatch):
+    """Where candidates were compiled, the configurations the GPU times come from them."""
+    monkeypatch.setattr(search_mod, "gpu_present", lambda: True)
+    path = _rows_file(tmp_path)
+    timed: list[dict] = []
+
+    class Entry:
+        def __init__(self, us):
+            self.us, self.error = us, None
+
+    class Report:
+        def __init__(self, n):
+            self.errors, self.entries = [], [Entry(10.0 + i) for i in range(n)]
+
+    def measure_file(path, source, *, points, **kwargs):
+        timed.extend(p["overrides"] for p in points)
+        return Report(len(points))
+
+    monkeypatch.setattr(search_mod, "measure_file", measure_file)
+    none = {"BLOCK_SIZE": -1}
+    found = search_tiling(str(path), path.read_text(), "row_scale_kernel", "H200", str(tmp_path), verify=False,
+                          cache=False, compiler=_compiled_as(none, none, none), compile_budget=3)
+    compiled = [t.overrides for t in found.tried if t.resources]
+    assert timed and all(o in compiled for o in timed), (timed, compiled)
+    assert found.measured and all(t.measured_us is None for t in found.tried if not t.resources)
+
+
+CENTRE = '''
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def centre_kernel(x_ptr, y_ptr, n_cols, BLOCK_SIZE: tl.constexpr):
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK_SIZE)
+    ok = cols < n_cols
+    x = tl.load(x_ptr + row * n_cols + cols, mask=ok, other=0.0)
+    mean = tl.sum(x, axis=0) / n_cols
+    tl.store(y_ptr + row * n_cols + cols, x - mean, mask=ok)
+'''
+
+
+def test_candidates_compiled_offline_report_the_spills_the_model_charges(tmp_path):
+    """A whole 16384-element row held by one warp (512 values a thread) spills when compiled for sm_90; held by
+    eight warps it does not. The search's compile reads both through the compile service, and the model charges
+    the spilling one for its local-memory traffic."""
+    pytest.importorskip("triton")
+    from dataclasses import replace
+
+    from analyzers import config_model
+    from analyzers.hardware import get_device
+    from analyzers.tiling import Candidate
+    from kernel_lsp.engine.latency.resources import candidate_resources, service_compiler
+
+    path = tmp_path / "centre.py"
+    path.write_text(CENTRE)
+    one_warp, eight_warps = Candidate((("BLOCK_SIZE", 16384),), 1, 3), Candidate((("BLOCK_SIZE", 16384),), 8, 3)
+    messages = []
+    found = candidate_resources(str(path), CENTRE, "centre_kernel", "sm_90", [one_warp, eight_warps],
+                                service_compiler(str(tmp_path)), say=messages.append)
+    spilling, clean = found[one_warp], found[eight_warps]
+    assert spilling.failed is None and spilling.assumed is None and spilling.spill_bytes > 0, spilling
+    assert clean.failed is None and clean.assumed is None and clean.spill_bytes == 0, clean
+    assert messages[-1] == "compiling candidate 2/2 for sm_90", messages
+
+    hw = get_device("H200")
+    launch = config_model.Launch(programs=8192, num_warps=1, num_stages=3, dram_bytes=8192 * 16384 * 8.0,
+                                 l2_bytes=0.0, tensor_flops=0.0, tensor_dtype="fp32", elements=8192 * 16384 * 3.0,
+                                 iterations=1.0, bytes_per_iteration=16384 * 8.0, block_elements=16384.0,
+                                 registers=spilling.registers, shared_bytes=spilling.shared_bytes)
+    charged = config_model.estimate(replace(launch, spill_bytes=spilling.spill_bytes), hw)
+    uncharged = config_model.estimate(launch, hw)
+    assert charged.us > uncharged.us

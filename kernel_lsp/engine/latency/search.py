@@ -38,8 +38,10 @@ from analyzers.tiling import Candidate, choose, config_key, enumerate_space, ran
 
 from ..gpu import gpu_present
 from . import WorkerError, count_work, measure_file, resolve_device, work_from_json
+from .resources import CandidateResources, Compiler, candidate_resources, service_compiler
 
-SEARCH_CACHE_VERSION = 1
+SEARCH_CACHE_VERSION = 3  # 2: candidates compiled for their resources; 3: the best-ranked ones, up to a budget
+DEFAULT_COMPILE_BUDGET = 12  # candidates compiled for their resources (the model's best, on assumed resources)
 VERIFY_ATTEMPTS = 3  # configurations verified at most, best first, until one is correct
 
 
@@ -52,6 +54,9 @@ class Tried:
     source: str = "estimated"  # "measured" | "estimated"
     note: str | None = None
     node: str | None = None  # the cluster node that timed it (a search on Ray)
+    # What the compiler reported for this configuration on the device's target (registers, shared_bytes and
+    # spill_bytes); None where it was not compiled and the model assumed them (the note says why).
+    resources: dict | None = None
 
 
 @dataclass
@@ -103,11 +108,15 @@ Progress = Callable[[str, float], None]
 def search_tiling(path: str, source: str, kernel: str, target: str = "H200", root: str | None = None, *,
                   measure: bool | None = None, verify: bool = True, progress: Progress | None = None,
                   cancel: threading.Event | None = None, radius: int = 2, limit: int = 48,
-                  hardware=None, cache: bool = True, timer=None) -> TilingProposal:
+                  hardware=None, cache: bool = True, timer=None, compiler: Compiler | None = None,
+                  compile_budget: int = DEFAULT_COMPILE_BUDGET) -> TilingProposal:
     """Search the tiling of `kernel` in the file `path` (buffer text `source`) for device `target`.
     `measure`: time candidates on the GPU (None: where this machine has one). `progress(message, 0..1)`.
     `cache`: answer from, and keep the result in, the workspace's cache (`root`). `timer`: a
-    `cluster.ClusterTimer` that times the candidates on a Ray cluster's GPUs instead of this machine's."""
+    `cluster.ClusterTimer` that times the candidates on a Ray cluster's GPUs instead of this machine's.
+    `compiler`: how candidates are compiled for their registers, shared memory and spills (default: the
+    workspace's compile service). `compile_budget`: how many of the model's best-ranked candidates are compiled
+    (and the current configuration besides); the others are ranked on assumed resources. 0: none is compiled."""
     def say(msg: str, frac: float):
         if progress:
             progress(msg, frac)
@@ -127,7 +136,7 @@ def search_tiling(path: str, source: str, kernel: str, target: str = "H200", roo
 
         store = ResultCache.for_workspace(Path(root))
         key = search_key(source, kernel, hw, timed=timed, verify=verify, radius=radius, limit=limit,
-                         **({"on": "ray"} if timer is not None and timed else {}))
+                         compile_budget=compile_budget, **({"on": "ray"} if timer is not None and timed else {}))
         hit = store.get(key)
         if isinstance(hit, TilingProposal):
             hit.cached = True
@@ -137,7 +146,8 @@ def search_tiling(path: str, source: str, kernel: str, target: str = "H200", roo
     if not timed and measure is None:
         unmeasured = "no GPU on this machine" if timer is None else f"no GPU on the Ray cluster at {timer.address}"
     proposal = _search(path, source, kernel, hw, root, timed=timed, verify=verify, say=say, cancel=cancel,
-                       radius=radius, limit=limit, timer=timer if timed else None, unmeasured=unmeasured)
+                       radius=radius, limit=limit, timer=timer if timed else None, unmeasured=unmeasured,
+                       compiler=compiler or service_compiler(root), compile_budget=max(0, int(compile_budget)))
     if timer is not None:
         proposal.not_measured_because = unmeasured
     if store is not None and not proposal.errors and not (cancel is not None and cancel.is_set()):
@@ -152,8 +162,8 @@ def search_key(source: str, kernel: str, hw, **params) -> str:
     return "tiling-" + hashlib.sha256(data.encode()).hexdigest()
 
 
-def _search(path, source, kernel, hw, root, *, timed, verify, say, cancel, radius, limit, timer=None,
-            unmeasured=None) -> TilingProposal:
+def _search(path, source, kernel, hw, root, *, timed, verify, say, cancel, radius, limit,
+            compiler: Compiler, compile_budget: int, timer=None, unmeasured=None) -> TilingProposal:
     proposal = TilingProposal(kernel, hw.name, None, None, "none", None, None, None, None)
     say("counting the work of the current configuration (Triton's interpreter, on the CPU)", 0.05)
     try:
@@ -187,40 +197,63 @@ def _search(path, source, kernel, hw, root, *, timed, verify, say, cancel, radiu
                                 radius=radius, limit=limit)
     proposal.space_size = len(space)
     proposal.current = current.label
-    say(f"estimating {len(space)} configurations with the model (work counted on the CPU)", 0.15)
     points = {c: {"spec": point.get("spec"), "kernel": kernel, "shape": point.get("shape"),
                   "dtype": point.get("dtype"), "overrides": c.overrides} for c in space}
+    say(f"estimating {len(space)} configurations with the model (work counted on the CPU)", 0.15)
     try:
         counted = count_work(path, source, list(points.values()), root=root, cancel=cancel, samples=4)
     except WorkerError as exc:
         proposal.errors.append(f"work counting failed: {exc}")
         return proposal
+    work = dict(zip(space, counted))
     estimated: dict[Candidate, float | None] = {}
     notes: dict[Candidate, str] = {}
-    for c, p in zip(space, counted):
-        if p.get("error") or not p.get("launches"):
-            estimated[c], notes[c] = None, p.get("error") or "not launched"
+    # First every candidate is ranked on assumed resources; then the best-ranked ones (up to `compile_budget`, and
+    # the current configuration) are compiled for the device's target and ranked again on what the compiler says.
+    # The others keep the model's assumed registers and shared memory, and say so.
+    for c in space:
+        estimated[c], note = _estimate(work[c], hw, CandidateResources(assumed="assumed"))
+        if note:
+            notes[c] = note
+    first = rank([c for c in space if estimated.get(c) is not None], estimated)
+    chosen = first[:compile_budget] if compile_budget > 0 else []
+    if compile_budget > 0 and current in work and current not in chosen:
+        chosen.append(current)
+    compiled: dict[Candidate, CandidateResources] = {}
+    if chosen:
+        def told(message: str) -> None:
+            say(message, 0.25)
+
+        try:
+            compiled.update(candidate_resources(path, source, kernel, hw.target, chosen, compiler, cancel=cancel,
+                                                say=told))
+        except Exception as exc:  # noqa: BLE001 - a compile service failure leaves resources assumed, not a failed search
+            compiled.update(dict.fromkeys(chosen, CandidateResources(assumed=f"not compiled: {exc}")))
+    skipped = (f"not compiled: outside the {compile_budget} best-ranked candidates compiled" if compile_budget > 0
+               else "not compiled: the compile budget is 0")
+    for c in space:
+        res = compiled.get(c) or CandidateResources(assumed=skipped)
+        notes.pop(c, None)
+        if res.failed:
+            estimated[c], notes[c] = None, res.failed
             continue
-        est = [estimate(work_from_json(lc), hw) for lc in p["launches"][:1]]
-        estimated[c] = est[0].us if est and math.isfinite(est[0].us) else None
-        if est and not est[0].launchable:
-            notes[c] = est[0].notes[0] if est[0].notes else "cannot launch"
-        elif est and hw.name in config_model.CALIBRATIONS:
-            # The configuration model, calibrated on this device, tells configurations apart where the roofline
-            # gives a memory-bound kernel one figure for all of them.
-            ranked_by = config_model.estimate(config_model.launch_from_work(work_from_json(p["launches"][0]), hw),
-                                              hw)
-            if math.isfinite(ranked_by.us):
-                estimated[c] = ranked_by.us
+        estimated[c], note = _estimate(work[c], hw, res)
+        if note:
+            notes[c] = note
+        elif res.assumed and estimated[c] is not None:
+            notes[c] = f"resources assumed ({res.assumed})"[:300]
     ranked = rank([c for c in space if estimated.get(c) is not None], estimated)
+    # The GPU times candidates whose resources were compiled, where any were: the others' figures rest on
+    # assumed registers and shared memory.
+    timeable = [c for c in ranked if c in compiled and not compiled[c].assumed] or ranked
     measured: dict[Candidate, float] = {}
     nodes: dict[Candidate, str] = {}  # which cluster node timed each (a search on Ray)
-    if timed and ranked:
+    if timed and timeable:
         # Successive halving around the model's picks (analyzers.tiling.search_plan): each round is timed in one
         # GPU worker; at most 30% of the space is measured.
-        by_key = {config_key(c.overrides): c for c in ranked}
+        by_key = {config_key(c.overrides): c for c in timeable}
         rounds = [0]
-        reference = current if current in ranked else ranked[0]  # timed beside the candidates on a cluster
+        reference = current if current in timeable else timeable[0]  # timed beside the candidates on a cluster
 
         def time_round(batch: list[dict]) -> list[float | None]:
             if cancel is not None and cancel.is_set():
@@ -251,8 +284,8 @@ def _search(path, source, kernel, hw, root, *, timed, verify, say, cancel, radiu
                     notes[c] = e.error
             return out
 
-        plan = search_plan([c.overrides for c in ranked], lambda cfg: estimated[by_key[config_key(cfg)]],
-                           time_round, current=current.overrides if current in ranked else None)
+        plan = search_plan([c.overrides for c in timeable], lambda cfg: estimated[by_key[config_key(cfg)]],
+                           time_round, current=current.overrides if current in timeable else None)
         measured = {by_key[k]: us for k, us in plan.measured.items() if math.isfinite(us)}
         if timer is not None:
             proposal.nodes, proposal.compared = timer.report(), timer.basis()
@@ -266,7 +299,9 @@ def _search(path, source, kernel, hw, root, *, timed, verify, say, cancel, radiu
         winner = current  # within 2% of what the user has: no edit is worth proposing
     proposal.tried = [Tried(c.label, c.overrides, estimated.get(c), measured.get(c),
                             "measured" if c in measured else "estimated", notes.get(c),
-                            nodes.get(c)) for c in space]
+                            nodes.get(c),
+                            compiled[c].as_dict() if c in compiled and not compiled[c].assumed
+                            and not compiled[c].failed else None) for c in space]
     proposal.measured_fraction = len(measured) / max(1, len(space))
     if winner is None:
         proposal.errors.append("no configuration could be estimated")
@@ -324,6 +359,30 @@ def _search(path, source, kernel, hw, root, *, timed, verify, say, cancel, radiu
                 proposal.errors.append("cancelled")
     say("done", 1.0)
     return proposal
+
+
+def _estimate(p: dict, hw, res: CandidateResources) -> tuple[float | None, str | None]:
+    """The model's figure for one candidate (its counted work `p`, on `res`'s registers, shared memory and spills
+    where they were compiled, else assumed) and a note where it cannot launch or was not counted."""
+    if p.get("error") or not p.get("launches"):
+        return None, p.get("error") or "not launched"
+    est = [estimate(work_from_json(lc), hw) for lc in p["launches"][:1]]
+    us = est[0].us if est and math.isfinite(est[0].us) else None
+    if est and not est[0].launchable:
+        return us, est[0].notes[0] if est[0].notes else "cannot launch"
+    if est and hw.name in config_model.CALIBRATIONS:
+        # The configuration model, calibrated on this device, tells configurations apart where the roofline
+        # gives a memory-bound kernel one figure for all of them.
+        launch = config_model.launch_from_work(work_from_json(p["launches"][0]), hw, registers=res.registers,
+                                               shared_bytes=res.shared_bytes, spill_bytes=res.spill_bytes or 0)
+        ranked_by = config_model.estimate(launch, hw)
+        if math.isfinite(ranked_by.us):
+            return ranked_by.us, None
+        if not ranked_by.launchable and not res.assumed:
+            # The compile's own registers and shared memory leave no room for one program per multiprocessor.
+            return None, (f"cannot launch on {hw.name}: {res.registers} registers per thread and "
+                          f"{res.shared_bytes} bytes of shared memory per program do not fit")
+    return us, None
 
 
 def _sizes(constexprs) -> str:
