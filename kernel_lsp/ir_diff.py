@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 
 from .engine.compile.irmap import STAGES
+from .tune import split_target, workspace_root
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
@@ -42,17 +43,6 @@ def add_parser(sub) -> None:
     p.add_argument("--timeout", type=float, default=180.0, metavar="S", help="seconds each compile may take")
 
 
-def _split(target: str) -> tuple[str, str] | None:
-    path, sep, kernel = target.rpartition("::")
-    return (path, kernel) if sep and path and kernel.isidentifier() else None
-
-
-def _root(path: str) -> str:
-    here = os.path.realpath(os.getcwd())
-    file_dir = os.path.dirname(os.path.realpath(path))
-    return here if (file_dir + os.sep).startswith(here + os.sep) else file_dir
-
-
 def _fail(text: str, code: int = EXIT_USAGE) -> int:
     print(f"kernel-lsp ir-diff: {text}", file=sys.stderr)
     return code
@@ -67,7 +57,7 @@ def run(args: argparse.Namespace) -> int:
     from .engine.compile.specialize import make_target
     from .engine.files import PRIVATE_DIR, ensure_ignored_dir
 
-    split = _split(args.target)
+    split = split_target(args.target)
     if split is None:
         return _fail(f"expected FILE::KERNEL, got {args.target!r}")
     path, kernel = os.path.abspath(split[0]), split[1]
@@ -88,7 +78,7 @@ def run(args: argparse.Namespace) -> int:
     if analysis.kernel(kernel) is None:
         found = ", ".join(k.name for k in analysis.kernels) or "none"
         return _fail(f"no Triton kernel {kernel} in {split[0]} (its kernels: {found})")
-    root = _root(path)
+    root = workspace_root(path)
     try:
         private = ensure_ignored_dir(Path(root, PRIVATE_DIR))
     except OSError as exc:

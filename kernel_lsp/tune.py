@@ -47,13 +47,14 @@ def add_parser(sub) -> None:
                       "began on this machine)")
 
 
-def _split(target: str) -> tuple[str, str] | None:
+def split_target(target: str) -> tuple[str, str] | None:
     path, sep, kernel = target.rpartition("::")
     return (path, kernel) if sep and path and kernel.isidentifier() else None
 
 
-def _root(path: str) -> str:
-    """The workspace the search's cache belongs to: the current folder when the file is inside it."""
+def workspace_root(path: str) -> str:
+    """The workspace a command-line run on `path` belongs to (its caches, its IR): the current folder when the
+    file is inside it, else the file's folder."""
     here = os.path.realpath(os.getcwd())
     file_dir = os.path.dirname(os.path.realpath(path))
     return here if (file_dir + os.sep).startswith(here + os.sep) else file_dir
@@ -108,7 +109,7 @@ def text(found: TuneResult) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    split = _split(args.target)
+    split = split_target(args.target)
     if split is None:
         print(f"kernel-lsp tune: expected FILE::KERNEL, got {args.target!r}", file=sys.stderr)
         return EXIT_USAGE
@@ -135,7 +136,7 @@ def run(args: argparse.Namespace) -> int:
         timer = _cluster_timer(args.ray_address)
     # Running this command is the consent to run the file's launcher and spec, as `check --run-checks` is.
     try:
-        with Workspace(_root(path), allow_run=True) as workspace:
+        with Workspace(workspace_root(path), allow_run=True) as workspace:
             found = workspace.tune(os.path.abspath(path), source, kernel=kernel, target=args.device,
                                    measure=False if args.estimate_only else None, verify=not args.no_verify,
                                    cache=not args.no_cache, progress=progress, timer=timer,
