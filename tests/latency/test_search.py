@@ -318,8 +318,10 @@ def test_a_space_larger_than_the_budget_compiles_only_the_best_ranked_and_labels
                for t in bare.tried)
 
 
-def test_the_gpu_times_only_compiled_candidates(tmp_path, monkeypatch):
-    """Where candidates were compiled, the configurations the GPU times come from them."""
+def test_the_gpu_times_the_whole_ranking_and_the_current_configuration_not_only_the_compiled_few(tmp_path,
+                                                                                                monkeypatch):
+    """A compile budget bounds what is compiled, not what the GPU times: the rounds draw on every ranked
+    configuration (up to 30% of the space), and the user's own configuration is timed, so a speed-up is known."""
     monkeypatch.setattr(search_mod, "gpu_present", lambda: True)
     path = _rows_file(tmp_path)
     timed: list[dict] = []
@@ -339,10 +341,11 @@ def test_the_gpu_times_only_compiled_candidates(tmp_path, monkeypatch):
     monkeypatch.setattr(search_mod, "measure_file", measure_file)
     none = {"BLOCK_SIZE": -1}
     found = search_tiling(str(path), path.read_text(), "row_scale_kernel", "H200", str(tmp_path), verify=False,
-                          cache=False, compiler=_compiled_as(none, none, none), compile_budget=3)
+                          cache=False, compiler=_compiled_as(none, none, none), compile_budget=1)
     compiled = [t.overrides for t in found.tried if t.resources]
-    assert timed and all(o in compiled for o in timed), (timed, compiled)
-    assert found.measured and all(t.measured_us is None for t in found.tried if not t.resources)
+    current = next(t.overrides for t in found.tried if t.label == found.current)
+    assert found.measured and current in timed and found.current_us is not None, (timed, found.current)
+    assert len(compiled) <= 2 and any(o not in compiled for o in timed), (timed, compiled)
 
 
 CENTRE = '''
