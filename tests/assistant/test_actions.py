@@ -266,6 +266,8 @@ async def test_port_to_nki_is_run_in_the_nki_model_and_a_wrong_one_is_fed_back(s
     # The port lands in a file of its own; the Triton file is not edited (it gains no `import nki`).
     created = create_files(s.root, proposal["edit"])
     assert created == ["vector_add_nki.py"] and proposal["creates"] == s.uri("vector_add_nki.py")
+    # The proposal is also sent as a workspace/applyEdit, after the answer (and after the table's document).
+    await wait_for(lambda: bool(s.client.applied_edits), timeout=30)
     assert [sent.edit for sent in s.client.applied_edits][-1].document_changes[0].kind == "create"
     assert (s.root / "vector_add.py").read_text() == EXAMPLE
     port = (s.root / "vector_add_nki.py").read_text()

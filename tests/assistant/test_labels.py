@@ -37,7 +37,8 @@ def stubs(monkeypatch):
 
     async def run_check(env, path, text, kernel):
         checked.append(text)
-        return SimpleNamespace(ok=True, status="correct", message=CHECKED, device="CPU interpreter"), ""
+        return SimpleNamespace(ok=True, status="correct", message=CHECKED, device="CPU interpreter",
+                               on_gpu=False), ""
 
     async def timing(env, path, text, kernel, on_gpu):
         found = timings.get(text, "no figure for this text")

@@ -24,6 +24,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from analyzers.source import parse_python
+
 from ..proc import Stopped, run_group
 from .extract import ExtractionError
 from .irmap import STAGES, relabel, source_lines_of_ir
@@ -74,7 +76,7 @@ def parse_values(text: str | None) -> dict[str, object]:
     if not text or not text.strip():
         return {}
     try:
-        call = ast.parse(f"f({text})", mode="eval").body
+        call = parse_python(f"f({text})", mode="eval").body
         assert isinstance(call, ast.Call) and not call.args
         values = {}
         for kw in call.keywords:
