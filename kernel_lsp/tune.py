@@ -131,12 +131,15 @@ def run(args: argparse.Namespace) -> int:
         if not args.quiet:
             print(f"[{fraction:4.0%}] {message}", file=sys.stderr, flush=True)
 
-    timer = None
-    if args.executor == "ray" and not args.estimate_only:
-        timer = _cluster_timer(args.ray_address)
+    from .engine.latency.cluster import cluster_timer
+
+    def say(line: str) -> None:
+        print(f"kernel-lsp tune: {line}", file=sys.stderr, flush=True)
+
     # Running this command is the consent to run the file's launcher and spec, as `check --run-checks` is.
     try:
-        with Workspace(workspace_root(path), allow_run=True) as workspace:
+        with cluster_timer(args.ray_address, say, wanted=args.executor == "ray" and not args.estimate_only) as timer, \
+                Workspace(workspace_root(path), allow_run=True) as workspace:
             found = workspace.tune(os.path.abspath(path), source, kernel=kernel, target=args.device,
                                    measure=False if args.estimate_only else None, verify=not args.no_verify,
                                    cache=not args.no_cache, progress=progress, timer=timer,
@@ -144,17 +147,8 @@ def run(args: argparse.Namespace) -> int:
     except ApiError as exc:
         print(f"kernel-lsp tune: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    finally:
-        if timer is not None:
-            timer.close()
     if args.format == "json":
         print(json.dumps(to_json(found), indent=2, default=repr))
     else:
         print(text(found))
     return EXIT_OK if found.winner else EXIT_FAILED
-
-
-def _cluster_timer(address: str | None):
-    from .engine.latency.cluster import cluster_timer
-
-    return cluster_timer(address, lambda line: print(f"kernel-lsp tune: {line}", file=sys.stderr, flush=True))

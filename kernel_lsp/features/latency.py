@@ -209,18 +209,14 @@ async def optimize_tiling(ls: "KernelLanguageServer", *args: Any) -> dict[str, A
     loop = asyncio.get_running_loop()
 
     def search(**kw: Any):  # runs in a worker thread: messages go back to the server's loop
-        timer = None
-        if settings.executor == "ray":  # candidates timed on the cluster's GPUs; unreachable: said, timed here
-            from ..engine.latency.cluster import cluster_timer
+        from ..engine.latency.cluster import cluster_timer
 
-            timer = cluster_timer(settings.ray_address or None,
-                                  lambda line: loop.call_soon_threadsafe(ls.message, f"optimize tiling: {line}"))
-        try:
+        # With executor: ray the candidates are timed on the cluster's GPUs; unreachable: said, timed here.
+        with cluster_timer(settings.ray_address or None,
+                           lambda line: loop.call_soon_threadsafe(ls.message, f"optimize tiling: {line}"),
+                           wanted=settings.executor == "ray") as timer:
             return search_tiling(path, text, kernel.name, settings.targets[0],
                                  ls.state.roots[0] if ls.state.roots else None, timer=timer, **kw)
-        finally:
-            if timer is not None:
-                timer.close()
 
     async with background_job(ls, f"optimizing the tiling of {kernel.name}", current=unchanged) as job:
         found = await job.run(search, progress=job.thread_progress(), cancel=job.cancel, hardware=table,

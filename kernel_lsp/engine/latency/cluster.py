@@ -14,10 +14,11 @@ The search calls this synchronously from its own thread; the executor lives on a
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import statistics
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from ..executor import Executor, gpu
@@ -218,14 +219,22 @@ def _reference(value: dict) -> float | None:
     return sum(refs) / len(refs) if refs else None
 
 
-def cluster_timer(address: str | None, say: Callable[[str], None]) -> "ClusterTimer | None":
-    """A timer on the Ray cluster at `address` (None: Ray's own resolution, RAY_ADDRESS), or None where it cannot
-    be reached: `say` hears why, and the search then times on this machine's GPU if it has one."""
-    from ..executor import ThreadExecutor, make_executor
+@contextlib.contextmanager
+def cluster_timer(address: str | None, say: Callable[[str], None], *,
+                  wanted: bool = True) -> Iterator["ClusterTimer | None"]:
+    """A timer on the Ray cluster at `address` (None: Ray's own resolution, RAY_ADDRESS) for the block, closed
+    after it; None where it is not `wanted` or cannot be reached (`say` hears why, and the search then times on
+    this machine's GPU if it has one)."""
+    timer = None
+    if wanted:
+        from ..executor import ThreadExecutor, make_executor
 
-    timer = ClusterTimer(lambda: make_executor("ray", ThreadExecutor, address=address, say=say))
-    if timer.on_cluster:
-        return timer
-    timer.close()
-    return None
-
+        timer = ClusterTimer(lambda: make_executor("ray", ThreadExecutor, address=address, say=say))
+        if not timer.on_cluster:
+            timer.close()
+            timer = None
+    try:
+        yield timer
+    finally:
+        if timer is not None:
+            timer.close()
