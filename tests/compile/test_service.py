@@ -288,3 +288,29 @@ def test_spills_under_a_num_warps_kernel_lsp_assumed_are_information_that_say_so
         [kc003] = [p for p in compile_problems(report) if p.code == "KC003"]
         assert kc003.severity == severity, kc003.message
         assert ("num_warps: assumed 4" in kc003.message) == (severity == Severity.INFO)
+
+
+def test_ptxas_performance_notes_are_information_on_the_kernel() -> None:
+    from kernel_lsp.engine.compile.jobs import CompileResult, Resources
+    from kernel_lsp.engine.compile.worker import parse_ptxas_notes
+
+    log = ("ptxas info    : Compiling entry function 'mm' for 'sm_90a'\n"
+           "ptxas info    : (C7511) Potential Performance Loss: wgmma.mma_async instructions are serialized due to "
+           "insufficient register resources for the wgmma pipeline in the function 'mm' in line 5751\n"
+           "ptxas info    : Used 255 registers, used 1 barriers, 5152 bytes cumulative stack size\n")
+    notes = parse_ptxas_notes(log)
+    assert notes == ("(C7511) Potential Performance Loss: wgmma.mma_async instructions are serialized due to "
+                     "insufficient register resources for the wgmma pipeline",)
+    assert parse_ptxas_notes("ptxas info    : Used 32 registers\n") == ()
+    text = ("import triton\nimport triton.language as tl\n\n@triton.jit\n"
+            "def mm(x_ptr, BLOCK: tl.constexpr):\n    offs = tl.arange(0, BLOCK)\n"
+            "    tl.store(x_ptr + offs, 1.0)\n\n"
+            "def launch(x):\n    mm[(1,)](x, BLOCK=64, num_warps=4)\n")
+    analysis = analyze_source(text)
+    (job,) = plan_jobs(text, "mm", ["sm_90"], launch_sites=analysis.launch_sites, pins={"x_ptr": "*fp32"})
+    result = CompileResult(job.key, True, resources=Resources(registers=255, num_warps=4, ptxas_notes=notes))
+    report = KernelCompileReport("k.py", "mm", job.target, analysis.kernel("mm").name_span,
+                                 [JobReport(job, result, False)])
+    [kc011] = [p for p in compile_problems(report) if p.code == "KC011"]
+    assert kc011.severity == Severity.INFO
+    assert "wgmma.mma_async instructions are serialized" in kc011.message and "mm" in kc011.message

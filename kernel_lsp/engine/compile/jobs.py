@@ -76,6 +76,9 @@ class Resources:
     load_widths: tuple[int, ...] = ()  # bits per global load instruction seen
     store_widths: tuple[int, ...] = ()
     uses_tma: bool = False
+    # ptxas' "Potential Performance Loss" notes (NVIDIA), e.g. wgmma serialized for lack of registers: the
+    # configuration model charges serialized wgmma, and the user sees the note on the kernel.
+    ptxas_notes: tuple[str, ...] = ()
     # Global block accesses that compiled to one element per instruction although each thread handles several:
     # (module_source line 1-based, "load" | "store", bits per element, elements per thread). NVIDIA only.
     scalar_accesses: tuple[tuple[int, str, int, int], ...] = ()

@@ -1,5 +1,5 @@
 """The compile service: plans a file's compile jobs, serves them from the result cache or the worker pool, and
-turns the results into problems (KC001–KC008, registered in analyzers/rules/compile.py).
+turns the results into problems (KC001–KC011, registered in analyzers/rules/compile.py).
 
 No triton import here: compiles run in `WorkerPool` processes (`compile_job` below is what they execute). The
 pool starts lazily (the server starts its first worker when it first compiles a file with kernels, so that
@@ -141,7 +141,7 @@ def _span_of(err: CompileError, fallback: Span) -> Span:
 
 
 def compile_problems(report: KernelCompileReport, target_spec: TargetSpec | None = None) -> list[Problem]:
-    """Problems (KC001–KC008) of one kernel on one target. Pure: no I/O. The same error in several
+    """Problems (KC001–KC011) of one kernel on one target. Pure: no I/O. The same error in several
     configurations is reported once, naming them all."""
     spec = target_spec or parse_target(report.target.name)
     kernel, here = report.kernel, report.span
@@ -232,6 +232,8 @@ def compile_problems(report: KernelCompileReport, target_spec: TargetSpec | None
                                     f"{res.shared_bytes // 1024} KB of shared memory per block, {spec.name} allows "
                                     f"{spec.shared_per_block // 1024} KB. Use smaller tiles or fewer num_stages, or "
                                     f"leave this configuration out for {spec.name}.", kernel))
+        for note in res.ptxas_notes:
+            out.append(_problem("KC011", here, f"{kernel} {where}{assumed}: ptxas reports {note}.{pin}", kernel))
         if _has_tensor_cores(spec) and _uses_dot(jr.job) and not res.matrix_instructions:
             out.append(_problem("KC005", here, f"{kernel}: tl.dot does not use tensor cores {where}; it runs on "
                                 "the FMA units. Use 16-bit (or tf32) inputs and tiles of at least 16 in every "

@@ -39,6 +39,10 @@ _SIDECAR = "kernel-lsp-report.json"
 _PTXAS_ENTRY = re.compile(r"Compiling entry function '([^']+)'")
 _PTXAS_PROPS = re.compile(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads")
 _PTXAS_REGS = re.compile(r"Used (\d+) registers(?:.*?(\d+) bytes smem)?")
+# ptxas' own performance warnings, e.g. "(C7511) Potential Performance Loss: wgmma.mma_async instructions are
+# serialized due to insufficient register resources ...": info lines, not errors, so they survive a good compile.
+_PTXAS_PERF = re.compile(r"^ptxas\S*\s+info\s*:\s*(\(C\d+\)\s*Potential Performance Loss:.*?)(?: in the function '[^']*')?"
+                         r"(?: in line \d+)?\s*$", re.MULTILINE)
 _PTXAS_DIAG = re.compile(r"^ptxas\S*\s+(?:\S+,\s*line\s+(\d+);\s*)?(error|warning|fatal)\s*:\s*(.*)$", re.MULTILINE)
 _PTXAS_FILE_LINE = re.compile(r"^ptxas\S*\s+(\S+\.ptx),\s*line\s+(\d+);\s*(error|warning)\s*:\s*(.*)$", re.MULTILINE)
 _MLIR_DIAG = re.compile(
@@ -284,6 +288,11 @@ def parse_ptxas_log(log: str) -> dict[str, dict[str, int]]:
     for name, values in out.items():
         values.update(props.get(name, {}))
     return out
+
+
+def parse_ptxas_notes(log: str) -> tuple[str, ...]:
+    """ptxas' "Potential Performance Loss" notes of a -v log, each once, without the function name and PTX line."""
+    return tuple(dict.fromkeys(m.group(1).strip() for m in _PTXAS_PERF.finditer(log)))
 
 
 def _ptx_locations(ptx: str) -> tuple[list[int | None], list[int | None], set[str]]:
@@ -796,7 +805,9 @@ def _resources(job: CompileJob, compiled, asm: dict, report: dict, nvidia: bool)
     text = asm.get("ptx" if nvidia else "amdgcn", "")
     loads, stores = _widths(text, nvidia)
     regs = spills = stack = None
+    notes: tuple[str, ...] = ()
     if nvidia:
+        notes = parse_ptxas_notes(report.get("ptxas_log", ""))
         per_fn = parse_ptxas_log(report.get("ptxas_log", ""))
         entry = per_fn.get(meta.name) or (next(iter(per_fn.values())) if per_fn else {})
         regs, spills, stack = entry.get("registers"), entry.get("spill_stores"), entry.get("stack")
@@ -822,6 +833,7 @@ def _resources(job: CompileJob, compiled, asm: dict, report: dict, nvidia: bool)
         load_widths=loads,
         store_widths=stores,
         uses_tma=nvidia and "cp.async.bulk.tensor" in text,
+        ptxas_notes=notes,
         scalar_accesses=_scalar_accesses(job, asm.get("ttgir", ""), text, num_warps) if nvidia else (),
     )
 
