@@ -36,12 +36,13 @@ from analyzers.model import Problem, Severity
 
 from .settings import Settings
 
-API_VERSION = "1.2.0"
+API_VERSION = "2.0.0"
 
 __all__ = [
-    "API_VERSION", "AnalyzeResult", "ApiError", "BatchResult", "CandidateResult", "CaseInfo", "CheckResult", "CompareResult",
-    "CompileResult", "CompiledConfig", "Finding", "FixInfo", "KernelInfo", "LatencyEntry", "MeasureResult",
-    "NotTrustedError", "ProposalResult", "TuneResult", "TuneRow", "VerdictInfo", "Workspace",
+    "API_VERSION", "AnalyzeResult", "ApiError", "BatchResult", "BatchStats", "CandidateResult", "CaseInfo", "CheckResult",
+    "CompareResult", "CompileResult", "CompiledConfig", "CudaKernelInfo", "Finding", "FixInfo", "HistoryPoint",
+    "KernelInfo", "LatencyEntry", "MeasureResult", "NotTrustedError", "ProposalResult", "RelatedInfo", "TuneResult",
+    "TuneRow", "UncompiledKernel", "VerdictInfo", "Workspace",
 ]
 
 
@@ -55,7 +56,7 @@ class NotTrustedError(ApiError):
 
 def _to_dict(obj: Any) -> Any:
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        return {f.name: _to_dict(getattr(obj, f.name)) for f in dataclasses.fields(obj) if f.metadata.get("plain", True)}
+        return {f.name: _to_dict(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
     if isinstance(obj, (list, tuple)):
         return [_to_dict(x) for x in obj]
     if isinstance(obj, dict):
@@ -372,8 +373,8 @@ class HistoryPoint(_Result):
 
 @dataclass(frozen=True)
 class BatchResult(_Result):
-    """Files and folders checked at once (`Workspace.check_files`): what `kernel-lsp check` and `kernel-lsp report`
-    print. Every field but `details` is plain data; `to_dict()` leaves `details` out."""
+    """Files and folders checked at once (`Workspace.check_files`): all that `kernel-lsp check` and `kernel-lsp report`
+    print, as plain data."""
 
     files: list[AnalyzeResult]  # every file checked, with its findings (compile and spec findings merged in)
     missing: list[str]  # paths given that do not exist
@@ -389,11 +390,6 @@ class BatchResult(_Result):
     uncompiled: list[UncompiledKernel] = field(default_factory=list)  # with `targets`
     cuda: list[CudaKernelInfo] = field(default_factory=list)  # with `targets`, where nvcc is installed
     history: list[HistoryPoint] = field(default_factory=list)  # with `history`: every checked kernel's
-    # The engine's full record of the run (engine.batch.CheckResult: compile reports, verdicts with every case,
-    # timings with their spread and history), for front ends that print more than the plain fields. Not plain
-    # data, not in `to_dict()`, and not under the version's promise. `latency[i].entries[j]` is
-    # `details.latency[i].entries[j]` as plain data.
-    details: Any = field(default=None, compare=False, repr=False, metadata={"plain": False})
 
 
 # --- helpers --------------------------------------------------------------------------------------------------
@@ -420,7 +416,7 @@ def _scrub(obj: Any, secrets: list[str]) -> Any:
         return obj
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
         return dataclasses.replace(obj, **{f.name: _scrub(getattr(obj, f.name), secrets)
-                                           for f in dataclasses.fields(obj) if f.metadata.get("plain", True)})
+                                           for f in dataclasses.fields(obj)})
     if isinstance(obj, list):
         return [_scrub(x, secrets) for x in obj]
     if isinstance(obj, dict):
@@ -1020,7 +1016,7 @@ class Workspace:
             list(dict.fromkeys(r.target.name for r in record.compiled)),
             {k: v for k, v in record.compile_stats.items() if k != "pool"}, uncompiled, cuda,
             _history(record.root, list(dict.fromkeys(kernels))) if history else [])
-        return dataclasses.replace(_scrub(plain, _secret_values()), details=record)
+        return _scrub(plain, _secret_values())
 
     # --- propose_edit ------------------------------------------------------------------------------------------
 
