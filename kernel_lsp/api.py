@@ -389,7 +389,7 @@ class BatchResult(_Result):
     compile_stats: dict[str, int] = field(default_factory=dict)  # the compile service's counts (cache hits, ...)
     uncompiled: list[UncompiledKernel] = field(default_factory=list)  # with `targets`
     cuda: list[CudaKernelInfo] = field(default_factory=list)  # with `targets`, where nvcc is installed
-    history: list[HistoryPoint] = field(default_factory=list)  # with `history`: every checked kernel's
+    history: list[HistoryPoint] = field(default_factory=list)  # with `history`: the checked kernels' timing history
 
 
 # --- helpers --------------------------------------------------------------------------------------------------
