@@ -304,3 +304,30 @@ def test_a_verdict_carries_its_lines_and_cases(workspace: Path):
     assert text.splitlines()[verdict.spec_line - 1].lstrip().startswith("def ")
     assert verdict.cases and all(isinstance(c.seed, int) and c.line is None for c in verdict.cases)
     assert all(c.first_index is None for c in verdict.cases if c.ok)
+
+
+def test_an_nki_estimate_carries_its_counted_work_and_engine_times(workspace: Path, monkeypatch: pytest.MonkeyPatch):
+    """Without a GPU, `measure` answers the estimate; an NKI kernel's is the NeuronCore model's, from counters that
+    are played back here (the NKI model's run is tested in tests/nki/)."""
+    from kernel_lsp.engine import gpu, latency
+
+    counts = {"hbm_read_bytes": 2 * 128 * 512 * 2, "hbm_write_bytes": 128 * 512 * 4, "matmul_flops": 2 * 128**2 * 512,
+              "vector_elements": 1000, "scalar_elements": 24, "tensor_columns": {"bf16": 512}, "vector_steps": 8}
+
+    def estimated(path, source, targets, kernels=None, root=None, **kw):
+        base = {"kernel": "matmul_kernel", "spec": "matmul_inputs", "shape": (128, 128, 512), "dtype": "bfloat16"}
+        return latency.LatencyReport(path, [latency.nki_entry(base, counts, [64, 128, 512])])
+
+    monkeypatch.setattr(gpu, "gpu_present", lambda: False)
+    monkeypatch.setattr(latency, "estimate_file", estimated)
+    with Workspace(workspace, allow_run=True) as ws:
+        result = ws.measure(path="vector_add.py")
+    (entry,) = result.entries
+    assert result.source == "estimate" and entry.spec == "matmul_inputs" and entry.shape == [128, 128, 512]
+    assert entry.dram_bytes == counts["hbm_read_bytes"] + counts["hbm_write_bytes"]
+    assert entry.flops == counts["matmul_flops"] + 1000 + 24
+    assert set(entry.engine_us) == {"DMA", "Tensor Engine", "Vector Engine", "Scalar Engine"}
+    assert entry.us == pytest.approx(max(entry.engine_us.values()))
+    assert entry.notes and entry.notes[-1] == "counted at (64, 128, 512) and scaled to the bench shape"
+    assert entry.iqr_us is None and entry.change_vs_previous is None
+    assert json.loads(json.dumps(result.to_dict()))["entries"][0]["engine_us"] == entry.engine_us
