@@ -36,12 +36,13 @@ from analyzers.model import Problem, Severity
 
 from .settings import Settings
 
-API_VERSION = "1.2.0"
+API_VERSION = "2.0.0"
 
 __all__ = [
-    "API_VERSION", "AnalyzeResult", "ApiError", "BatchResult", "CandidateResult", "CaseInfo", "CheckResult", "CompareResult",
-    "CompileResult", "CompiledConfig", "Finding", "FixInfo", "KernelInfo", "LatencyEntry", "MeasureResult",
-    "NotTrustedError", "ProposalResult", "TuneResult", "TuneRow", "VerdictInfo", "Workspace",
+    "API_VERSION", "AnalyzeResult", "ApiError", "BatchResult", "BatchStats", "CandidateResult", "CaseInfo", "CheckResult",
+    "CompareResult", "CompileResult", "CompiledConfig", "CudaKernelInfo", "Finding", "FixInfo", "HistoryPoint",
+    "KernelInfo", "LatencyEntry", "MeasureResult", "NotTrustedError", "ProposalResult", "RelatedInfo", "TuneResult",
+    "TuneRow", "UncompiledKernel", "VerdictInfo", "Workspace",
 ]
 
 
@@ -55,7 +56,7 @@ class NotTrustedError(ApiError):
 
 def _to_dict(obj: Any) -> Any:
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        return {f.name: _to_dict(getattr(obj, f.name)) for f in dataclasses.fields(obj) if f.metadata.get("plain", True)}
+        return {f.name: _to_dict(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
     if isinstance(obj, (list, tuple)):
         return [_to_dict(x) for x in obj]
     if isinstance(obj, dict):
@@ -78,6 +79,18 @@ class FixInfo(_Result):
 
 
 @dataclass(frozen=True)
+class RelatedInfo(_Result):
+    """Another place a finding concerns (the launch a kernel problem comes from, a helper's call site)."""
+
+    path: str
+    line: int
+    column: int
+    end_line: int
+    end_column: int
+    message: str
+
+
+@dataclass(frozen=True)
 class Finding(_Result):
     code: str
     severity: str  # "error" | "warning" | "information" | "hint"
@@ -89,6 +102,7 @@ class Finding(_Result):
     kernel: str | None = None
     rule: str | None = None
     fix: FixInfo | None = None
+    related: list[RelatedInfo] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -98,6 +112,9 @@ class KernelInfo(_Result):
     language: str  # "triton" | "nki"
     params: list[str] = field(default_factory=list)
     autotune_configs: int = 0
+    constexprs: list[str] = field(default_factory=list)  # the parameters that are tl.constexpr (Triton)
+    decorators: list[str] = field(default_factory=list)  # "jit", "autotune", "heuristics"; NKI: "jit", ...
+    api: str | None = None  # NKI: "legacy" (neuronxcc.nki) or "current" (nki)
 
 
 @dataclass(frozen=True)
@@ -128,6 +145,14 @@ class CompiledConfig(_Result):
     matrix_instructions: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # what was assumed rather than known
     ir: dict[str, str] = field(default_factory=dict)  # stage -> text, only the stages asked for
+    path: str = ""  # the kernel's file
+    line: int | None = None  # the kernel's def line
+    values: str = ""  # its constexpr values as `BLOCK_SIZE=1024, num_warps=4` (`config` when it has none)
+    error_kind: str | None = None  # "compilation", "ptxas", "timeout", "crash", "internal", "offline"
+    stack_bytes: int | None = None
+    load_widths: list[int] = field(default_factory=list)  # bits per global load instruction seen
+    store_widths: list[int] = field(default_factory=list)
+    uses_tma: bool = False
 
 
 @dataclass(frozen=True)
@@ -149,6 +174,10 @@ class CaseInfo(_Result):
     total: int = 0
     config: str | None = None
     note: str | None = None
+    seed: int | None = None
+    first_index: list[int] | None = None  # the first mismatching element
+    tail_only: bool | None = None  # every mismatch past the last full block (None: no block size applies)
+    line: int | None = None  # the store that wrote the first wrong element (interpreter)
 
 
 @dataclass(frozen=True)
@@ -163,6 +192,10 @@ class VerdictInfo(_Result):
     failed_check: str | None = None  # which honesty check decided a rejection ("no-launch", "provenance", ...)
     cases: list[CaseInfo] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    column: int | None = None
+    spec_line: int | None = None  # the spec's inputs function
+    kernel_line: int | None = None  # the kernel's def line
+    seconds: float = 0.0  # how long the check took
 
 
 @dataclass(frozen=True)
@@ -199,6 +232,13 @@ class LatencyEntry(_Result):
     peak_tbps: float | None = None  # the DRAM roof of `device`
     work_estimated: bool | None = None  # the work count is itself an estimate (sampled programs, a scaled shape)
     work_note: str | None = None  # how the work was counted, or why the roofline fraction is missing
+    spec: str | None = None  # the spec whose bench shape this is
+    change_vs_previous: float | None = None  # measurements: against the last one of the same shape and device
+    iqr_us: float | None = None  # measurements: the spread (interquartile range) of the timed runs
+    dram_bytes: float | None = None  # estimates: the DRAM bytes the model counted
+    flops: float | None = None  # the floating-point operations counted, every dtype together
+    notes: list[str] = field(default_factory=list)  # estimates: what the model assumed
+    engine_us: dict[str, float] | None = None  # NKI estimates: each NeuronCore engine's counted work alone
 
 
 @dataclass(frozen=True)
@@ -281,9 +321,60 @@ class ProposalResult(_Result):
 
 
 @dataclass(frozen=True)
+class BatchStats(_Result):
+    """What a batch check covered."""
+
+    files: int = 0
+    kernel_files: int = 0  # files with at least one kernel
+    triton_kernels: int = 0
+    nki_kernels: int = 0
+    launch_sites: int = 0
+    open_documents: int = 0
+
+
+@dataclass(frozen=True)
+class UncompiledKernel(_Result):
+    """A kernel that could not be prepared for compiling on a target (its KC finding says why)."""
+
+    path: str
+    kernel: str
+    line: int
+    target: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class CudaKernelInfo(_Result):
+    """A CUDA C++ `__global__` kernel's resources on one target, from ptxas' verbose report."""
+
+    path: str
+    name: str
+    line: int | None  # its definition; None where it was not found in the source
+    target: str
+    registers: int | None = None
+    spill_bytes: int | None = None
+    stack_bytes: int | None = None
+    shared_bytes: int | None = None
+
+
+@dataclass(frozen=True)
+class HistoryPoint(_Result):
+    """One figure of a kernel's timing history, kept under `<root>/.kernel-lsp/history` across runs."""
+
+    path: str
+    kernel: str
+    device: str
+    source: str  # "measured" | "estimate"
+    shape: list[int]
+    dtype: str
+    us: float
+    time: float | None = None  # when it was recorded (seconds since the epoch)
+
+
+@dataclass(frozen=True)
 class BatchResult(_Result):
-    """Files and folders checked at once (`Workspace.check_files`): what `kernel-lsp check` and `kernel-lsp report`
-    print. Every field but `details` is plain data; `to_dict()` leaves `details` out."""
+    """Files and folders checked at once (`Workspace.check_files`): all that `kernel-lsp check` and `kernel-lsp report`
+    print, as plain data."""
 
     files: list[AnalyzeResult]  # every file checked, with its findings (compile and spec findings merged in)
     missing: list[str]  # paths given that do not exist
@@ -293,11 +384,12 @@ class BatchResult(_Result):
     latency_source: str | None  # "measured" | "estimate" | None (nothing timed)
     messages: list[str]  # where the jobs ran, when not where asked (a Ray cluster lost, ...)
     worst: str | None  # the most severe finding's severity, None without findings
-    # The engine's full record of the run (engine.batch.CheckResult: compile reports, verdicts with every case,
-    # timings with their spread and history), for front ends that print more than the plain fields. Not plain
-    # data, not in `to_dict()`, and not under the version's promise. `latency[i].entries[j]` is
-    # `details.latency[i].entries[j]` as plain data.
-    details: Any = field(default=None, compare=False, repr=False, metadata={"plain": False})
+    stats: BatchStats = field(default_factory=BatchStats)
+    compile_targets: list[str] = field(default_factory=list)  # with `targets`: the targets compiled for
+    compile_stats: dict[str, int] = field(default_factory=dict)  # the compile service's counts (cache hits, ...)
+    uncompiled: list[UncompiledKernel] = field(default_factory=list)  # with `targets`
+    cuda: list[CudaKernelInfo] = field(default_factory=list)  # with `targets`, where nvcc is installed
+    history: list[HistoryPoint] = field(default_factory=list)  # with `history`: the checked kernels' timing history
 
 
 # --- helpers --------------------------------------------------------------------------------------------------
@@ -324,7 +416,7 @@ def _scrub(obj: Any, secrets: list[str]) -> Any:
         return obj
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
         return dataclasses.replace(obj, **{f.name: _scrub(getattr(obj, f.name), secrets)
-                                           for f in dataclasses.fields(obj) if f.metadata.get("plain", True)})
+                                           for f in dataclasses.fields(obj)})
     if isinstance(obj, list):
         return [_scrub(x, secrets) for x in obj]
     if isinstance(obj, dict):
@@ -332,7 +424,8 @@ def _scrub(obj: Any, secrets: list[str]) -> Any:
     return obj
 
 
-def _finding(p: Problem) -> Finding:
+def _finding(p: Problem, path: str) -> Finding:
+    """An analyzer problem of the file at `path` as the API's finding."""
     from analyzers.rules import RULES
 
     fix = None
@@ -341,16 +434,34 @@ def _finding(p: Problem) -> Finding:
                                      "end_line": e.span.end_line + 1, "end_column": e.span.end_col + 1,
                                      "text": e.new_text} for e in p.fix.edits])
     rule = RULES.get(p.code)
+    related = [RelatedInfo(r.path or path, r.span.start_line + 1, r.span.start_col + 1, r.span.end_line + 1,
+                           r.span.end_col + 1, r.message) for r in p.related]
     return Finding(p.code, _SEVERITY.get(p.severity, "information"), p.message, p.span.start_line + 1,
                    p.span.start_col + 1, p.span.end_line + 1, p.span.end_col + 1, p.kernel,
-                   rule.name if rule else None, fix)
+                   rule.name if rule else None, fix, related)
+
+
+def _kernel_infos(analysis: Any) -> list[KernelInfo]:
+    """A file analysis' Triton kernels, then its NKI kernels."""
+    if analysis is None:
+        return []
+    return ([KernelInfo(k.name, k.name_span.start_line + 1, "triton", [q.name for q in k.params],
+                        len(k.autotune_configs), [q.name for q in k.params if q.is_constexpr], list(k.decorators))
+             for k in analysis.kernels]
+            + [KernelInfo(k.name, k.name_span.start_line + 1, "nki", list(k.params), decorators=list(k.decorators),
+                          api=k.api) for k in analysis.nki_kernels])
+
+
+def _line(zero_based: int | None) -> int | None:
+    return None if zero_based is None else zero_based + 1
 
 
 def _verdict(v: Any) -> VerdictInfo:
-    cases = [CaseInfo(list(c.shape), c.dtype, c.ok, c.max_abs, c.max_rel, c.mismatched, c.total, c.config, c.note)
+    cases = [CaseInfo(list(c.shape), c.dtype, c.ok, c.max_abs, c.max_rel, c.mismatched, c.total, c.config, c.note,
+                      c.seed, None if c.first_index is None else list(c.first_index), c.tail_only, _line(c.line))
              for c in v.cases]
-    return VerdictInfo(v.kernel, v.spec, v.status, v.ok, v.device, v.message,
-                       v.line + 1 if v.line is not None else None, v.failed_check, cases, list(v.notes))
+    return VerdictInfo(v.kernel, v.spec, v.status, v.ok, v.device, v.message, _line(v.line), v.failed_check, cases,
+                       list(v.notes), _line(v.column), v.spec_line + 1, v.kernel_line + 1, round(v.duration_s, 3))
 
 
 def _edits(edits: Sequence[tuple[tuple[int, int, int, int], str]]) -> list[dict[str, Any]]:
@@ -363,9 +474,14 @@ def _latency_entry(e: Any, **roofline: Any) -> LatencyEntry:
     if "roofline_us" not in roofline and e.fraction_of_roofline is not None and e.us is not None:
         roofline = {"roofline_us": e.fraction_of_roofline * e.us, "work_estimated": True,
                     "work_note": "an estimate: the roofline model's time for the work counted under the interpreter"}
+    est, work = e.estimate or {}, e.work or {}
+    flops = sum((work.get("tensor_flops") or {}).values()) + float(work.get("vector_flops") or 0.0) if work else None
     return LatencyEntry(e.kernel, list(e.shape), e.dtype, e.source, e.device, e.us, e.label, e.config, e.chosen,
                         e.bound, roofline.pop("fraction_of_roofline", e.fraction_of_roofline), e.reference_us,
-                        e.speedup, e.suspicious, e.error, **roofline)
+                        e.speedup, e.suspicious, e.error, **roofline, spec=e.spec,
+                        change_vs_previous=e.change_vs_previous, iqr_us=(e.timing or {}).get("iqr_us"),
+                        dram_bytes=est.get("dram_bytes"), flops=flops, notes=list(est.get("notes") or ()),
+                        engine_us=dict(est["engine_us"]) if est.get("engine_us") else None)
 
 
 def _with_roofline(measured: Sequence[Any], counted: list[dict] | str) -> list[LatencyEntry]:
@@ -387,6 +503,8 @@ def _json_value(v: Any) -> Any:
 
 def _compiled_configs(report: Any, stages: Sequence[str] = ()) -> list[CompiledConfig]:
     """A compile report's configurations as plain data; `stages`: the IR texts to include."""
+    from .engine.compile.service import config_text
+
     configs = []
     for jr in report.jobs:
         r, res = jr.result, jr.result.resources
@@ -399,8 +517,27 @@ def _compiled_configs(report: Any, stages: Sequence[str] = ()) -> list[CompiledC
             err.col + 1 if err and err.col is not None else None,
             res.registers, res.spill_bytes, res.shared_bytes, res.occupancy,
             list(res.matrix_instructions), list(jr.job.notes),
-            {s: r.asm[s] for s in stages if s in r.asm}))
+            {s: r.asm[s] for s in stages if s in r.asm}, report.path, report.span.start_line + 1,
+            config_text(jr.job), err.kind if err else None, res.stack_bytes, list(res.load_widths),
+            list(res.store_widths), bool(res.uses_tma)))
     return configs
+
+
+def _history(root: str, kernels: Sequence[tuple[str, str]]) -> list[HistoryPoint]:
+    """The timing history of each (path, kernel): the figures with a device and a number (older entries and
+    damaged files hold others)."""
+    from .engine.latency import history_name, load_history
+
+    points = []
+    for path, kernel in kernels:
+        for h in load_history(root, history_name(path, kernel)):
+            us, device, shape = h.get("us"), h.get("device"), h.get("shape")
+            if isinstance(us, (int, float)) and not isinstance(us, bool) and device:
+                points.append(HistoryPoint(path, kernel, str(device),
+                                           "estimate" if h.get("source") == "estimate" else "measured",
+                                           list(shape) if isinstance(shape, list) else [], str(h.get("dtype") or ""),
+                                           float(us), h["time"] if isinstance(h.get("time"), (int, float)) else None))
+    return points
 
 
 # --- the workspace --------------------------------------------------------------------------------------------
@@ -535,14 +672,7 @@ class Workspace:
 
         index = WorkspaceIndex(self.settings)
         entry = index.store_analysis(full, self._analysis(full, text), None, True)
-        analysis = entry.analysis
-        kernels = []
-        if analysis is not None:
-            kernels = [KernelInfo(k.name, k.name_span.start_line + 1, "triton", [p.name for p in k.params],
-                                  len(k.autotune_configs)) for k in analysis.kernels]
-            kernels += [KernelInfo(k.name, k.name_span.start_line + 1, "nki", list(k.params)) for k in
-                        analysis.nki_kernels]
-        return AnalyzeResult(full, kernels, [_finding(p) for p in index.problems(full)])
+        return AnalyzeResult(full, _kernel_infos(entry.analysis), [_finding(p, full) for p in index.problems(full)])
 
     def _analysis(self, full: str, text: str):
         """The file's analysis, through a parse cache per path as the editor keeps per document: an agent re-reads
@@ -638,7 +768,7 @@ class Workspace:
         for report in reports:
             if report.plan_error:
                 not_compiled.append(f"{report.kernel} on {report.target.name}: {report.plan_error}")
-            findings += [_finding(p) for p in compile_problems(report)]
+            findings += [_finding(p, full) for p in compile_problems(report)]
             configs += _compiled_configs(report, stages)
         return _scrub(CompileResult(full, configs, findings, not_compiled), _secret_values())
 
@@ -818,14 +948,15 @@ class Workspace:
 
     def check_files(self, paths: Sequence[str | os.PathLike], *, targets: Sequence[str] = (),
                     run_checks: bool = False, latency: bool = False, confined: bool = True,
-                    progress: Callable[[str, int, int], None] | None = None) -> BatchResult:
+                    history: bool = False, progress: Callable[[str, int, int], None] | None = None) -> BatchResult:
         """Files and folders at once, as `kernel-lsp check` and `kernel-lsp report` do: every Triton, NKI and CUDA
         source under `paths` analysed, with launch sites checked across files; with `targets`, every kernel compiled
         for them; with `run_checks`, every spec checked (runs the files' code: needs trust); with `latency` as well,
         every kernel that passed timed at its bench shapes (measured on a GPU, with the roofline fraction of its
         counted work, else estimated). `confined=False` lets paths lie outside the workspace (the command line
-        names its own files); the workspace's root still holds the caches. `progress(what, done, total)` hears of
-        "analysing", "compiling", "checking" and "timing"."""
+        names its own files); the workspace's root still holds the caches. `history`: every kernel's timing history
+        kept in the workspace as well. `progress(what, done, total)` hears of "analysing", "compiling", "checking"
+        and "timing"."""
         from analyzers.targets import UnknownTargetError, parse_target
 
         from .engine.batch import check_paths
@@ -855,13 +986,8 @@ class Workspace:
         files = []
         for path, problems in record.problems.items():
             entry = record.index.files.get(path)
-            analysis = entry.analysis if entry is not None else None
-            kernels = [] if analysis is None else (
-                [KernelInfo(k.name, k.name_span.start_line + 1, "triton", [q.name for q in k.params],
-                            len(k.autotune_configs)) for k in analysis.kernels]
-                + [KernelInfo(k.name, k.name_span.start_line + 1, "nki", list(k.params))
-                   for k in analysis.nki_kernels])
-            files.append(AnalyzeResult(path, kernels, [_finding(p) for p in problems]))
+            files.append(AnalyzeResult(path, _kernel_infos(entry.analysis if entry is not None else None),
+                                       [_finding(p, path) for p in problems]))
         by_file: dict[str, list[VerdictInfo]] = {}
         for path, v in record.verdicts:
             by_file.setdefault(path, []).append(_verdict(v))
@@ -876,10 +1002,21 @@ class Workspace:
                 entries, source = [_latency_entry(e) for e in report.entries], "estimate"
             timed.append(MeasureResult(report.path, source, entries, list(report.errors)))
         worst = record.worst()
-        plain = BatchResult(files, list(record.missing), [c for r in record.compiled for c in _compiled_configs(r)],
-                            checks, timed, record.latency_source, list(record.messages),
-                            _SEVERITY.get(worst) if worst is not None else None)
-        return dataclasses.replace(_scrub(plain, _secret_values()), details=record)
+        stats = record.index.stats()
+        cuda = [CudaKernelInfo(k.path, k.name, k.line + 1 if k.line >= 0 else None, k.target, k.registers,
+                               k.spill_bytes, k.stack_bytes, k.shared_bytes) for k in record.cuda]
+        uncompiled = [UncompiledKernel(r.path, r.kernel, r.span.start_line + 1, r.target.name, r.plan_error)
+                      for r in record.compiled if r.plan_error]
+        kernels = [(f.path, k.name) for f in files for k in f.kernels]
+        plain = BatchResult(
+            files, list(record.missing), [c for r in record.compiled for c in _compiled_configs(r)], checks, timed,
+            record.latency_source, list(record.messages), _SEVERITY.get(worst) if worst is not None else None,
+            BatchStats(stats["files"], stats["kernelFiles"], stats["tritonKernels"], stats["nkiKernels"],
+                       stats["launchSites"], stats["openDocuments"]),
+            list(dict.fromkeys(r.target.name for r in record.compiled)),
+            {k: v for k, v in record.compile_stats.items() if k != "pool"}, uncompiled, cuda,
+            _history(record.root, list(dict.fromkeys(kernels))) if history else [])
+        return _scrub(plain, _secret_values())
 
     # --- propose_edit ------------------------------------------------------------------------------------------
 

@@ -309,14 +309,15 @@ def _check_once(args: argparse.Namespace, settings: Settings, targets: list[str]
     return EXIT_PROBLEMS if threshold is not None and worst is not None and worst <= threshold else EXIT_OK
 
 
-def _check_files(args: argparse.Namespace, settings: Settings, targets: list[str], run_checks: bool, progress):
+def _check_files(args: argparse.Namespace, settings: Settings, targets: list[str], run_checks: bool, progress,
+                 history: bool = False):
     """`check` and `report` are the Python API's batch operation over the current folder; running the command
     with the checks asked for is the consent to run the files' code."""
     from .api import Workspace
 
     with Workspace(os.getcwd(), settings=settings, allow_run=True) as workspace:
         return workspace.check_files(args.paths, targets=targets, run_checks=run_checks, latency=run_checks,
-                                     confined=False, progress=progress)
+                                     confined=False, history=history, progress=progress)
 
 
 def _watch(args: argparse.Namespace, settings: Settings, targets: list[str]) -> int:
@@ -384,7 +385,7 @@ def _report(args: argparse.Namespace) -> int:
     elif not run_checks:
         not_run.append("no spec was checked and no kernel timed (--no-checks)")
     with _Progress(_show_progress(args)) as progress:
-        result = _check_files(args, settings, targets, run_checks, progress)
+        result = _check_files(args, settings, targets, run_checks, progress, history=True)
     for path in result.missing:
         print(f"kernel-lsp: {path}: no such file or directory", file=sys.stderr)
     page = html_page(result, not_run=not_run, checks_ran=run_checks)

@@ -1,7 +1,8 @@
 """`kernel-lsp report`: one self-contained HTML page of a check run. Per kernel: its verdicts, what it compiled to per
 target and configuration, its latency per bench shape (measured or estimated, labelled) and its history per device;
 then a roofline chart per device placing each kernel and shape under the device's compute and bandwidth roofs.
-Charts are drawn by plotly, whose script is embedded once, so the page needs no network."""
+Charts are drawn by plotly, whose script is embedded once, so the page needs no network. Everything on the page comes
+from the API's `BatchResult` (`Workspace.check_files(..., history=True)`)."""
 
 from __future__ import annotations
 
@@ -14,11 +15,9 @@ from collections.abc import Iterable
 from typing import Any
 
 from analyzers.hardware import Hardware, get_device
-from analyzers.model import Severity
 
 from . import __version__
-from .api import BatchResult
-from .engine.batch import CheckResult
+from .api import BatchResult, CompiledConfig, Finding, HistoryPoint, LatencyEntry, UncompiledKernel, VerdictInfo
 
 _STYLE = """
 body { font: 14px/1.45 system-ui, sans-serif; margin: 24px auto; max-width: 1180px; color: #1d2329; }
@@ -76,53 +75,48 @@ def _device_of(name: str) -> Hardware | None:
     return None
 
 
-def _flops(entry) -> float | None:
-    work = entry.work or {}
-    if not work:
-        return None
-    return sum((work.get("tensor_flops") or {}).values()) + float(work.get("vector_flops") or 0.0)
-
-
-def _dram_bytes(entry) -> float | None:
-    return (entry.estimate or {}).get("dram_bytes")
+_SEVERITY_ORDER = ("error", "warning", "information", "hint")
 
 
 class _Kernel:
     def __init__(self, path: str, name: str, line: int, language: str):
-        self.path, self.name, self.line, self.language = path, name, line, language
-        self.verdicts: list = []
-        self.compiled: list = []
-        self.latency: list = []
-        self.plain: dict[int, Any] = {}  # id of a latency entry -> the API's entry (a measurement's roofline)
-        self.problems: list = []
+        self.path, self.name, self.line, self.language = path, name, line, language  # line: 1-based
+        self.verdicts: list[VerdictInfo] = []
+        self.compiled: list[CompiledConfig] = []
+        self.uncompiled: list[UncompiledKernel] = []
+        self.latency: list[LatencyEntry] = []
+        self.history: list[HistoryPoint] = []
+        self.problems: list[Finding] = []
 
 
 def _kernels(batch: BatchResult) -> list[_Kernel]:
-    result: CheckResult = batch.details
     out: dict[tuple[str, str], _Kernel] = {}
-    for path in sorted(result.index.files):
-        analysis = result.index.files[path].analysis
-        if analysis is None:
-            continue
-        for k in analysis.kernels:
-            out.setdefault((path, k.name), _Kernel(path, k.name, k.name_span.start_line, "Triton"))
-        for k in analysis.nki_kernels:
-            out.setdefault((path, k.name), _Kernel(path, k.name, k.name_span.start_line, "NKI"))
-    for path, v in result.verdicts:
-        if (path, v.kernel) in out:
-            out[(path, v.kernel)].verdicts.append(v)
-    for report in result.compiled:
-        if (report.path, report.kernel) in out:
-            out[(report.path, report.kernel)].compiled.append(report)
-    for report, plain in zip(result.latency, batch.latency):
-        for e, p in zip(report.entries, plain.entries):
+    for f in sorted(batch.files, key=lambda f: f.path):
+        for k in f.kernels:
+            out.setdefault((f.path, k.name), _Kernel(f.path, k.name, k.line,
+                                                     "Triton" if k.language == "triton" else "NKI"))
+    for check in batch.checks:
+        for v in check.verdicts:
+            if (check.path, v.kernel) in out:
+                out[(check.path, v.kernel)].verdicts.append(v)
+    # A kernel that could not be planned has no configuration on any target, so its rows never mix with these.
+    for u in batch.uncompiled:
+        if (u.path, u.kernel) in out:
+            out[(u.path, u.kernel)].uncompiled.append(u)
+    for c in batch.compiled:
+        if (c.path, c.kernel) in out:
+            out[(c.path, c.kernel)].compiled.append(c)
+    for report in batch.latency:
+        for e in report.entries:
             if (report.path, e.kernel) in out:
                 out[(report.path, e.kernel)].latency.append(e)
-                out[(report.path, e.kernel)].plain[id(e)] = p
-    for path, problems in result.problems.items():
-        for p in problems:
-            if p.kernel and (path, p.kernel) in out:
-                out[(path, p.kernel)].problems.append(p)
+    for h in batch.history:
+        if (h.path, h.kernel) in out:
+            out[(h.path, h.kernel)].history.append(h)
+    for f in batch.files:
+        for p in f.findings:
+            if p.kernel and (f.path, p.kernel) in out:
+                out[(f.path, p.kernel)].problems.append(p)
     return list(out.values())
 
 
@@ -139,23 +133,16 @@ def _verdict_html(k: _Kernel, checks_ran: bool) -> str:
 
 
 def _resources_html(k: _Kernel) -> str:
-    from .engine.compile.service import config_text
-
-    rows = []
-    for report in k.compiled:
-        if report.plan_error:
-            rows.append([_e(report.target.name), "-", f"not compiled: {_e(report.plan_error)}", "", "", "", "", ""])
-        for jr in report.jobs:
-            r = jr.result
-            if not r.ok:
-                why = r.error.message if r.error else "failed"
-                rows.append([_e(report.target.name), _e(config_text(jr.job)), f"error: {_e(why)}", "", "", "", "", ""])
-                continue
-            res = r.resources
-            rows.append([_e(report.target.name), _e(config_text(jr.job)), "ok",
-                         _e(res.registers if res.registers is not None else "?"), _e(res.spill_bytes or 0),
-                         _e(res.shared_bytes or 0), _e(f"{res.occupancy:.0%}" if res.occupancy is not None else "?"),
-                         _e("/".join(res.matrix_instructions) or "-")])
+    rows = [[_e(u.target), "-", f"not compiled: {_e(u.reason)}", "", "", "", "", ""] for u in k.uncompiled]
+    for c in k.compiled:
+        if not c.ok:
+            why = c.error if c.error_kind is not None else "failed"
+            rows.append([_e(c.target), _e(c.values), f"error: {_e(why)}", "", "", "", "", ""])
+            continue
+        rows.append([_e(c.target), _e(c.values), "ok",
+                     _e(c.registers if c.registers is not None else "?"), _e(c.spill_bytes or 0),
+                     _e(c.shared_bytes or 0), _e(f"{c.occupancy:.0%}" if c.occupancy is not None else "?"),
+                     _e("/".join(c.matrix_instructions) or "-")])
     if not rows:
         return ""
     return "<h3>Resources per target and configuration</h3>" + _table(
@@ -174,10 +161,8 @@ def _latency_html(k: _Kernel) -> str:
             continue
         what = "measured" if e.source == "measured" else "estimated"
         fraction = e.fraction_of_roofline
-        if e.source == "measured" and (p := k.plain.get(id(e))) is not None:
-            fraction = p.fraction_of_roofline
-            if fraction is not None and p.work_estimated:
-                what += "; work count estimated"
+        if e.source == "measured" and fraction is not None and e.work_estimated:
+            what += "; work count estimated"
         roof = f"{fraction:.0%}" if fraction is not None else "-"
         rows.append([_e(tuple(e.shape)), _e(e.dtype), _e(e.device), _e(e.config or "-"),
                      f"{_e(_us(e.us))} <span class='note'>({what})</span>", _e(e.bound or "-"), _e(roof),
@@ -187,16 +172,13 @@ def _latency_html(k: _Kernel) -> str:
         numeric=(4, 6, 7))
 
 
-def _history_html(k: _Kernel, root: str) -> str:
+def _history_html(k: _Kernel) -> str:
     """The kernel's history, one series per device, kind (measured or estimated), shape and dtype: figures of two
     devices are never compared with each other."""
-    from .engine.latency import history_name, load_history
-
     series: dict[tuple, list[float]] = defaultdict(list)
-    for h in load_history(root, history_name(k.path, k.name)):
-        if isinstance(h.get("us"), (int, float)) and h.get("device"):
-            kind = "estimated" if h.get("source") == "estimate" else "measured"
-            series[(h["device"], kind, tuple(h.get("shape") or ()), h.get("dtype") or "")].append(float(h["us"]))
+    for h in k.history:
+        kind = "estimated" if h.source == "estimate" else "measured"
+        series[(h.device, kind, tuple(h.shape), h.dtype)].append(h.us)
     if not series:
         return ""
     rows = [[_e(device), _e(kind), _e(shape), _e(dtype), _e(" → ".join(_us(u) for u in values[-8:])),
@@ -216,7 +198,7 @@ def _roofline_figures(kernels: list[_Kernel]) -> tuple[list[tuple[str, Any]], li
         for e in k.latency:
             if e.us is None or (e.source == "estimate" and not e.chosen):
                 continue
-            flops, dram = _flops(e), _dram_bytes(e)
+            flops, dram = e.flops, e.dram_bytes
             if not flops or not dram:
                 why = "its work was not counted" if flops is None or dram is None else "it counts no floating-point work"
                 unplaced.append(f"{k.name} {tuple(e.shape)} {e.dtype} on {e.device}: {why}")
@@ -265,28 +247,26 @@ def html_page(batch: BatchResult, not_run: Iterable[str] = (), checks_ran: bool 
     """The whole page as a string (plotly's script inline when there is a chart), from the API's `BatchResult`.
     `not_run`: what was not done and why, listed at the top; `checks_ran`: whether the specs were run (else no
     kernel is said to lack one)."""
-    result: CheckResult = batch.details
     kernels = _kernels(batch)
-    stats = result.index.stats()
-    counts = {s: result.count(s) for s in (Severity.ERROR, Severity.WARNING, Severity.INFO)}
+    stats = batch.stats
+    counts = {s: sum(1 for f in batch.files for p in f.findings if p.severity == s) for s in _SEVERITY_ORDER}
     when = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
     source = {"measured": "measured on this machine's GPU",
               "estimate": "estimated by the roofline model (no GPU): estimates, not measurements"}.get(
-        result.latency_source or "", "")
+        batch.latency_source or "", "")
     parts = [(f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>kernel-lsp report</title>"
               f"<style>{_STYLE}</style></head><body>"),
              "<h1>kernel-lsp report</h1>",
-             f"<p class='note'>kernel-lsp {_e(__version__)}, {_e(when)}. {stats['files']} files, "
-             f"{stats['tritonKernels']} Triton kernels, {stats['nkiKernels']} NKI kernels; "
-             f"{_n(counts[Severity.ERROR], 'error')}, {_n(counts[Severity.WARNING], 'warning')}, "
-             f"{_n(counts[Severity.INFO], 'note')}."
-             + (f" Compiled for {_e(', '.join(dict.fromkeys(r.target.name for r in result.compiled)))}."
-                if result.compiled else "")
+             f"<p class='note'>kernel-lsp {_e(__version__)}, {_e(when)}. {stats.files} files, "
+             f"{stats.triton_kernels} Triton kernels, {stats.nki_kernels} NKI kernels; "
+             f"{_n(counts['error'], 'error')}, {_n(counts['warning'], 'warning')}, "
+             f"{_n(counts['information'], 'note')}."
+             + (f" Compiled for {_e(', '.join(batch.compile_targets))}." if batch.compile_targets else "")
              + (f" Latency {_e(source)}." if source else "") + "</p>"]
-    if not_run or result.missing:
+    if not_run or batch.missing:
         parts.append("<ul class='not-run'>" + "".join(f"<li>{_e(n)}</li>" for n in not_run)
-                     + "".join(f"<li>{_e(p)}: no such file or directory</li>" for p in result.missing) + "</ul>")
-    errors = [(r.path, m) for r in result.latency for m in r.errors]
+                     + "".join(f"<li>{_e(p)}: no such file or directory</li>" for p in batch.missing) + "</ul>")
+    errors = [(r.path, m) for r in batch.latency for m in r.errors]
     if errors:
         parts.append("<ul class='not-run'>" + "".join(f"<li>{_e(_display(p))}: latency: {_e(m)}</li>"
                                                       for p, m in errors) + "</ul>")
@@ -304,15 +284,15 @@ def html_page(batch: BatchResult, not_run: Iterable[str] = (), checks_ran: bool 
     if not kernels:
         parts.append("<p>No kernel found under the given paths.</p>")
     for k in kernels:
-        worst = sorted(k.problems, key=lambda p: p.severity)
+        worst = sorted(k.problems, key=lambda p: _SEVERITY_ORDER.index(p.severity))
         problems = (f" · {len(k.problems)} problem{'s' if len(k.problems) != 1 else ''} (worst: "
                     f"{_e(worst[0].code)} {_e(worst[0].message)})" if worst else "")
         parts.append(f"<div class='kernel'><h3 id='{_e(k.name)}'>{_e(k.name)} <span class='note'>({k.language}, "
-                     f"<code>{_e(_display(k.path))}:{k.line + 1}</code>{problems})</span></h3>")
+                     f"<code>{_e(_display(k.path))}:{k.line}</code>{problems})</span></h3>")
         parts.append(_verdict_html(k, checks_ran))
         parts.append(_resources_html(k))
         parts.append(_latency_html(k))
-        parts.append(_history_html(k, result.root))
+        parts.append(_history_html(k))
         parts.append("</div>")
     parts.append("</body></html>")
     return "\n".join(parts)

@@ -1,8 +1,10 @@
 """The command line uses the Python API for the operations it offers: `kernel-lsp tune` is `Workspace.tune`,
-`kernel-lsp check` and `kernel-lsp report` are `Workspace.check_files`."""
+`kernel-lsp check` and `kernel-lsp report` are `Workspace.check_files`, and what the front ends print comes from
+the API's typed results only."""
 
 from __future__ import annotations
 
+import ast
 import json
 from pathlib import Path
 
@@ -11,7 +13,55 @@ import pytest
 from kernel_lsp import cli
 from kernel_lsp.api import BatchResult, TuneResult, TuneRow, Workspace
 
-from .conftest import EXAMPLES
+from .conftest import EXAMPLES, REPO
+
+# The front ends of docs/architecture.md: what they print or answer is the API's promise, not the engine's record.
+FRONT_ENDS = ("kernel_lsp/report.py", "kernel_lsp/html_report.py", "kernel_lsp/cli.py", "kernel_lsp/mcp_server.py")
+PRINTERS = ("kernel_lsp/report.py", "kernel_lsp/html_report.py")  # they print nothing but a BatchResult
+
+
+def engine_result_uses(path: Path, printer: bool, root: Path = REPO) -> list[str]:
+    """What a front end takes from the engine beyond the API: any engine import in a printer; elsewhere the engine's
+    classes (result types and the like: the command line may call engine functions and read constants, for
+    trust, watching and availability), and the batch record's module; and every `details` attribute."""
+    from tests.test_architecture import imports_of
+
+    found = []
+    for module, line in imports_of(path, root):
+        if not module.startswith("kernel_lsp.engine"):
+            continue
+        name = module.rpartition(".")[2]
+        is_class = name[:1].isupper() and not name.isupper()
+        if printer or is_class or module == "kernel_lsp.engine.batch" or module.startswith("kernel_lsp.engine.batch."):
+            found.append(f"{path.name}:{line} imports {module}")
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Attribute) and node.attr == "details":
+            found.append(f"{path.name}:{node.lineno} reads .details")
+        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("getattr", "hasattr")
+              and any(isinstance(a, ast.Constant) and a.value == "details" for a in node.args)):
+            found.append(f"{path.name}:{node.lineno} reads details by name")
+    return found
+
+
+def test_front_ends_print_only_the_api_types():
+    found = [use for rel in FRONT_ENDS for use in engine_result_uses(REPO / rel, rel in PRINTERS)]
+    assert found == []
+
+
+def test_the_front_end_check_sees_engine_records(tmp_path: Path):
+    """The check above finds each way a front end could reach past the API."""
+    (tmp_path / "kernel_lsp").mkdir()
+    printer = tmp_path / "kernel_lsp" / "printer.py"
+    printer.write_text("from .engine.compile.service import config_text\n"
+                       "def show(batch):\n    return batch.details.problems\n", encoding="utf-8")
+    other = tmp_path / "kernel_lsp" / "other.py"
+    other.write_text("from .engine.cuda import CUDA_SUFFIXES, CudaKernel\nfrom .engine import batch\n"
+                     "def show(batch):\n    return getattr(batch, 'details')\n", encoding="utf-8")
+    assert engine_result_uses(printer, True, tmp_path) == [
+        "printer.py:1 imports kernel_lsp.engine.compile.service",
+        "printer.py:1 imports kernel_lsp.engine.compile.service.config_text", "printer.py:3 reads .details"]
+    assert engine_result_uses(other, False, tmp_path) == ["other.py:1 imports kernel_lsp.engine.cuda.CudaKernel", "other.py:2 imports kernel_lsp.engine.batch",
+                    "other.py:4 reads details by name"]
 
 
 def test_tune_command_prints_what_the_api_answers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
@@ -121,8 +171,10 @@ def test_batch_result_is_plain_data_without_its_engine_record(tmp_path: Path):
         with pytest.raises(Exception, match="outside the workspace"):
             ws.check_files(["/"])
     data = found.to_dict()
-    assert "details" not in data and json.loads(json.dumps(data)) == data
+    assert json.loads(json.dumps(data)) == data
+    assert not hasattr(found, "details") and "details" not in data
     (checked,) = found.files
     assert checked.path == str(tmp_path / "buggy_kernels.py") and found.missing == ["missing.py"]
     assert found.worst == "error" and {f.code for f in checked.findings} >= {"TR001", "TR007", "TR010"}
-    assert found.details.problems[checked.path]  # the engine's record is kept for the command line's reports
+    assert found.stats.files == 1 and found.stats.triton_kernels == 4 and found.stats.launch_sites == 2
+    assert found.compiled == [] and found.compile_targets == [] and found.history == []
