@@ -102,10 +102,15 @@ def _items(node: ast.expr, lookup) -> list[object] | None:
             and not node.keywords:
         bounds = [evaluate(a, lookup) for a in node.args]
         ints = [b for b in bounds if isinstance(b, int) and not isinstance(b, bool)]
-        if bounds and len(ints) == len(bounds):
-            r = range(*ints)
-            return list(r) if len(r) <= _MAX_COMPREHENSION_CONFIGS else None
-        return None
+        # A range Python refuses (more than three bounds, a zero step) is no list of configs either.
+        if not 1 <= len(ints) == len(bounds) <= 3 or (len(ints) == 3 and ints[2] == 0):
+            return None
+        r = range(*ints)
+        try:
+            count = len(r)
+        except OverflowError:  # more values than sys.maxsize
+            return None
+        return list(r) if count <= _MAX_COMPREHENSION_CONFIGS else None
     if isinstance(node, ast.Name):
         v = lookup(node)
         return list(v) if isinstance(v, (list, tuple)) else None
