@@ -101,10 +101,16 @@ def _items(node: ast.expr, lookup) -> list[object] | None:
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "range" \
             and not node.keywords:
         bounds = [evaluate(a, lookup) for a in node.args]
-        if bounds and all(isinstance(b, int) and not isinstance(b, bool) for b in bounds):
-            r = range(*bounds)  # type: ignore[arg-type]
-            return list(r) if len(r) <= _MAX_COMPREHENSION_CONFIGS else None
-        return None
+        ints = [b for b in bounds if isinstance(b, int) and not isinstance(b, bool)]
+        # A range Python refuses (more than three bounds, a zero step) is no list of configs either.
+        if not 1 <= len(ints) == len(bounds) <= 3 or (len(ints) == 3 and ints[2] == 0):
+            return None
+        r = range(*ints)
+        try:
+            count = len(r)
+        except OverflowError:  # more values than sys.maxsize
+            return None
+        return list(r) if count <= _MAX_COMPREHENSION_CONFIGS else None
     if isinstance(node, ast.Name):
         v = lookup(node)
         return list(v) if isinstance(v, (list, tuple)) else None
@@ -370,7 +376,11 @@ def _expr_kind(node: ast.expr, imports: ImportMap, local_kinds: dict[str, str]) 
     return "expr"
 
 
-def _local_kinds(fn: ast.AST | None, imports: ImportMap) -> dict[str, str]:
+# What a launch sits in: a function, a class body, or the module (None).
+_Scope = ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef
+
+
+def _local_kinds(fn: _Scope | None, imports: ImportMap) -> dict[str, str]:
     """Classify names assigned in the function around a launch: tensors and runtime sizes."""
     kinds: dict[str, str] = {}
     reassigned: set[str] = set()  # names also bound to something that is not a runtime size
@@ -407,7 +417,7 @@ def _launch_sites(
 ) -> list[LaunchSite]:
     sites: list[LaunchSite] = []
 
-    def visit(scope: ast.AST | None, nodes: list[ast.stmt]) -> None:
+    def visit(scope: _Scope | None, nodes: list[ast.stmt]) -> None:
         kinds: dict[str, str] | None = None
         # A launch is `name[grid](...)`: statements whose text has no "](" cannot hold one, so skip walking them.
         stack: list[ast.AST] = [n for n in nodes if _LAUNCH_TEXT.search(src.statement_text(n))]
@@ -417,15 +427,15 @@ def _launch_sites(
                 visit(node, node.body)
                 continue
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Subscript):
-                site = _site(node, scope)
+                site = _site(node, node.func, scope)
                 if site is not None:
                     if kinds is None:
                         kinds = _local_kinds(scope, imports)
                     sites.append(_with_kinds(site, node, kinds))
             stack.extend(ast.iter_child_nodes(node))
 
-    def _site(call: ast.Call, scope: ast.AST | None) -> LaunchSite | None:
-        callee_node = call.func.value  # type: ignore[attr-defined]
+    def _site(call: ast.Call, func: ast.Subscript, scope: _Scope | None) -> LaunchSite | None:
+        callee_node = func.value
         if isinstance(callee_node, ast.Name):
             callee = callee_node.id
             full = imports.names.get(callee)
@@ -465,12 +475,12 @@ def _launch_sites(
         context = (tuple(sorted(imports.names.items())), frozenset(kernel_names))
         for stmt in body:
             found, moved = memo.get("launch_sites", stmt, context)
-            if found is StatementMemo.MISSING:
+            if isinstance(found, tuple):  # the statement's sites, put below by an earlier analysis
+                sites.extend(shift_launch_site(site, moved) for site in found)
+            else:
                 start = len(sites)
                 visit(None, [stmt])
                 memo.put("launch_sites", stmt, context, tuple(sites[start:]))
-            else:
-                sites.extend(shift_launch_site(site, moved) for site in found)
     sites.sort(key=lambda s: (s.span.start_line, s.span.start_col))
     return sites
 
@@ -520,7 +530,8 @@ def discover_triton(
             known = _kernel_from_def(src, imports, node, assignments, qualname)
             memo.put("kernel", node, (context, qualname), known)
             moved = 0
-        return shift_kernel(known, moved) if known is not None else None
+        # The memo also remembers a def that is no kernel (None).
+        return shift_kernel(known, moved) if isinstance(known, TritonKernel) else None
 
     def visit(nodes: list[ast.stmt], prefix: str) -> None:
         for node in nodes:

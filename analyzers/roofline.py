@@ -199,7 +199,7 @@ def estimate(work: Work, hw: Hardware, resources: Resources | None = None) -> Es
     ordered = sorted(terms.values(), reverse=True)
     body = ordered[0] + OVERLAP * ordered[1]
     total = body + launch_s
-    top = max(terms, key=terms.get)
+    top = max(terms, key=terms.__getitem__)
     if launch_s >= body:
         bound = "launch"
     elif top in ("dram", "l2"):

@@ -79,7 +79,7 @@ class FileContext:
             check()
             return
         done, moved = self.memo.get(kind, node, context)
-        if done is not StatementMemo.MISSING:
+        if isinstance(done, tuple):  # what an earlier run of this check reported (put below)
             self.problems.extend(shift_problem(p, moved, first - moved, last - moved) for p in done)
             return
         start = len(self.problems)

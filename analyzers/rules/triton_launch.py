@@ -10,12 +10,13 @@ from __future__ import annotations
 import ast
 import dataclasses
 import difflib
+import functools
 import re
 from collections.abc import Iterable, Iterator
 
 from ..discovery import AUTOTUNE_NAMES, CONFIG_NAMES, HEURISTICS_NAMES, KernelSyntax, module_assignments
 from ..model import Fix, LaunchArg, LaunchSite, Param, Problem, Related, Severity, Span, TextEdit, TritonKernel
-from ..source import StatementMemo, is_power_of_2, literal_value
+from ..source import is_power_of_2, literal_value
 from . import FileContext, LaunchContext, Rule, file_check, launch_check, make_problem, register
 
 # Keywords a launch accepts besides the kernel's parameters: JITFunction.run hands every keyword that is not a
@@ -402,11 +403,17 @@ def _argument(call: ast.Call, keyword: str, position: int) -> ast.expr | None:
     return call.args[position] if len(call.args) > position else None
 
 
-def _config_list(call: ast.Call, module: dict[str, ast.expr]) -> list[ast.expr] | None:
+def _config_list_node(call: ast.Call, module: dict[str, ast.expr]) -> ast.List | ast.Tuple | None:
+    """The list or tuple of configs an autotune names, written in place or as a module-level name."""
     node = _argument(call, "configs", 0)
     if isinstance(node, ast.Name):
         node = module.get(node.id)
-    return list(node.elts) if isinstance(node, (ast.List, ast.Tuple)) else None
+    return node if isinstance(node, (ast.List, ast.Tuple)) else None
+
+
+def _config_list(call: ast.Call, module: dict[str, ast.expr]) -> list[ast.expr] | None:
+    node = _config_list_node(call, module)
+    return list(node.elts) if node is not None else None
 
 
 def _config_dict(ctx: FileContext, node: ast.expr) -> ast.Dict | None:
@@ -443,7 +450,7 @@ def check_decorator_names(ctx: FileContext) -> None:
 
     def unknown(node: ast.Constant, what: str, kernel: TritonKernel, params: list[str], allow_options: bool) -> None:
         name = node.value
-        if name in params or (allow_options and name in LAUNCH_OPTIONS):
+        if not isinstance(name, str) or name in params or (allow_options and name in LAUNCH_OPTIONS):
             return
         guess = _closest(name, params)
         msg = f"{what} `{name}` is not a parameter of `{kernel.name}`"
@@ -553,33 +560,32 @@ def check_duplicate_configs(ctx: FileContext) -> None:
         if all(isinstance(_argument(c, "configs", 0), (ast.List, ast.Tuple)) for c in calls):
             # Configs written in the decorator: the result depends on this kernel's tree and the imports only.
             ctx.memoized("duplicate_configs", ks.node, imports, ks.kernel.span.start_line, ks.kernel.span.end_line,
-                         lambda ks=ks, calls=calls: _check_duplicates(ctx, ks, calls, module, done))
+                         functools.partial(_check_duplicates, ctx, ks, calls, module, done))
         else:
             _check_duplicates(ctx, ks, calls, module, done)
 
 
-def _config_identities(ctx: FileContext, call: ast.Call, module: dict, elts: list[ast.expr]) -> tuple:
+def _config_identities(ctx: FileContext, configs: ast.List | ast.Tuple) -> tuple[tuple | None, ...]:
     """Each config's identity; position independent, so remembered per config list while it is unchanged."""
-    node = _argument(call, "configs", 0)
-    node = module.get(node.id, node) if isinstance(node, ast.Name) else node
     context = tuple(sorted(ctx.imports.names.items()))
     if ctx.memo is not None:
-        known, _ = ctx.memo.get("config_identities", node, context)
-        if known is not StatementMemo.MISSING:
+        known, _ = ctx.memo.get("config_identities", configs, context)
+        if isinstance(known, tuple):  # put below by an earlier analysis
             return known
-    idents = tuple(_config_identity(ctx, e) for e in elts)
+    idents = tuple(_config_identity(ctx, e) for e in configs.elts)
     if ctx.memo is not None:
-        ctx.memo.put("config_identities", node, context, idents)
+        ctx.memo.put("config_identities", configs, context, idents)
     return idents
 
 
 def _check_duplicates(ctx: FileContext, ks: KernelSyntax, calls: list[ast.Call], module: dict, done: set[int]) -> None:
     for call in calls:
-        elts = _config_list(call, module)
-        if not elts or id(elts[0]) in done:
+        configs = _config_list_node(call, module)
+        if configs is None or not configs.elts or id(configs.elts[0]) in done:
             continue
+        elts = list(configs.elts)
         done.add(id(elts[0]))
-        idents = _config_identities(ctx, call, module, elts)
+        idents = _config_identities(ctx, configs)
         first: dict[tuple, ast.expr] = {}
         for i, (elt, ident) in enumerate(zip(elts, idents)):
             if ident is None:

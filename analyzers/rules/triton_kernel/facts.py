@@ -87,6 +87,11 @@ RTP = 64  # derived from a non-constexpr parameter (for TR009)
 # compile-time constants (checked on 3.6 and 3.9).
 PLAIN, CONSTEXPR, UNPACK, FOR, COMP = "=", "constexpr", "unpack", "for", "comp"
 
+# One binding of a local name: (kind, value, target). The value is the expression bound (PLAIN, CONSTEXPR, UNPACK:
+# the whole right-hand side; COMP: the iterable), the For node itself (FOR), or None (a starred target); the target
+# is the Name an annotation fix may follow, None where none can be added (`a = b = 1`, tuple elements).
+Binding = tuple[str, ast.expr | ast.For | None, ast.Name | None]
+
 
 # --------------------------------------------------------------------------------------------------------------
 # File-level information shared by all kernels
@@ -213,8 +218,7 @@ class KernelFacts:
             self.args[arg.arg] = arg
         self.constexpr = {p.name for p in ks.kernel.params if p.is_constexpr}
         self.calls: list[CallSite] = []
-        # name -> [(kind, value, target Name node or None)]; value is an expression, a For node (FOR) or None
-        self.assigns: dict[str, list[tuple[str, object, ast.Name | None]]] = {}
+        self.assigns: dict[str, list[Binding]] = {}
         self.bound: set[str] = set(self.args)
         self.ops: list[tuple[ast.AST, tuple]] = []  # BinOp/AugAssign with * @ **, Compare with in / chains
         self.attrs: list[ast.Attribute] = []
@@ -250,18 +254,19 @@ class KernelFacts:
         while stack:
             node, ifs = stack.pop()
             t = type(node)
-            if t is ast.Call:
-                calls.append(CallSite(node, resolve(node.func), ifs))
-            elif t is ast.Name:
+            # The most frequent kinds first: each test that fails costs an isinstance call.
+            if isinstance(node, ast.Name):
                 if type(node.ctx) is ast.Store:
                     self.bound.add(node.id)
                 continue
-            elif t is ast.Attribute:
+            elif isinstance(node, ast.Call):
+                calls.append(CallSite(node, resolve(node.func), ifs))
+            elif isinstance(node, ast.Attribute):
                 self.attrs.append(node)
-            elif t is ast.BinOp:
+            elif isinstance(node, ast.BinOp):
                 if type(node.op) in (ast.Mult, ast.MatMult, ast.Pow):
                     ops.append((node, ifs))
-            elif t is ast.Compare:
+            elif isinstance(node, ast.Compare):
                 if len(node.ops) > 1 or any(type(o) in (ast.In, ast.NotIn) for o in node.ops):
                     ops.append((node, ifs))
                 # Bounds checks such as `cols < n_cols` (an equality such as `idx == key` is not one).
@@ -271,13 +276,13 @@ class KernelFacts:
                         if isinstance(base, ast.Name):
                             self.compared.setdefault(base.id, node)
                             self.comparisons.setdefault(base.id, []).append(node)
-            elif t is ast.Assign:
+            elif isinstance(node, ast.Assign):
                 for target in node.targets:
                     self._bind(target, node.value, PLAIN, ifs)
                     if len(node.targets) > 1 and isinstance(target, ast.Name):  # `a = b = 1` cannot be annotated
                         binds = self.assigns[target.id]
                         binds[-1] = binds[-1][:2] + (None,)
-            elif t is ast.AugAssign:
+            elif isinstance(node, ast.AugAssign):
                 if isinstance(node.target, ast.Name):
                     self.assigns.setdefault(node.target.id, []).append(
                         (PLAIN, ast.copy_location(ast.BinOp(ast.Name(node.target.id, ast.Load()), node.op, node.value),
@@ -286,7 +291,7 @@ class KernelFacts:
                         ops.append((node, ifs))
                 else:
                     self._bind(node.target, node.value, PLAIN, ifs)
-            elif t is ast.AnnAssign:
+            elif isinstance(node, ast.AnnAssign):
                 if node.value is not None:
                     ce = is_constexpr_annotation(self.imports, node.annotation)
                     self._bind(node.target, node.value, CONSTEXPR if ce else PLAIN, ifs)
@@ -295,22 +300,22 @@ class KernelFacts:
                         binds[-1] = binds[-1][:2] + (None,)
                     stack.append((node.value, ifs))
                 continue  # the annotation (often tl.constexpr) is not a value
-            elif t is ast.NamedExpr:
+            elif isinstance(node, ast.NamedExpr):
                 self.assigns.setdefault(node.target.id, []).append((PLAIN, node.value, None))
                 self.bound.add(node.target.id)
                 ops.append((node, ifs))
-            elif t is ast.If:
+            elif isinstance(node, ast.If):
                 inner = ifs + (node.test,)
                 stack.extend((s, inner) for s in reversed(node.orelse))
                 stack.extend((s, inner) for s in reversed(node.body))
                 stack.append((node.test, ifs))
                 continue
-            elif t in (ast.For, ast.While):
+            elif isinstance(node, (ast.For, ast.While)):
                 # Loops join the context like `if`s: their bounds are the author's own bounds logic (TR002).
                 inner = ifs + (node,)
                 stack.extend((s, inner) for s in reversed(node.orelse))
                 stack.extend((s, inner) for s in reversed(node.body))
-                if t is ast.For:
+                if isinstance(node, ast.For):
                     self._bind(node.target, node, FOR, ifs)
                     self.fors.append(node)
                     stack.append((node.iter, ifs))
@@ -319,16 +324,16 @@ class KernelFacts:
                 if node.orelse:
                     unsupported.append((node, "for-else" if t is ast.For else "while-else", ifs))
                 continue
-            elif t in (ast.ListComp, ast.GeneratorExp, ast.DictComp, ast.SetComp):
+            elif isinstance(node, (ast.ListComp, ast.GeneratorExp, ast.DictComp, ast.SetComp)):
                 for gen in node.generators:
                     self._bind(gen.target, gen.iter, COMP, ifs)
                 if t is ast.ListComp:
                     self.fors.append(node)
                 else:
                     unsupported.append((node, t.__name__, ifs))
-            elif t is ast.JoinedStr:
+            elif isinstance(node, ast.JoinedStr):
                 self.fstrings.append(node)
-            elif t is ast.Return:
+            elif isinstance(node, ast.Return):
                 self.returns_value = self.returns_value or node.value is not None
             elif t in _UNSUPPORTED_NODES:
                 unsupported.append((node, t.__name__, ifs))
@@ -345,7 +350,7 @@ class KernelFacts:
                 elif isinstance(v, ast.AST):
                     stack.append((v, ifs))
 
-    def _bind(self, target: ast.AST, value, kind: str, ifs: tuple) -> None:
+    def _bind(self, target: ast.AST, value: ast.expr | ast.For | None, kind: str, ifs: tuple) -> None:
         if isinstance(target, ast.Name):
             self.bound.add(target.id)
             self.assigns.setdefault(target.id, []).append((kind, value, target))
@@ -399,8 +404,8 @@ class KernelFacts:
             if not changed:
                 break
 
-    def _value_facts(self, kind: str, value) -> int:
-        if kind == FOR:
+    def _value_facts(self, kind: str, value: ast.expr | ast.For | None) -> int:
+        if isinstance(value, ast.For):  # kind FOR
             it = value.iter
             if isinstance(it, ast.Call):
                 args = self._or(it.args)
@@ -426,42 +431,41 @@ class KernelFacts:
         return self.facts.get(name, 0) | self.param_facts.get(name, 0)
 
     def expr_facts(self, e: ast.AST | None) -> int:
-        t = type(e)
-        if t is ast.Name:
+        if isinstance(e, ast.Name):
             return self.name_facts(e.id)
-        if t is ast.Constant or e is None:
+        if e is None or isinstance(e, ast.Constant):
             return 0
-        if t is ast.BinOp:
+        if isinstance(e, ast.BinOp):
             right = self.expr_facts(e.right)
             bits = self.expr_facts(e.left) | right
             if type(e.op) is ast.Mod:
                 # `x % n` is in bounds for TR002; `pid % GROUP` (a constant) is also too small to overflow.
                 return bits & ~(PIDOFF | PID) if not right & RT else bits & ~PIDOFF
             return bits
-        if t is ast.Call:
+        if isinstance(e, ast.Call):
             return self._call_facts(e)
-        if t is ast.Attribute:
+        if isinstance(e, ast.Attribute):
             if e.attr in _STATIC_ATTRS:
                 return 0
             name = self.imports.resolve(e)
             if name is not None and name.split(".")[0] in ("triton", "math", "numpy"):
                 return 0
             return self.expr_facts(e.value)
-        if t is ast.Subscript:
+        if isinstance(e, ast.Subscript):
             return self.expr_facts(e.value)
-        if t is ast.UnaryOp:
+        if isinstance(e, ast.UnaryOp):
             return self.expr_facts(e.operand)
-        if t in (ast.Tuple, ast.List):
+        if isinstance(e, (ast.Tuple, ast.List)):
             return self._or(e.elts)
-        if t is ast.Compare:
+        if isinstance(e, ast.Compare):
             if any(_is_dtype_expr(self, x) for x in (e.left, *e.comparators)):
                 return 0  # `x.dtype == tl.float16` is decided at compile time
             return self.expr_facts(e.left) | self._or(e.comparators)
-        if t is ast.BoolOp:
+        if isinstance(e, ast.BoolOp):
             return self._or(e.values)
-        if t is ast.IfExp:
+        if isinstance(e, ast.IfExp):
             return self.expr_facts(e.body) | self.expr_facts(e.orelse) | (self.expr_facts(e.test) & RT)
-        if t in (ast.NamedExpr, ast.Starred):
+        if isinstance(e, (ast.NamedExpr, ast.Starred)):
             return self.expr_facts(e.value)
         return 0
 
@@ -613,9 +617,10 @@ class KernelFacts:
                     return a % b
                 if op is ast.Pow and abs(b) <= 64:
                     return a ** b
-                if op is ast.LShift and 0 <= b <= 64:
+                # Shifts of a float raise TypeError (None).
+                if op is ast.LShift and isinstance(a, int) and isinstance(b, int) and 0 <= b <= 64:
                     return a << b
-                if op is ast.RShift and 0 <= b <= 64:
+                if op is ast.RShift and isinstance(a, int) and isinstance(b, int) and 0 <= b <= 64:
                     return a >> b
             except (ZeroDivisionError, TypeError, OverflowError):
                 return None
@@ -642,9 +647,9 @@ class KernelFacts:
                 return next_power_of_2(args[0])
             if name in ("triton.cdiv", f"{TL}.cdiv") and len(args) == 2 and args[1]:
                 return -(-args[0] // args[1])
-            if name in ("min", "max", "int", "float") and name not in self.bound:
+            if name in _FOLDED_BUILTINS and name not in self.bound:
                 try:
-                    return {"min": min, "max": max, "int": int, "float": float}[name](*args)
+                    return _FOLDED_BUILTINS[name](*args)
                 except (TypeError, ValueError):
                     return None
             if name == f"{TL}.constexpr" and len(args) == 1:
@@ -738,6 +743,10 @@ class KernelFacts:
                 return self.shape(e.func.value, depth + 1)
         return None
 
+
+# Builtins a constexpr expression may call, evaluated on the numbers (`min(BLOCK, 64)`); min or max of one number
+# raises TypeError (None), as it would in Python.
+_FOLDED_BUILTINS: dict[str, Callable[..., int | float]] = {"min": min, "max": max, "int": int, "float": float}
 
 _CHILD_FIELDS: dict[type, tuple[str, ...]] = {ast.Constant: (), ast.Name: ()}
 _NOT_CHILDREN = {"ctx", "op", "ops", "type_comment", "kind", "type_ignores", "id", "attr", "arg", "value_kind"}

@@ -13,7 +13,6 @@ from .facts import (
     AR,
     BP,
     CONSTEXPR,
-    FOR,
     KERNEL_HEADER,
     PID,
     PIDOFF,
@@ -75,6 +74,8 @@ def _tr002_unmasked(k: KernelFacts) -> None:
         if (mask is not None and not _is_none(mask)) or "boundary_check" in kw:
             continue
         ptr = node.args[0] if node.args else kw.get("pointer")
+        if ptr is None:  # `tl.load()` half-typed: no address to check yet
+            continue
         bits = k.expr_facts(ptr)
         if not (bits & PIDOFF and bits & AR) or bits & BP:
             continue
@@ -96,7 +97,7 @@ def _tr002_unmasked(k: KernelFacts) -> None:
         # assert before it, a launcher that checks divisibility, a buffer padded to whole blocks.
         if tile and _whole_blocks_only(k, extents):
             continue
-        if guards is None:
+        if guards is None or launcher is None:
             guards = _access_guards(k)
             launcher = _launcher_guards(k)
         if guards.get(id(node)):
@@ -125,12 +126,12 @@ def _tr002_unmasked(k: KernelFacts) -> None:
             hint = f"add mask={subject} < {size}{other}" if size and offs else \
                 f"add a mask comparing {subject} with the size{other and ' (and other=0.0)'}"
         source = f"{tl}program_id" if bits & PID else "a runtime loop bound"
-        if tile:
-            msg = (f"{tl}{short} {what} a block at offsets derived from {source} with no mask: the last block "
-                   f"{what} out of bounds unless the size is a multiple of the block; {hint}")
-        else:
+        if not tile and check is not None:  # a row is only reported with a check to point at
             msg = (f"{tl}{short} {what} a row without a mask although this kernel bounds-checks the same offsets "
                    f"elsewhere ({_short(k.ctx.src.segment(check), 40)}): {hint}")
+        else:
+            msg = (f"{tl}{short} {what} a block at offsets derived from {source} with no mask: the last block "
+                   f"{what} out of bounds unless the size is a multiple of the block; {hint}")
         found.setdefault((short, tile, hint), []).append((node, msg))
     # Accesses with the same cause and the same fix (the k and v loads of one loop) are one finding: the first
     # carries the message, the others are listed with it.
@@ -173,8 +174,8 @@ def _access_guards(k: KernelFacts) -> dict[int, list[ast.AST]]:
 
     def guard_of(st: ast.stmt) -> ast.AST | None:
         test = None
-        early_return = isinstance(st, ast.If) and not st.orelse and st.body and isinstance(st.body[-1], ast.Return)
-        if early_return or isinstance(st, ast.Assert):
+        if isinstance(st, ast.If) and not st.orelse and st.body and isinstance(st.body[-1], ast.Return) \
+                or isinstance(st, ast.Assert):  # an early return, or an assert
             test = st.test
         elif isinstance(st, ast.Expr) and isinstance(st.value, ast.Call) and st.value.args and k.callee(
                 st.value.func) in (f"{TL}.device_assert", f"{TL}.static_assert", f"{TL}.assume"):
@@ -219,7 +220,7 @@ def _closure(k: KernelFacts, e: ast.AST) -> tuple[set[str], dict[int, ast.AST]]:
                 for kind, v, _ in k.assigns.get(n.id, ()):
                     if kind in (PLAIN, CONSTEXPR) and isinstance(v, ast.AST):
                         stack.append(v)
-                    elif kind == FOR:
+                    elif isinstance(v, ast.For):  # kind FOR
                         stack.append(v.iter)
     return names, nodes
 
@@ -320,6 +321,8 @@ def _launcher_guards(k: KernelFacts) -> tuple[bool, set[str]]:
         return False
 
     def whole_grid(site: ast.Call) -> bool:  # `kernel[(n // BLOCK,)]`: only whole blocks are launched
+        if not isinstance(site.func, ast.Subscript):  # launchers() gives `name[grid](...)` calls only
+            return False
         grid = site.func.slice
         text = ctx.src.segment(grid)
         return "cdiv" not in text and any(isinstance(x, ast.BinOp) and isinstance(x.op, ast.FloorDiv)
@@ -398,7 +401,7 @@ def _vacuous(check: ast.Compare, extents: set) -> bool:
 
 def _pointer_names(k: KernelFacts) -> set[str]:
     """Names a load or store of this kernel takes its address from."""
-    pointers = set()
+    pointers: set[str] = set()
     for c in k.calls:
         if c.name in (f"{TL}.load", f"{TL}.store") and c.node.args:
             pointers.update(t.id for t in _terms(k, c.node.args[0], set()) if isinstance(t, ast.Name))
@@ -441,16 +444,19 @@ def _is_tile_term(k: KernelFacts, t: ast.AST, extents: set) -> bool:
     for _ in range(4):  # follow `start = pid * BLOCK`
         if isinstance(t, ast.Name):
             binds = k.assigns.get(t.id, ())
-            if len(binds) == 1 and binds[0][0] == FOR and isinstance(binds[0][1].iter, ast.Call):
+            if len(binds) != 1:
+                return False
+            kind, value, _ = binds[0]
+            if isinstance(value, ast.For) and isinstance(value.iter, ast.Call):  # kind FOR
                 # `for start in range(0, n, BLOCK)`: a block origin when the step is the arange's extent.
-                it = binds[0][1].iter
+                it = value.iter
                 step = it.args[2] if len(it.args) > 2 else None
                 return step is not None and any(
                     isinstance(n, ast.Name) and n.id in extents or isinstance(n, ast.Constant) and n.value in extents
                     for n in _iter_expr(step))
-            if len(binds) != 1 or binds[0][0] != PLAIN:
+            if kind != PLAIN or value is None:
                 return False
-            t = binds[0][1]
+            t = value
         if isinstance(t, ast.BinOp) and isinstance(t.op, ast.Mult):
             scale = t.right if k.expr_facts(t.left) & PIDOFF else t.left
             # `pid * HEAD_DIM + tl.arange(0, HEAD_DIM)` walks rows of a whole dimension: not a tile.
@@ -470,7 +476,7 @@ def _arange_extents(k: KernelFacts, terms: list[ast.AST]) -> set:
                            if isinstance(x, ast.Name) or isinstance(x, ast.Constant) and isinstance(x.value, int))
             elif isinstance(n, ast.Name) and n.id not in seen:
                 seen.add(n.id)
-                stack.extend(b[1] for b in k.assigns.get(n.id, ()) if b[0] in (PLAIN, CONSTEXPR))
+                stack.extend(b[1] for b in k.assigns.get(n.id, ()) if b[0] in (PLAIN, CONSTEXPR) and b[1] is not None)
     out.discard(0)
     return out
 
@@ -485,15 +491,16 @@ def _terms(k: KernelFacts, e: ast.AST | None, seen: set[str], at: int | None = N
         return []  # `ptrs += step` refers back to the sum being expanded
     if isinstance(e, ast.Name) and e.id not in seen:
         binds = k.assigns.get(e.id, ())
-        plain = [b for b in binds if b[2] is not None]
+        plain = [(b[2].lineno, b) for b in binds if b[2] is not None]  # (line, binding) of each `=` of the name
         if at is not None and len(plain) > 1:
-            before = [b for b in plain if b[2].lineno < at]
+            before = [lb for lb in plain if lb[0] < at]
             if before:
-                last = max(before, key=lambda b: b[2].lineno)
+                last = max(before, key=lambda lb: lb[0])[1]
                 binds = [b for b in binds if b[2] is None or b is last]
-                if len(binds) == 1 and last[0] == PLAIN and not (
-                        isinstance(last[1], ast.BinOp) and type(last[1].op) in (ast.Add, ast.Sub)):
-                    return [last[1]]  # the value itself: the name's facts mix in its other assignments
+                value = last[1]
+                if len(binds) == 1 and last[0] == PLAIN and value is not None and not (
+                        isinstance(value, ast.BinOp) and type(value.op) in (ast.Add, ast.Sub)):
+                    return [value]  # the value itself: the name's facts mix in its other assignments
         if binds and all(b[0] == PLAIN and isinstance(b[1], ast.BinOp) and type(b[1].op) in (ast.Add, ast.Sub)
                          for b in binds):
             seen.update((e.id, "\0" + e.id))
