@@ -91,6 +91,8 @@ def test_two_triton_versions(work):
 @pytest.mark.parametrize(("args", "code", "message"), [
     (("--a", "BLOCK_SIZE 256"), 2, "expected NAME=VALUE"),
     (("--b", "BLOCKSIZE=256"), 1, "B: add_kernel has no parameter BLOCKSIZE"),
+    (("--b", "num_warps=(4, 8)"), 1, "B: num_warps: expected an integer, got (4, 8)"),
+    (("--b", "num_stages=2.5"), 1, "B: num_stages: expected an integer, got 2.5"),
     (("--b-python", "/nonexistent/python"), 1, "B: no Python interpreter at /nonexistent/python"),
     (("--target", "sm_999"), 2, "sm_999"),
 ])

@@ -64,8 +64,8 @@ def check_paths(paths: Iterable[str], settings: Settings, targets: Sequence[str]
         if not os.path.exists(given):
             result.missing.append(given)
             continue
-        for path in walk_sources(given, settings.exclude):
-            index.load_from_disk(str(Path(path).resolve()))
+        for source in walk_sources(given, settings.exclude):
+            index.load_from_disk(str(Path(source).resolve()))
             progress("analysing", len(index.files), 0)
     extra: dict[str, list[Problem]] = {}
     texts: dict[str, str | None] = {}
@@ -92,7 +92,7 @@ def check_paths(paths: Iterable[str], settings: Settings, targets: Sequence[str]
             _run_latency(result, settings, list(targets) or list(settings.targets), text_of, progress)
     result.messages = say.lines
     for path in sorted(index.files):
-        result.problems[path] = index.problems(path, extra.get(path, ()))
+        result.problems[path] = index.problems(path, extra.get(path, []))
     if targets:
         _check_cuda_files(result, paths, settings, list(targets))
     return result

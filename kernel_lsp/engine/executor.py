@@ -24,9 +24,12 @@ import time
 import traceback
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from .pool import Outcome, Status, _resolve
+
+if TYPE_CHECKING:
+    from .ray_executor import RayExecutor
 
 EXECUTORS = ("local", "ray")
 
@@ -95,8 +98,11 @@ class ThreadExecutor:
         return None
 
 
-def make_executor(kind: str, local: Callable[[], Executor], *, address: str | None = None,
-                  say: Callable[[str], None] | None = None) -> Executor:
+_Local = TypeVar("_Local", bound=Executor)
+
+
+def make_executor(kind: str, local: Callable[[], _Local], *, address: str | None = None,
+                  say: Callable[[str], None] | None = None) -> _Local | RayExecutor:
     """The executor a setting names: `local()` itself, or Ray at `address` (None: Ray's own resolution,
     RAY_ADDRESS or the cluster `ray start` began on this machine) that falls back to `local()`. `say` gets the
     messages a user should read (the cluster was not reachable, was lost, ...)."""

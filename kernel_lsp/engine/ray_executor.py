@@ -28,6 +28,9 @@ import time
 import traceback
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
+from multiprocessing.connection import Connection
+from multiprocessing.process import BaseProcess
+from types import ModuleType
 from typing import Any
 
 from .executor import CPU, Executor, Resources
@@ -108,14 +111,20 @@ def _answers(address: tuple[str, int]) -> bool:
         return False
 
 
-def _bridge_main(conn, address: str | None, max_retries: int, log_path: str, start_allowance: float) -> None:
+def _exit_with(parent: BaseProcess) -> None:
+    parent.join()
+    os._exit(1)
+
+
+def _bridge_main(conn: Connection, address: str | None, max_retries: int, log_path: str,
+                 start_allowance: float) -> None:
     # Ray and its C++ core write to stdout and stderr: into the bridge's log, not the CLI's report or the LSP stream.
     fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
     os.dup2(fd, 1)
     os.dup2(fd, 2)
     parent = multiprocessing.parent_process()
     if parent is not None:  # the front end died without closing us: do not keep a cluster's tasks running
-        threading.Thread(target=lambda: (parent.join(), os._exit(1)), daemon=True).start()
+        threading.Thread(target=_exit_with, args=(parent,), daemon=True).start()
     target = address or os.environ.get("RAY_ADDRESS") or "auto"
     explicit = _host_port(target) if target != "auto" else None
     if explicit is not None and not _answers(explicit):  # Ray itself would keep trying for a minute or more
@@ -137,7 +146,8 @@ def _bridge_main(conn, address: str | None, max_retries: int, log_path: str, sta
 
 
 class _Bridge:
-    def __init__(self, conn, ray, remote, capacity, watched, max_retries, start_allowance):
+    def __init__(self, conn: Connection, ray: ModuleType, remote: Any, capacity: dict[tuple, float],
+                 watched: tuple[str, int] | None, max_retries: int, start_allowance: float):
         self.conn, self.ray, self.remote = conn, ray, remote
         self.start_allowance = start_allowance
         self.capacity, self.watched, self.max_retries = capacity, watched, max_retries
@@ -161,7 +171,7 @@ class _Bridge:
             if now >= self.next_beat:
                 self.next_beat = now + HEARTBEAT_S
                 self.misses = 0 if self.watched is None or _answers(self.watched) else self.misses + 1
-                if self.misses >= LOST_AFTER:
+                if self.misses >= LOST_AFTER and self.watched is not None:
                     self._send(("lost", f"the Ray cluster at {self.watched[0]}:{self.watched[1]} stopped answering"))
                     os._exit(0)  # ray.shutdown() could wait on the lost cluster
             # ray.nodes() blocks for a minute once the control store is gone: only ask while its address answers.
@@ -192,9 +202,9 @@ class _Bridge:
             self.tasks[task.id] = task
             heapq.heappush(self.queue, (task.priority, task.id, task))
         elif message[0] == "cancel":
-            task = self.tasks.pop(message[1], None)
-            if task is not None and task.ref is not None:
-                self.ray.cancel(task.ref, force=True)
+            cancelled = self.tasks.pop(message[1], None)
+            if cancelled is not None and cancelled.ref is not None:
+                self.ray.cancel(cancelled.ref, force=True)
 
     def _admit(self) -> None:
         busy: dict[tuple, float] = {}
@@ -297,8 +307,8 @@ class RayExecutor:
         self._say = say or (lambda line: log.warning("%s", line))
         self._state = "new"  # new -> ray | local
         self._start_lock: asyncio.Lock | None = None
-        self._process = None
-        self._conn = None
+        self._process: BaseProcess | None = None
+        self._conn: Connection | None = None  # to the bridge; set while the state is "ray"
         self._pending: dict[int, _Pending] = {}
         self._by_key: dict[Hashable, int] = {}
         self._ids = itertools.count()
@@ -336,7 +346,7 @@ class RayExecutor:
             if key is not None:
                 self._by_key[key] = ident
             try:
-                self._conn.send(("job", ident, fn_path, payload, float(timeout), resources, priority))
+                self._to_bridge(("job", ident, fn_path, payload, float(timeout), resources, priority))
             except OSError:
                 self._lost("the connection to the Ray driver process broke")
             try:
@@ -374,9 +384,14 @@ class RayExecutor:
             pending.future.set_result((outcome, None))
         if self._state == "ray":
             try:
-                self._conn.send(("cancel", ident))
+                self._to_bridge(("cancel", ident))
             except OSError:
                 pass
+
+    def _to_bridge(self, message: tuple) -> None:
+        if self._conn is None:  # stopped: the caller treats it as a broken connection
+            raise OSError("the connection to the Ray driver process is closed")
+        self._conn.send(message)
 
     async def _start(self) -> None:
         if self._start_lock is None:
@@ -395,32 +410,43 @@ class RayExecutor:
             os.close(handle)
             self.log_path = log_fd
             parent_conn, child_conn = _CTX.Pipe()
-            self._process = _CTX.Process(target=_bridge_main, name="kernel-lsp-ray",
-                                         args=(child_conn, self.address, self.max_retries, self.log_path,
-                                               self.start_allowance),
-                                         daemon=True)
-            self._process.start()
+            self._process = process = _CTX.Process(target=_bridge_main, name="kernel-lsp-ray",
+                                                   args=(child_conn, self.address, self.max_retries, self.log_path,
+                                                         self.start_allowance),
+                                                   daemon=True)
+            process.start()
             child_conn.close()
             self._conn = parent_conn
             ready = await asyncio.to_thread(parent_conn.poll, self.start_timeout)
-            try:
-                reply = parent_conn.recv() if ready else ("init_error", f"no answer within {self.start_timeout:g} s")
-            except (EOFError, OSError):
-                reply = ("init_error", f"the Ray driver process ended (its log: {self.log_path})")
-            if reply[0] != "ready":
+            info: dict[str, Any] | None = None
+            why = f"no answer within {self.start_timeout:g} s"
+            if ready:
+                try:
+                    kind, detail = parent_conn.recv()  # ("ready", info) or ("init_error", why)
+                except (EOFError, OSError):
+                    why = f"the Ray driver process ended (its log: {self.log_path})"
+                else:
+                    if kind == "ready":
+                        info = detail
+                    else:
+                        why = detail
+            if info is None:
                 self._state = "local"
                 self._stop_bridge()
-                self._say(f"the Ray cluster ({where}) cannot be reached: {reply[1]}; running on this machine instead")
+                self._say(f"the Ray cluster ({where}) cannot be reached: {why}; running on this machine instead")
                 return
-            self.info = reply[1]
+            self.info = info
             self._state = "ray"
             loop = asyncio.get_running_loop()
             loop.add_reader(parent_conn.fileno(), self._on_reply)
 
     def _on_reply(self) -> None:
+        conn = self._conn
+        if conn is None:  # stopped since the reader was called
+            return
         try:
-            while self._conn.poll():
-                message = self._conn.recv()
+            while conn.poll():
+                message = conn.recv()
                 if message[0] == "lost":
                     self._lost(message[1])
                     return
@@ -501,10 +527,11 @@ class RayExecutor:
                 pending.future.set_result((Outcome(Status.CANCELLED, message="the executor was closed"), None))
         if self._state == "ray":
             self._state = "closed"
-            try:
-                asyncio.get_running_loop().remove_reader(self._conn.fileno())
-            except (ValueError, OSError):
-                pass
+            if self._conn is not None:
+                try:
+                    asyncio.get_running_loop().remove_reader(self._conn.fileno())
+                except (ValueError, OSError):
+                    pass
             await asyncio.to_thread(self._stop_bridge)
         if self._fallback is not None:
             await self._fallback.close()

@@ -314,3 +314,21 @@ def test_ptxas_performance_notes_are_information_on_the_kernel() -> None:
     [kc011] = [p for p in compile_problems(report) if p.code == "KC011"]
     assert kc011.severity == Severity.INFO
     assert "wgmma.mma_async instructions are serialized" in kc011.message and "mm" in kc011.message
+
+
+def test_one_compiler_warning_on_two_lines_is_reported_on_each_line() -> None:
+    from kernel_lsp.engine.compile.jobs import CompileError, CompileResult
+
+    text = ("import triton\nimport triton.language as tl\n\n@triton.jit\n"
+            "def copy(x_ptr, y_ptr, n, BLOCK: tl.constexpr):\n    offs = tl.arange(0, BLOCK)\n"
+            "    x = tl.load(x_ptr + offs, mask=offs < n)\n    tl.store(y_ptr + offs, x, mask=offs < n)\n\n"
+            "def launch(x, y, n):\n    copy[(1,)](x, y, n, BLOCK=1024)\n")
+    analysis = analyze_source(text)
+    kernel = analysis.kernel("copy")
+    (job,) = plan_jobs(text, "copy", ["sm_90"], launch_sites=analysis.launch_sites,
+                       pins={"x_ptr": "*fp32", "y_ptr": "*fp32"})
+    warned = CompileResult(job.key, True, warnings=(CompileError("unaligned access", 6, 8, "compilation"),
+                                                    CompileError("unaligned access", 7, 4, "compilation")))
+    report = KernelCompileReport("k.py", "copy", job.target, kernel.name_span, [JobReport(job, warned, False)])
+    kc002 = [p for p in compile_problems(report) if p.code == "KC002"]
+    assert sorted((p.span.start_line, p.span.start_col) for p in kc002) == [(6, 8), (7, 4)]

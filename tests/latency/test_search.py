@@ -281,6 +281,21 @@ def test_a_candidate_whose_compile_spills_ranks_below_an_equal_one_that_does_not
                for m in messages), messages
 
 
+def test_a_current_configuration_that_does_not_compile_is_replaced(tmp_path, monkeypatch):
+    """The compiler rejects the configuration the file has: it has no estimate, and any candidate that compiles
+    is proposed in its place."""
+    monkeypatch.setattr(search_mod, "gpu_present", lambda: False)
+    path = _rows_file(tmp_path)
+    current = {"BLOCK_SIZE": 256, "num_warps": 4, "num_stages": 3}
+    found = search_tiling(str(path), path.read_text(), "row_scale_kernel", "H200", str(tmp_path), verify=False,
+                          cache=False, compiler=_compiled_as({}, current, {}), compile_budget=64)
+    assert found.errors == [], found.errors
+    rows = {json.dumps(t.overrides, sort_keys=True): t for t in found.tried}
+    assert rows[json.dumps(current, sort_keys=True)].estimated_us is None
+    assert found.winner_overrides not in (None, current) and found.winner_us
+    assert found.current_us is None and found.speedup is None and found.edits
+
+
 def test_a_space_larger_than_the_budget_compiles_only_the_best_ranked_and_labels_the_rest(tmp_path, monkeypatch):
     """45 candidates, a budget of 5: the model ranks all of them on assumed resources, the five it ranks best and
     the current configuration are compiled, ranked again on the compiler's figures; the others are marked."""

@@ -395,7 +395,7 @@ def spec_closure(module: _Module, inputs: str | None = None) -> dict[str, str]:
     candidates may change them. `inputs`: only the spec that decorates this function."""
     todo: list[tuple[str, str]] = []
     for node in module.tree.body:
-        if inputs is not None and getattr(node, "name", None) != inputs:
+        if not isinstance(node, _FUNCS) or (inputs is not None and node.name != inputs):
             continue
         for dec in _spec_decorators(node, module):
             todo.append((node.name, "the @spec inputs function"))

@@ -312,7 +312,7 @@ class Assistant:
                                      verified.timing.us if verified.timing else None,
                                      verified.timing.label if verified.timing else None, code or "")
             turn.candidates.append(record)
-            if verified.ok:
+            if verified.ok and new_text is not None:  # a verified candidate always comes with its text
                 out.append((verified, new_text, record))
                 break
             messages += [{"role": "assistant", "content": answer.text or "(no answer)"},

@@ -20,9 +20,9 @@ import functools
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from analyzers.discovery import KernelSyntax, discover_triton
+from analyzers.discovery import KernelSyntax, TritonDiscovery, discover_triton
 from analyzers.model import TritonKernel
-from analyzers.source import ImportMap, SourceText, literal_value, parse_python, parse_recovering
+from analyzers.source import ImportMap, ParseResult, SourceText, literal_value, parse_python, parse_recovering
 
 from . import offline
 from .jobs import NOT_IN_KERNELS
@@ -91,13 +91,14 @@ def _free_names(node: ast.AST, skip_decorators: bool = True) -> list[ast.Name]:
     return sorted(out, key=lambda n: (n.lineno, n.col_offset))
 
 
-def _module_assignments(body: list[ast.stmt]) -> dict[str, ast.stmt]:
-    out: dict[str, ast.stmt] = {}
+def _module_assignments(body: list[ast.stmt]) -> dict[str, tuple[ast.stmt, ast.expr]]:
+    """Module-level `NAME = value` (annotated or not): the statement and its value, by name."""
+    out: dict[str, tuple[ast.stmt, ast.expr]] = {}
     for node in body:
         if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
-            out[node.targets[0].id] = node
+            out[node.targets[0].id] = (node, node.value)
         elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.value is not None:
-            out[node.target.id] = node
+            out[node.target.id] = (node, node.value)
     return out
 
 
@@ -110,7 +111,7 @@ def _jit_options(imports: ImportMap, node: ast.FunctionDef) -> dict[str, object]
 
 
 @functools.lru_cache(maxsize=8)
-def _file_facts(text: str):
+def _file_facts(text: str) -> tuple[SourceText, ParseResult, ImportMap, TritonDiscovery]:
     """Parse and discovery of a whole file, shared by the extraction of each of its kernels (read-only)."""
     src = SourceText(text)
     parsed = parse_recovering(src)
@@ -235,13 +236,12 @@ def extract_module(text: str, kernel: str, path: str = "<memory>", _depth: int =
                 unresolved[name] = f"`{name}` is a plain Python function, not a @triton.jit function"
             return False
         if name in assignments:
-            stmt = assignments[name]
+            stmt, value = assignments[name]
             constants[name] = stmt  # before recursing: constants may refer to each other
-            value = stmt.value  # type: ignore[attr-defined]
             # A constant's own dependencies are not reported, the constant is: the kernel reads it, not them.
             bad = [n.id for n in _free_names(value) if not need(n.id, record=False)]
             why = offline.unsafe_expression(value, scope) or (
-                bad and f"it reads `{bad[0]}`, which the offline compile cannot provide")
+                f"it reads `{bad[0]}`, which the offline compile cannot provide" if bad else None)
             if why:
                 del constants[name]
                 unresolved[name] = (f"`{name}` (line {stmt.lineno}) cannot be computed offline: {why}; a literal "
@@ -300,10 +300,10 @@ def extract_module(text: str, kernel: str, path: str = "<memory>", _depth: int =
             if local != leaf:
                 body.append(f"{local} = {leaf}")
         else:
-            stmt = _module_assignments(o_parsed.body).get(leaf)
-            value = getattr(stmt, "value", None)
-            if value is None:
+            assigned = _module_assignments(o_parsed.body).get(leaf)
+            if assigned is None:
                 return f"`{leaf}` there is neither a @triton.jit function nor a constant"
+            value = assigned[1]
             names = {n.id for n in _free_names(value)} - _BUILTINS
             if (any(not _allowed_import(o_imports.names.get(n, ".")) for n in names)
                     or offline.unsafe_expression(value, offline.Scope(o_parsed.body))):
@@ -367,24 +367,25 @@ def extract_module(text: str, kernel: str, path: str = "<memory>", _depth: int =
     for line in foreign_body:  # before the file's own pieces: its constants may read them
         emit(line)
 
-    pieces: list[tuple[int, str, ast.AST]] = [(s.lineno, "const", s) for s in constants.values()]
-    pieces += [(k.node.lineno, "jit", k.node) for k in functions.values()]
-    pieces.append((target.node.lineno, "jit", target.node))
-    for _, kind, node in sorted(pieces, key=lambda p: p[0]):
-        first, last = node.lineno, node.end_lineno or node.lineno  # type: ignore[attr-defined]
+    def_name = target.node.name
+    pieces: list[tuple[int, ast.stmt]] = [(s.lineno, s) for s in constants.values()]
+    pieces += [(k.node.lineno, k.node) for k in functions.values()]
+    pieces.append((target.node.lineno, target.node))
+    for _, node in sorted(pieces, key=lambda p: p[0]):
+        first, last = node.lineno, node.end_lineno or node.lineno
         indent = len(src.line(first - 1)) - len(src.line(first - 1).lstrip())
         if indent:
             emit("if True:")  # a def nested in a class or block keeps its columns inside a dummy block
-        if kind == "jit":
-            opts = _jit_options(imports, node)  # type: ignore[arg-type]
+        if isinstance(node, ast.FunctionDef):
+            opts = _jit_options(imports, node)
             args = ", ".join(f"{k}={v!r}" for k, v in sorted(opts.items()))
-            dec_line = next((d.lineno for d in node.decorator_list  # type: ignore[attr-defined]
+            dec_line = next((d.lineno for d in node.decorator_list
                              if (imports.resolve(d) or "").endswith("jit")), first)
             emit(" " * indent + f"@{triton_alias}.jit" + (f"({args})" if args else ""), dec_line)
         for i in range(first, last + 1):
             emit(src.line(i - 1), i)
-        if node is target.node and target.kernel.name != target.node.name and not indent:
-            emit(f"{target.kernel.name} = {target.node.name}")  # `k = triton.jit(f)`: the kernel is called k
+        if node is target.node and target.kernel.name != def_name and not indent:
+            emit(f"{target.kernel.name} = {def_name}")  # `k = triton.jit(f)`: the kernel is called k
 
     return ExtractedModule(
         kernel=target.kernel.name,

@@ -30,7 +30,7 @@ from ..proc import Stopped, run_group
 from .extract import ExtractionError
 from .irmap import STAGES, relabel, source_lines_of_ir
 from .jobs import CompileJob, CompileResult, Target
-from .specialize import ValueNotKnown, plan_jobs
+from .specialize import PinError, ValueNotKnown, plan_jobs
 
 # The folder that holds the kernel_lsp package: another interpreter imports the worker from here.
 PACKAGE_PARENT = str(Path(__file__).resolve().parents[3])
@@ -100,6 +100,8 @@ def plan_side(text: str, kernel: str, path: str, target: Target, values: Mapping
         raise SideError(str(exc)) from None
     except ValueNotKnown as exc:
         raise SideError(f"{exc} (or give it in this side's values: NAME=VALUE)") from None
+    except PinError as exc:
+        raise SideError(str(exc)) from None
     if not jobs:
         raise SideError(f"{kernel} has no configuration to compile for {target.name}")
     job = jobs[0]

@@ -19,7 +19,7 @@ from concurrent.futures.process import BrokenProcessPool
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from analyzers.model import FileAnalysis, LaunchSite, Problem, Related, Severity, Span
 from analyzers.rules import RULES
@@ -33,6 +33,9 @@ from .jobs import NOT_COMPILED, CompileError, CompileJob, CompileResult, Target
 from .specialize import ASSUMED_OPTION, make_target, plan_jobs
 from .irmap import user_line
 from .worker import CACHE_DIR_ENV, relocate
+
+if TYPE_CHECKING:
+    from ..ray_executor import RayExecutor
 
 log = logging.getLogger(__name__)
 
@@ -155,7 +158,8 @@ def compile_problems(report: KernelCompileReport, target_spec: TargetSpec | None
                                 f"{report.plan_error}. This says nothing wrong about the kernel; report it if the "
                                 "kernel is valid.", kernel))
         return out
-    grouped: dict[tuple, list[JobReport]] = {}
+    # Each group keeps the error or warning of its first job: it is the one whose place the problem shows.
+    grouped: dict[tuple, tuple[CompileError, list[JobReport]]] = {}
     for jr in report.jobs:
         r = jr.result
         if r.error is not None:
@@ -164,12 +168,11 @@ def compile_problems(report: KernelCompileReport, target_spec: TargetSpec | None
                     else "KC010" if kind == "version" else None if kind == "cancelled"
                     else "KC009" if _from_assumed_types(jr.job, r.error) else "KC001")
             if code:
-                grouped.setdefault((code, r.error.line, r.error.col, r.error.message, r.error.related), []).append(jr)
+                key = (code, r.error.line, r.error.col, r.error.message, r.error.related)
+                grouped.setdefault(key, (r.error, []))[1].append(jr)
         for w in r.warnings:
-            grouped.setdefault(("KC002", w.line, w.col, w.message, ()), []).append(jr)
-    for (code, _line, _col, message, related), jrs in grouped.items():
-        err = (jrs[0].result.error if code != "KC002" else
-               next(w for w in jrs[0].result.warnings if w.message == message))
+            grouped.setdefault(("KC002", w.line, w.col, w.message, ()), (w, []))[1].append(jr)
+    for (code, _line, _col, message, related), (err, jrs) in grouped.items():
         labels = "; ".join(dict.fromkeys(_label(jr.job) for jr in jrs))
         where = f"on {spec.name} in {labels}"
         rel = tuple(Related(Span.point(ln, c or 0), msg) for ln, c, msg in related if ln is not None)
@@ -318,14 +321,14 @@ class CompileService:
         self.private_dir = private_dir or self.root / WORKSPACE_DIR
         self.cache = cache or ResultCache.in_private_dir(self.private_dir, self.settings.cache_max_mb * 2**20)
         self.triton_cache_dir = self.private_dir / TRITON_CACHE
-        self._pool = pool
+        self._pool: WorkerPool | RayExecutor | None = pool
         self._planner: ProcessPoolExecutor | None = None  # started for the first large file
         self._looked_up: dict[int, tuple[CompileJob, CompileResult | None]] = {}  # id(job) -> (job, cached result)
         self._inflight: dict[str, asyncio.Future] = {}
         self.counts = dict.fromkeys(["cacheHits", "cacheMisses", "compiles", "timeouts", "crashes"], 0)
 
     @property
-    def pool(self) -> WorkerPool:
+    def pool(self) -> WorkerPool | RayExecutor:
         if self._pool is None:
             env: dict[str, str | None] = {CACHE_DIR_ENV: str(self.triton_cache_dir),
                                           "TRITON_CACHE_DIR": str(self.triton_cache_dir), "TRITON_INTERPRET": None}
@@ -422,6 +425,7 @@ class CompileService:
         try:
             for i in order:
                 kernel = analysis.kernels[i]
+                jobs: list[tuple[CompileJob, CompileResult | None]] | Exception | None
                 try:
                     jobs = await asyncio.to_thread(plan, kernel)
                 except Exception as exc:  # noqa: BLE001 - one kernel's planning failure must not hide the others

@@ -259,6 +259,22 @@ class ValueNotKnown(ValueError):
     """A constexpr the kernel needs has no value the tool could read: the kernel is not compiled (KC009)."""
 
 
+class PinError(ValueError):
+    """A pinned value the kernel cannot be compiled with (a num_warps that is not an integer)."""
+
+
+def _pinned_options(pins: Mapping[str, object]) -> dict[str, int]:
+    """The num_warps / num_stages that `pins` sets; PinError for one that is not an integer."""
+    out: dict[str, int] = {}
+    for name in ("num_warps", "num_stages"):
+        if name in pins:
+            value = pins[name]
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise PinError(f"{name}: expected an integer, got {value!r}")
+            out[name] = value
+    return out
+
+
 def _heuristics(node: ast.FunctionDef) -> dict[str, ast.Lambda]:
     """@triton.heuristics({"NAME": lambda args: ...}) entries of a kernel, as written."""
     out: dict[str, ast.Lambda] = {}
@@ -279,7 +295,8 @@ def _heuristic_value(fn: ast.Lambda, known: dict[str, object]) -> tuple[object, 
     def lookup(n: ast.AST) -> object:
         if (isinstance(n, ast.Subscript) and isinstance(n.value, ast.Name) and n.value.id == arg
                 and isinstance(n.slice, ast.Constant)):
-            return known.get(n.slice.value, _UNKNOWN)
+            key = n.slice.value
+            return known.get(key, _UNKNOWN) if isinstance(key, str) else _UNKNOWN
         return _UNKNOWN
 
     value = evaluate(fn.body, lookup)
@@ -411,7 +428,8 @@ def _configs(info: TritonKernel, site_configs: list[_Config]) -> list[_Config]:
     for i, cfg in enumerate(info.autotune_configs):
         given = {"num_warps": cfg.num_warps, "num_stages": cfg.num_stages}
         # triton.Config's defaults are 4 warps and 3 stages, whatever the backend
-        options = {"num_warps": 4, "num_stages": 3, **{k: v for k, v in given.items() if isinstance(v, int)}}
+        options: dict[str, int | None] = {"num_warps": 4, "num_stages": 3,
+                                          **{k: v for k, v in given.items() if isinstance(v, int)}}
         kw = ", ".join(f"{k}={v}" for k, v in cfg.kwargs.items())
         out.append(_Config(f"autotune config {i + 1} ({kw})", {**first.values, **cfg.kwargs}, first.kinds, options))
     return out
@@ -497,6 +515,7 @@ def plan_jobs(
     Raises extract.ExtractionError if the kernel is not in `text`.
     """
     pins = dict(pins or {})
+    pinned_options = _pinned_options(pins)
     mod = extracted or extract_module(text, kernel, path)
     info, params = mod.info, mod.info.params
     pointer_params = _pointer_params(mod.node, {p.name for p in params})
@@ -505,7 +524,11 @@ def plan_jobs(
     dns_align = _name_set(mod.jit_options.get("do_not_specialize_on_alignment"), params) | dns
     site_configs = []
     for item in launch_sites:
-        site, site_text, site_path = (tuple(item) + (None, None))[:3] if isinstance(item, tuple) else (item, None, None)
+        if isinstance(item, tuple):
+            site, site_text = item[0], item[1]
+            site_path = item[2] if len(item) == 3 else None
+        else:
+            site, site_text, site_path = item, None, None
         if site.target == info.name:
             site_configs += _with_spec_cases(_site_config(site, site_text, site_path, path, params), site,
                                              site_text, params, pins)
@@ -579,8 +602,8 @@ def plan_jobs(
                 elif name not in pins:
                     assumed.notes.append(f"{name}: {ASSUMED_OPTION} {options[name]} (triton's default; the launch "
                                          "computes its value at run time)")
-            num_warps = int(pins.get("num_warps", options["num_warps"]))  # type: ignore[call-overload]
-            num_stages = int(pins.get("num_stages", options["num_stages"]))  # type: ignore[call-overload]
+            num_warps = pinned_options.get("num_warps", options["num_warps"])
+            num_stages = pinned_options.get("num_stages", options["num_stages"])
             ident = (target, tuple(signature), tuple((k, repr(v)) for k, v in constexprs), tuple(attrs), num_warps,
                      num_stages)
             if ident in seen:
@@ -597,11 +620,11 @@ def plan_jobs(
             )
             jobs.append(replace(job, key=job_key(job, triton_version)))
     if not jobs and missing:
-        names = sorted(missing)
-        which = f"`{names[0]}`" if len(names) == 1 else ", ".join(f"`{n}`" for n in names)
+        unknown = sorted(missing)
+        which = f"`{unknown[0]}`" if len(unknown) == 1 else ", ".join(f"`{n}`" for n in unknown)
         raise ValueNotKnown(
-            f"{NOT_COMPILED}the value{'s' * (len(names) > 1)} of {which} {'are' if len(names) > 1 else 'is'} not "
-            f"known ({missing[names[0]]}); pin it with the `pins` "
+            f"{NOT_COMPILED}the value{'s' * (len(unknown) > 1)} of {which} {'are' if len(unknown) > 1 else 'is'} not "
+            f"known ({missing[unknown[0]]}); pin it with the `pins` "
             "setting or launch the kernel with a literal value")
     return jobs
 

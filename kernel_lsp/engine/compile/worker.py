@@ -28,8 +28,10 @@ import sys
 import tempfile
 import time
 import warnings
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
+from types import ModuleType
 
 from . import offline
 from .jobs import NOT_IN_KERNELS, CompileError, CompileJob, CompileResult, Resources
@@ -83,11 +85,12 @@ def relocate(result: CompileResult, job: CompileJob) -> CompileResult:
 
     def move(err: CompileError) -> CompileError:
         line = _user_pos(job, err.module_line, err.col)[0] if err.module_line is not None else err.line
-        related = tuple(
-            (_user_pos(job, ml, c)[0] if ml else ln, c, msg)
-            for (ln, c, msg), ml in zip(err.related, err.related_module_lines or (0,) * len(err.related))
-        )
-        return replace(err, line=line, related=tuple(r for r in related if r[0] is not None))
+        related = []
+        for (ln, c, msg), ml in zip(err.related, err.related_module_lines or (0,) * len(err.related)):
+            moved = _user_pos(job, ml, c)[0] if ml else ln
+            if moved is not None:
+                related.append((moved, c, msg))
+        return replace(err, line=line, related=tuple(related))
 
     return replace(
         result,
@@ -109,20 +112,27 @@ def _char_col(job: CompileJob, module_line: int | None, col: int | None) -> int 
 
 
 def _error(job: CompileJob, message: str, kind: str, module_line: int | None = None, col: int | None = None,
-           related: list[tuple[int, int, str]] = ()) -> CompileError:  # type: ignore[assignment]
-    """An error at a module position (1-based line, UTF-8 byte column), mapped to the user's file."""
+           related: Sequence[tuple[int, int | None, str]] = ()) -> CompileError:
+    """An error at a module position (1-based line, UTF-8 byte column), mapped to the user's file. `related`:
+    (module line, column or None for the line's first non-blank one, message); those on lines the extractor
+    wrote are left out."""
     line, _ = _user_pos(job, module_line, col)
     col = _char_col(job, module_line, col)
-    mapped = [(_user_pos(job, ml, c)[0], _char_col(job, ml, c), m, ml) for ml, c, m in related]
-    mapped = [r for r in mapped if r[0] is not None]
+    kept: list[tuple[int, int, str]] = []
+    kept_lines: list[int] = []
+    for ml, c, m in related:
+        user_line, user_col = _user_pos(job, ml, c)[0], _char_col(job, ml, c)
+        if user_line is not None and user_col is not None:  # a column is known on every line of the module
+            kept.append((user_line, user_col, m))
+            kept_lines.append(ml)
     return CompileError(
         message=message,
         line=line,
         col=col if line is not None else None,
         kind=kind,
-        related=tuple((ln, c, m) for ln, c, m, _ in mapped),  # type: ignore[misc]
+        related=tuple(kept),
         module_line=module_line,
-        related_module_lines=tuple(ml for *_, ml in mapped),
+        related_module_lines=tuple(kept_lines),
     )
 
 
@@ -158,11 +168,13 @@ def _module_name(job: CompileJob) -> str:
     return f"{stem}_{(job.key or str(os.getpid()))[:12]}"
 
 
-def _import_module(path: Path, name: str):
+def _import_module(path: Path, name: str) -> ModuleType:
     spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+    if spec is None or spec.loader is None:  # not for a path ending in .py
+        raise ImportError(f"cannot import {path}", name=name, path=str(path))
+    module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
-    spec.loader.exec_module(module)  # type: ignore[union-attr]
+    spec.loader.exec_module(module)
     return module
 
 
@@ -195,8 +207,8 @@ def _import_error(job: CompileJob, exc: BaseException, mod_path: Path) -> Compil
         text = job.module_source.splitlines()[line - 1].strip() if line else "an import"
         return _error(job, f"`{text}` fails with the installed triton {_triton_version()} (removed or renamed "
                       f"there): {message}", "version", line)
-    if isinstance(exc, NameError) and exc.name in dict(job.unresolved):  # type: ignore[attr-defined]
-        return _error(job, *_unresolved(dict(job.unresolved)[exc.name]), line)  # type: ignore[attr-defined]
+    if isinstance(exc, NameError) and exc.name in dict(job.unresolved):
+        return _error(job, *_unresolved(dict(job.unresolved)[exc.name]), line)
     return _error(job, message, "compilation", line)
 
 
@@ -572,11 +584,13 @@ def _snap_to_call(source: str, line: int | None, col: int) -> int:
         tree = ast.parse(source)
     except SyntaxError:
         return col
-    best = None
+    best: ast.Call | None = None
     for node in ast.walk(tree):
-        inside = isinstance(node, ast.Call) and node.lineno == line and node.col_offset <= col and (
-            node.end_lineno != line or col < (node.end_col_offset or 0))
-        if inside and (best is None or node.col_offset > best.col_offset):
+        if not isinstance(node, ast.Call) or node.lineno != line or node.col_offset > col:
+            continue
+        if node.end_lineno == line and col >= (node.end_col_offset or 0):
+            continue  # ends before `col`
+        if best is None or node.col_offset > best.col_offset:
             best = node
     return best.col_offset if best is not None else col
 

@@ -27,6 +27,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import TypedDict
 
 from analyzers.hardware import Hardware, get_device
 from analyzers.roofline import ArgTraffic, Resources, Work, estimate, format_us, roofline_floor_us
@@ -222,10 +223,23 @@ def estimate_file(path: str, source: str | None, targets: Sequence[str | Hardwar
     return report
 
 
+class PointId(TypedDict):
+    """Which kernel, spec, bench shape and dtype a worker's point was: the fields every entry of it starts with."""
+
+    kernel: str
+    spec: str | None
+    shape: tuple[int, ...]
+    dtype: str
+
+
+def point_id(point: dict) -> PointId:
+    return PointId(kernel=point.get("kernel") or "", spec=point.get("spec"), shape=tuple(point.get("shape") or ()),
+                   dtype=point.get("dtype") or "")
+
+
 def entries_for_point(point: dict, devices: Sequence[tuple[str, Hardware]],
                       resources: ResourcesFn | None = None) -> list[KernelLatency]:
-    base = {"kernel": point.get("kernel") or "", "spec": point.get("spec"),
-            "shape": tuple(point.get("shape") or ()), "dtype": point.get("dtype") or ""}
+    base = point_id(point)
     if point.get("error"):
         return [KernelLatency(**base, source="estimate", device="", us=None, label="no estimate",
                               error=point["error"])]
@@ -264,7 +278,7 @@ def entries_for_point(point: dict, devices: Sequence[tuple[str, Hardware]],
     return out
 
 
-def nki_entry(base: dict, counts: dict, counted_shape: list | None = None) -> KernelLatency:
+def nki_entry(base: PointId, counts: dict, counted_shape: list | None = None) -> KernelLatency:
     """An NKI kernel's estimate on one Trainium2 NeuronCore, whatever the GPU targets (analyzers/nki_estimate.py).
     Its estimate and work carry the figures the reports read (HBM bytes, FLOPs) beside the model's counters."""
     from analyzers.nki_estimate import estimate as nki_estimate
@@ -340,8 +354,7 @@ def measure_file(path: str, source: str | None, kernels: Sequence[str] | None = 
 
 def measured_entry(point: dict, root: str | None, floor_device: Hardware | str | None = None, *,
                    path: str | None = None) -> KernelLatency:
-    base = {"kernel": point.get("kernel") or "", "spec": point.get("spec"),
-            "shape": tuple(point.get("shape") or ()), "dtype": point.get("dtype") or ""}
+    base = point_id(point)
     if point.get("error"):
         return KernelLatency(**base, source="measured", device=point.get("device_name") or "", us=None,
                              label="not measured", error=point["error"])

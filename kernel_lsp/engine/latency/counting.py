@@ -16,7 +16,9 @@ import inspect
 import itertools
 import math
 import types
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any, ClassVar, Protocol
 
 import numpy as np
 
@@ -25,14 +27,23 @@ from ...spec import unwrap_kernel
 DEFAULT_SAMPLES = 12  # interior programs interpreted per launch; every stratum with at most this many runs whole
 
 
+class Interpreted(Protocol):
+    """What counting uses of the interpreter's InterpretedFunction (triton 3.6 and 3.9 alike)."""
+
+    fn: Callable[..., Any]  # the kernel's Python function
+    rewritten_fn: ClassVar[dict[Callable[..., Any], Callable[..., Any]]]  # the function each kernel runs as
+
+    def rewrite(self) -> Callable[..., Any]: ...
+
+
 @dataclass
 class Launch:
     """One intercepted launch of the kernel."""
 
-    fn: object  # the InterpretedFunction
+    fn: Interpreted
     args: tuple
     kwargs: dict
-    grid: object
+    grid: Sequence[int] | Callable[[dict], Sequence[int]]  # as the launch gave it: sizes, or sizes from the meta
     config_index: int | None = None  # autotune config this launch came from
     config_label: str = ""
 
@@ -124,10 +135,9 @@ def _bound_args(launch: Launch) -> dict:
 
 def grid_of(launch: Launch) -> tuple[int, int, int]:
     grid = launch.grid
-    if callable(grid):
-        grid = grid({**launch.kwargs, **_bound_args(launch)})
-    grid = tuple(int(g) for g in grid)
-    return grid + (1,) * (3 - len(grid))
+    sizes = grid({**launch.kwargs, **_bound_args(launch)}) if callable(grid) else grid
+    x, y, z = (*(int(g) for g in sizes), 1, 1, 1)[:3]
+    return x, y, z
 
 
 def constexprs_of(launch: Launch) -> dict:
@@ -156,17 +166,18 @@ def _strata(grid: tuple[int, int, int], samples: int) -> list[tuple[list[tuple[i
         count = math.prod(len(r) for r in ranges)
         if count == 0:
             continue
-        ids = list(itertools.product(*ranges)) if count <= samples else None
-        if ids is None:  # evenly spaced over the stratum's flattened index, first and last included
+        if count <= samples:
+            ids = [(x, y, z) for x, y, z in itertools.product(*ranges)]
+        else:  # evenly spaced over the stratum's flattened index, first and last included
             picks = sorted({round(i * (count - 1) / (samples - 1)) for i in range(samples)})
             sizes = [len(r) for r in ranges]
             ids = []
             for p in picks:
-                coords = []
-                for axis in (2, 1, 0):
-                    coords.append(ranges[axis][p % sizes[axis]])
-                    p //= sizes[axis]
-                ids.append(tuple(reversed(coords)))
+                z = ranges[2][p % sizes[2]]
+                p //= sizes[2]
+                y = ranges[1][p % sizes[1]]
+                p //= sizes[1]
+                ids.append((ranges[0][p % sizes[0]], y, z))
         out.append((ids, count))
     return out
 
@@ -304,7 +315,7 @@ def count(launch: Launch, samples: int = DEFAULT_SAMPLES) -> dict:
 
     # The interpreter patches triton.language into the launched function's globals: give the wrapper the kernel's.
     sampled = types.FunctionType(template.__code__, real.__globals__, "sampled", None, template.__closure__)
-    sampled.__signature__ = inspect.signature(real)
+    sampled.__dict__["__signature__"] = inspect.signature(real)  # what inspect.signature reads
     sampled.__annotations__ = getattr(real, "__annotations__", {})
     sampled.__name__ = getattr(real, "__name__", "kernel")
     cache = type(fn).rewritten_fn
@@ -340,7 +351,7 @@ def count(launch: Launch, samples: int = DEFAULT_SAMPLES) -> dict:
         footprint = min(float(extents.get(name) or footprint), footprint, load + store)
         args_out.append({"name": name, "load_bytes": load, "store_bytes": store, "footprint_bytes": footprint,
                          "extent_bytes": float(extents.get(name, 0))})
-    tensor = {}
+    tensor: dict[str, float] = {}
     for cls, f in counts.tensor_flops.items():
         tensor[_dtype_class(cls)] = tensor.get(_dtype_class(cls), 0.0) + f
     return {
@@ -361,18 +372,19 @@ def _dtype_class(name: str) -> str:
 
 def _union_elems(intervals: list[tuple[int, int, int]]) -> int:
     """Elements covered by the union of [start, end) byte intervals."""
-    total, cur_lo, cur_hi = 0, None, None
+    total = 0
+    span: tuple[int, int] | None = None  # the union's interval being extended
     ordered = sorted(intervals)
     elem = ordered[-1][2] if ordered else 1
     for lo, hi, _ in ordered:
-        if cur_hi is None or lo > cur_hi:
-            if cur_hi is not None:
-                total += cur_hi - cur_lo
-            cur_lo, cur_hi = lo, hi
+        if span is None or lo > span[1]:
+            if span is not None:
+                total += span[1] - span[0]
+            span = (lo, hi)
         else:
-            cur_hi = max(cur_hi, hi)
-    if cur_hi is not None:
-        total += cur_hi - cur_lo
+            span = (span[0], max(span[1], hi))
+    if span is not None:
+        total += span[1] - span[0]
     return total // max(1, elem)
 
 

@@ -150,7 +150,7 @@ def search_tiling(path: str, source: str, kernel: str, target: str = "H200", roo
                        compiler=compiler or service_compiler(root), compile_budget=max(0, int(compile_budget)))
     if timer is not None:
         proposal.not_measured_because = unmeasured
-    if store is not None and not proposal.errors and not (cancel is not None and cancel.is_set()):
+    if store is not None and key is not None and not proposal.errors and not (cancel is not None and cancel.is_set()):
         store.put(key, proposal)
     return proposal
 
@@ -293,8 +293,10 @@ def _search(path, source, kernel, hw, root, *, timed, verify, say, cancel, radiu
         say(f"ranked {len(ranked)} configurations by the model: estimated; not measured"
             + (f" ({unmeasured})" if unmeasured else ""), 0.8)
     winner, source_kind = choose(ranked, measured)
-    figures = measured if source_kind == "measured" else estimated
-    if (winner is not None and current in figures and figures.get(winner) is not None
+    # A configuration that could not be estimated (its compile failed) has no figure: the current one among them
+    # is then beaten by any candidate.
+    figures = measured if source_kind == "measured" else {c: us for c, us in estimated.items() if us is not None}
+    if (winner is not None and current in figures and winner in figures
             and figures[winner] >= figures[current] * 0.98):
         winner = current  # within 2% of what the user has: no edit is worth proposing
     proposal.tried = [Tried(c.label, c.overrides, estimated.get(c), measured.get(c),
@@ -322,8 +324,8 @@ def _search(path, source, kernel, hw, root, *, timed, verify, say, cancel, radiu
         # A freed block size can make the kernel wrong (a block shorter than the row it must cover): the next
         # best configurations with other block sizes are verified in turn, a few at most.
         limit = figures.get(current, math.inf) * 0.98
-        order = [winner, *sorted((c for c in figures if figures[c] is not None and figures[c] < limit
-                                  and c != winner), key=lambda c: figures[c])]
+        order = [winner, *sorted((c for c in figures if figures[c] < limit and c != winner),
+                                 key=lambda c: figures[c])]
         tried = {t.label: t for t in proposal.tried}
         failed: set[tuple] = set()
         attempts, verified = 0, False
@@ -433,9 +435,9 @@ def tied_block_sizes(source: str, kernel: str) -> set[str] | None:
             if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Subscript)):
                 continue
             callee = node.func.value
-            name = callee.id if isinstance(callee, ast.Name) else callee.attr if isinstance(callee, ast.Attribute) \
+            called = callee.id if isinstance(callee, ast.Name) else callee.attr if isinstance(callee, ast.Attribute) \
                 else None
-            if name != kernel:
+            if called != kernel:
                 continue
             found = True
             texts = _grid_expressions(node.func.slice, bound)

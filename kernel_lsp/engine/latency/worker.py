@@ -110,16 +110,17 @@ def _count_scaled(module, point: dict, shape: tuple, full: list, samples: int) -
         key = tuple(sorted((i, p.size) for i, p in plan.items()))
         groups.setdefault(key, []).append(j)
         plans[key] = plan
-    out: list[dict | None] = [None] * len(outlines)
-    counted_at = None
+    works: dict[int, dict] = {}  # position of the launch -> its scaled work
+    counted_at: list | None = None
     for key, members in groups.items():
         scaled = _scale_group(module, point, shape, outlines, members, plans[key], samples)
         if scaled is None:
             return None
-        for j, work in zip(members, scaled[0]):
-            out[j] = work
+        works.update(zip(members, scaled[0]))
         counted_at = scaled[1] if counted_at is None else [min(a, b) for a, b in zip(counted_at, scaled[1])]
-    return out, counted_at
+    if counted_at is None:  # no launch to count
+        return None
+    return [works[j] for j in range(len(outlines))], counted_at
 
 
 def _scale_group(module, point, shape, outlines, members, plan, samples) -> tuple[list[dict], list] | None:

@@ -46,6 +46,8 @@ class Kernel:
     """What `nki.jit` (or baremetal, benchmark, ...) makes of a function: called with arrays it runs in the model;
     called from inside a running kernel with tiles, it is a plain call."""
 
+    __name__: str  # the function's, with its other attributes (functools.update_wrapper)
+
     def __init__(self, fn, generation: str):
         self.fn = fn
         self.generation = generation
@@ -174,14 +176,13 @@ class _AnyType:
 
 def _module(name: str, attrs: dict) -> types.ModuleType:
     m = types.ModuleType(name, f"{name} ({MODEL_LABEL})")
-    m.__dict__.update(attrs)
-    m.__kernel_lsp_model__ = True
 
     def missing(attr: str):
         if attr.startswith("__"):
             raise AttributeError(attr)
         raise UnsupportedName(f"the NKI model does not implement {name}.{attr}")
-    m.__getattr__ = missing
+    # A module's own __getattr__ (PEP 562) answers for every name the model lacks.
+    m.__dict__.update(attrs, __kernel_lsp_model__=True, __getattr__=missing)
     return m
 
 
@@ -277,6 +278,8 @@ def load_file(path: str, name: str | None = None) -> types.ModuleType:
     name = name or "nki_model_" + os.path.splitext(os.path.basename(path))[0]
     with installed():
         found = importlib.util.spec_from_file_location(name, path)
+        if found is None or found.loader is None:  # not a path ending in .py
+            raise ImportError(f"cannot import {path}", name=name, path=path)
         module = importlib.util.module_from_spec(found)
         sys.modules[name] = module
         try:

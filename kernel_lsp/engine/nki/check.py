@@ -4,6 +4,8 @@ the spec's tolerances. Runs inside a checking process (it imports torch and the 
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from . import MODEL_LABEL, OUTCOMES, NkiRuleError, Unsupported, to_numpy
@@ -20,7 +22,7 @@ def check_spec(spec, call, *, label: str = MODEL_LABEL, defaults: dict | None = 
     from ..verify.compare import DEFAULT_TOLERANCES
 
     defaults = defaults or DEFAULT_TOLERANCES
-    cases = []
+    cases: list[dict[str, Any]] = []  # JSON-like, as the simulator's verdicts are
     for shape in spec.shapes:
         for dtype in spec.dtypes:
             for seed in range(spec.seeds):
@@ -111,7 +113,8 @@ def spec_verdict(spec, kernel_line: int):
 
     started = time.monotonic()
     found = check_spec(spec, spec.launcher)
-    label, notes = MODEL_LABEL, ()
+    label = MODEL_LABEL
+    notes: tuple[str, ...] = ()
     if available():  # AWS's simulator is installed: its verdict stands, the model's is compared with it
         by_simulator = check_in_simulator(spec)
         if by_simulator is None:

@@ -11,6 +11,7 @@ import os
 import sys
 import weakref
 from dataclasses import dataclass, field
+from types import FrameType
 
 import ml_dtypes
 import numpy as np
@@ -31,7 +32,7 @@ DTYPES = {
     "uint16": np.dtype(np.uint16), "int8": np.dtype(np.int8), "uint8": np.dtype(np.uint8),
     "bool_": np.dtype(np.bool_), "float64": np.dtype(np.float64), "int64": np.dtype(np.int64),
 }
-_NAMES = {}
+_NAMES: dict[np.dtype, str] = {}
 for _name, _dt in DTYPES.items():
     _NAMES.setdefault(_dt, _name)
 
@@ -57,7 +58,7 @@ def is_float(dt) -> bool:
 
 def user_line() -> int | None:
     """0-based line of the innermost frame outside the model: where the kernel made the call."""
-    frame = sys._getframe(1)
+    frame: FrameType | None = sys._getframe(1)
     while frame is not None:
         if os.path.dirname(os.path.abspath(frame.f_code.co_filename)) != _PACKAGE_DIR:
             return frame.f_lineno - 1
@@ -82,7 +83,7 @@ class NkiRuleError(Exception):
 
 
 def _user_site() -> tuple:
-    frame = sys._getframe(1)
+    frame: FrameType | None = sys._getframe(1)
     while frame is not None:
         if os.path.dirname(os.path.abspath(frame.f_code.co_filename)) != _PACKAGE_DIR:
             return (frame.f_code.co_filename, frame.f_lineno)
@@ -91,7 +92,7 @@ def _user_site() -> tuple:
 
 
 def _user_file() -> str | None:
-    frame = sys._getframe(1)
+    frame: FrameType | None = sys._getframe(1)
     while frame is not None:
         if os.path.dirname(os.path.abspath(frame.f_code.co_filename)) != _PACKAGE_DIR:
             return frame.f_code.co_filename
@@ -216,6 +217,9 @@ def _uninitialized(shape, dt) -> np.ndarray:
 
 class Tensor:
     """A tensor in HBM or a tile in SBUF/PSUM. The first dimension of an on-chip tile is its partition axis."""
+
+    # A reshaped view keeps the tile it views alive: the tile's SBUF/PSUM stays counted while the view is in use.
+    _base: Tensor | None = None
 
     def __init__(self, data: np.ndarray, buffer: str, *, init: np.ndarray | bool = False, is_input: bool = False,
                  name: str | None = None, account: bool = True, partition_axis: int = 0):
@@ -446,12 +450,24 @@ class Access:
         fn = getattr(language, name)
         return fn(other, self) if reverse else fn(self, other)
 
-    __add__, __radd__ = Tensor.__add__, Tensor.__radd__
-    __sub__, __rsub__ = Tensor.__sub__, Tensor.__rsub__
-    __mul__, __rmul__ = Tensor.__mul__, Tensor.__rmul__
-    __truediv__, __rtruediv__ = Tensor.__truediv__, Tensor.__rtruediv__
-    __neg__, __pow__, __matmul__ = Tensor.__neg__, Tensor.__pow__, Tensor.__matmul__
-    __lt__, __le__, __gt__, __ge__ = Tensor.__lt__, Tensor.__le__, Tensor.__gt__, Tensor.__ge__
+    def __add__(self, o): return self._op("add", o)
+    def __radd__(self, o): return self._op("add", o, True)
+    def __sub__(self, o): return self._op("subtract", o)
+    def __rsub__(self, o): return self._op("subtract", o, True)
+    def __mul__(self, o): return self._op("multiply", o)
+    def __rmul__(self, o): return self._op("multiply", o, True)
+    def __truediv__(self, o): return self._op("divide", o)
+    def __rtruediv__(self, o): return self._op("divide", o, True)
+    def __pow__(self, o): return self._op("power", o)
+    def __neg__(self): return self._op("multiply", -1.0)
+    def __lt__(self, o): return self._op("less", o)
+    def __le__(self, o): return self._op("less_equal", o)
+    def __gt__(self, o): return self._op("greater", o)
+    def __ge__(self, o): return self._op("greater_equal", o)
+
+    def __matmul__(self, o):
+        from . import language
+        return language.matmul(self, o)
 
     def __iadd__(self, other):
         values, _ = self.read()
@@ -487,7 +503,7 @@ def cast(values, dt) -> np.ndarray:
     return _cast(np.asarray(values), np.dtype(dt))
 
 
-def value_of(x, *, operand: str = "operand", mask=None) -> np.ndarray | float | int:
+def value_of(x, *, operand: str = "operand", mask=None) -> np.ndarray | np.number | float | int:
     """The values of an instruction operand: a tile, an access of a tile, a scalar or an index expression.
     Compute engines read SBUF and PSUM only: an HBM operand is a rule error. Under an instruction's mask only the
     elements it selects are read (the others are NaN for floats: they must not reach a result)."""

@@ -19,7 +19,9 @@ from __future__ import annotations
 
 import dataclasses
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from types import FrameType
 from typing import Any
 
 from kernel_lsp.spec import unwrap_kernel
@@ -66,7 +68,7 @@ def _tensors(name: str, value: Any, out: dict[str, Any]) -> None:
 
 def _user_line(path: str) -> int | None:
     """0-based line of the innermost frame running code of the user's file (the kernel under the interpreter)."""
-    frame = sys._getframe(1)
+    frame: FrameType | None = sys._getframe(1)
     while frame is not None:
         if frame.f_code.co_filename == path:
             return frame.f_lineno - 1
@@ -91,7 +93,7 @@ class KernelHooks:
         self.race: Race | None = None
         self.notes: list[str] = []
         self._current: Launch | None = None
-        self._orig_run = None
+        self._orig_run: Callable[..., Any] | None = None  # the kernel's own run, while installed
         self.arg_names = list(getattr(self.jit, "arg_names", []) or [])
 
     # --- launches ---
@@ -104,6 +106,11 @@ class KernelHooks:
         if self.interpreter:
             patch_interpreter()
             _Guard.install(self)
+
+    def _original_run(self) -> Callable[..., Any]:
+        if self._orig_run is None:  # only installed hooks see launches
+            raise RuntimeError("the kernel's launch hooks are not installed")
+        return self._orig_run
 
     def uninstall(self) -> None:
         if self._orig_run is not None:
@@ -118,9 +125,9 @@ class KernelHooks:
         self.launch_args = []
         self.stored = []
 
-    def _run(self, *args, **kwargs):
+    def _run(self, *args: Any, **kwargs: Any) -> Any:
         if kwargs.get("warmup"):
-            return self._orig_run(*args, **kwargs)
+            return self._original_run()(*args, **kwargs)
         if self.probe:
             self.probe = False
             raise LaunchProbe("kernel-lsp probe: this launch was made to fail on purpose")
@@ -161,7 +168,7 @@ class KernelHooks:
     def _launch(self, launch: Launch, args: tuple, kwargs: dict) -> Any:
         tensors = launch.tensors
         if not self.interpreter:
-            return self._orig_run(*args, **kwargs)
+            return self._original_run()(*args, **kwargs)
         for name, t in tensors.items():
             try:
                 storage = t.untyped_storage()
@@ -172,7 +179,7 @@ class KernelHooks:
         _Guard.active = self
         self._current = launch
         try:
-            return self._orig_run(*args, **kwargs)
+            return self._original_run()(*args, **kwargs)
         finally:
             _Guard.active = None
             self._current = None
@@ -247,7 +254,7 @@ def storage_view(t: Any, dtype: Any = None) -> Any:
     dtype = dtype or t.dtype
     storage = t.untyped_storage()
     whole = torch.empty(0, dtype=dtype, device=t.device)
-    whole.set_(storage, 0, (storage.nbytes() // whole.element_size(),))
+    whole.set_(storage, 0, (storage.nbytes() // whole.element_size(),), (1,))
     return whole
 
 
@@ -403,7 +410,7 @@ class _Guard:
                                "crash the check or read garbage")
             return
         options = getattr(builder, "options", None)
-        if options is not None and dataclasses.is_dataclass(options) and hasattr(options, "debug"):
+        if dataclasses.is_dataclass(options) and not isinstance(options, type) and hasattr(options, "debug"):
             builder.options = dataclasses.replace(options, debug=True)  # tl.device_assert is a no-op otherwise
         wrapped = 0
         for name, kind, ptr_i, mask_i, value_i in (

@@ -150,20 +150,21 @@ def _exception_line(exc: BaseException, path: str) -> int | None:
     raised inside an interpreted kernel, which the interpreter re-raises from the launcher)."""
     line = None
     seen = set()
-    while exc is not None and id(exc) not in seen:
-        seen.add(id(exc))
-        found = user_line(exc.__traceback__, path)
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        found = user_line(current.__traceback__, path)
         if found is not None:
             line = found
-        exc = exc.__cause__ or exc.__context__
+        current = current.__cause__ or current.__context__
     return line
 
 
 def _root(exc: BaseException) -> BaseException:
     seen = set()
-    while (exc.__cause__ or exc.__context__) is not None and id(exc) not in seen:
+    while (cause := exc.__cause__ or exc.__context__) is not None and id(exc) not in seen:
         seen.add(id(exc))
-        exc = exc.__cause__ or exc.__context__
+        exc = cause
     return exc
 
 
@@ -171,21 +172,23 @@ def _chain_named(exc: BaseException, name: str) -> bool:
     """Whether the exception or one it was raised from has this class name (triton's errors, by name: the
     checking process may not import every triton version's error module)."""
     seen = set()
-    while exc is not None and id(exc) not in seen:
-        seen.add(id(exc))
-        if any(cls.__name__ == name for cls in type(exc).__mro__):
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if any(cls.__name__ == name for cls in type(current).__mro__):
             return True
-        exc = exc.__cause__ or exc.__context__
+        current = current.__cause__ or current.__context__
     return False
 
 
 def _chain_has(exc: BaseException, kind: type) -> bool:
     seen = set()
-    while exc is not None and id(exc) not in seen:
-        if isinstance(exc, kind):
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        if isinstance(current, kind):
             return True
-        seen.add(id(exc))
-        exc = exc.__cause__ or exc.__context__
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
     return False
 
 
@@ -528,18 +531,18 @@ class SpecCheck:
         started = time.monotonic()
         s = self.spec
         kernel_line = self.kernel_line
-        base = {"kernel": self.kernel, "spec": s.name, "spec_line": max(s.line - 1, 0), "kernel_line": kernel_line,
-                "device": self.device_label}
+        spec_line = max(s.line - 1, 0)
         cases: list[CaseResult] = []
 
-        def verdict(status, message, line=None, failed_check=None) -> Verdict:
-            return Verdict(status=status, message=message, line=line, cases=tuple(cases),
+        def verdict(status: str, message: str, line: int | None = None, failed_check: str | None = None) -> Verdict:
+            return Verdict(kernel=self.kernel, spec=s.name, spec_line=spec_line, kernel_line=kernel_line,
+                           device=self.device_label, status=status, message=message, line=line, cases=tuple(cases),
                            notes=tuple(dict.fromkeys(self.notes + self.hooks.notes)),
-                           duration_s=round(time.monotonic() - started, 3), failed_check=failed_check, **base)
+                           duration_s=round(time.monotonic() - started, 3), failed_check=failed_check)
 
         if not hasattr(unwrap_kernel(s.kernel), "run"):
             return verdict("error", f"spec {s.name}: kernel= must be a @triton.jit function or its autotuner, "
-                           f"got {type(s.kernel).__name__}", base["spec_line"])
+                           f"got {type(s.kernel).__name__}", spec_line)
         self.hooks.install()
         autotuner = _autotuner(s.kernel)
         configs = list(getattr(autotuner, "configs", None) or [None]) if autotuner is not None else [None]
@@ -604,11 +607,11 @@ class SpecCheck:
         if any("unseen shape" in n for n in self.notes):
             return
         rng = random.Random(seed)
-        shape = list(rng.choice(self.spec.shapes))
-        if not shape:
+        grown = list(rng.choice(self.spec.shapes))
+        if not grown:
             return
-        shape[-1] += rng.randint(1, 9)
-        shape = tuple(shape)
+        grown[-1] += rng.randint(1, 9)
+        shape = tuple(grown)
         dtype = self.spec.dtypes[0]
         try:
             case = self.case(shape, dtype, seed, config, False)
