@@ -17,7 +17,8 @@ calibrated constant:
 - bandwidth of the whole launch: DRAM (a contiguous run shorter than a sector pays for the sector) and L2; a
   program's second pass over its data hits L2 only while every resident program's data fits in it;
 - the block scheduler's launch rate: a cost per program and multiprocessor;
-- register spills: local-memory traffic per spilled byte, once per loop iteration.
+- register spills: local-memory traffic per spilled byte, once per loop iteration; the share of it whose spill
+  slots (SMs x resident threads x spill bytes) overflow L2 goes to DRAM.
 
 t = launch overhead + smooth_max(lifetime, dram, l2, program launches) + spill, where the smooth maximum is a
 p-norm (limits that overlap imperfectly add a little of each other).
@@ -99,7 +100,8 @@ _H200_PROVENANCE = {
     "dot_latency_ns": f"a K step waits for its operands unless num_stages - 1 copies are in flight; {_FIT}",
     "loop_overlap": f"LLVM unrolls a loop without tl.dot, so several iterations' loads are in flight; {_FIT}",
     "dependent_ns": f"a warp waits for its previous instruction's result (ALU and MUFU latency); {_FIT}",
-    "l2_usable": f"re-reads hit L2 while (SMs x resident programs x bytes each re-reads) fits this share; {_FIT}",
+    "l2_usable": (f"re-reads hit L2 while (SMs x resident programs x bytes each re-reads) fits this share, and so do "
+                  f"reloaded spills while (SMs x resident threads x spill bytes) fits it; {_FIT}"),
     "instructions_per_element": f"machine instructions per element operation the source counts; {_FIT}",
     "tensor_efficiency": f"share of the 989 TFLOP/s dense fp16/bf16 peak a large warp tile reaches; {_FIT}",
     "warp_tile_half": f"wgmma/mma shape efficiency: operand traffic per MMA grows as the warp tile shrinks; {_FIT}",
@@ -107,7 +109,8 @@ _H200_PROVENANCE = {
     "smooth": f"limits that overlap imperfectly (memory, issue, tensor cores) join by a p-norm; {_FIT}",
     "spill_tbps": ("spilled registers are stored and reloaded once per loop iteration: Nsight Compute counted "
                    "0.88-1.03x (spill bytes x threads x programs x iterations) of local loads and of local stores "
-                   "on 10 spilling H200 matmul tiles (bench/sweeps/spill_traffic.json); the rate is " + _FIT),
+                   "on 10 spilling H200 matmul tiles (bench/sweeps/spill_traffic.json); the rate (of spills L2 "
+                   "keeps; the overflow moves at the DRAM rate) is " + _FIT),
     "program_ns": f"the block scheduler's launch rate and each program's prologue/epilogue; {_FIT}",
     "burst_bytes": f"DRAM sector a short contiguous run pays for in full; {_FIT}",
     "issue": "not fitted: a scheduler issues one warp-instruction per cycle, 4 per SM, at Hardware.clock_ghz",
@@ -116,9 +119,9 @@ _H200_PROVENANCE = {
 
 CALIBRATIONS: dict[str, Calibration] = {
     "H200": Calibration(
-        dram_efficiency=0.7686, l2_tbps=19.45, latency_ns=1177.0, dot_latency_ns=448.4, loop_overlap=6.078,
-        dependent_ns=0.5, l2_usable=0.2875, instructions_per_element=1.102, tensor_efficiency=0.7409,
-        warp_tile_half=401.4, tail=0.9326, smooth=3.497, spill_tbps=7.106, program_ns=69.25, burst_bytes=33.82,
+        dram_efficiency=0.7532, l2_tbps=22.51, latency_ns=1095.0, dot_latency_ns=449.1, loop_overlap=6.024,
+        dependent_ns=0.5, l2_usable=0.5106, instructions_per_element=1.229, tensor_efficiency=0.7723,
+        warp_tile_half=415.8, tail=1.0, smooth=3.130, spill_tbps=8.141, program_ns=67.18, burst_bytes=32.79,
         provenance=_H200_PROVENANCE),
 }
 
@@ -157,7 +160,7 @@ def estimate(launch: Launch, hw: Hardware, cal: Calibration | None = None) -> Co
     issue slots shared by every resident warp; its share of the tensor cores. Against that lifetime stand the
     whole launch's DRAM bytes (short contiguous runs pay whole sectors; a second pass misses L2 when the resident
     programs' data overflow it), its L2 re-reads and the rate at which blocks launch. Spilled registers add their
-    local-memory traffic."""
+    local-memory traffic, at the DRAM rate for the share of spill slots L2 cannot hold."""
     measured_on = None
     if cal is None:
         cal, own = calibration(hw)
@@ -228,8 +231,14 @@ def estimate(launch: Launch, hw: Hardware, cal: Calibration | None = None) -> Co
     body = _smooth_max([lifetime, dram, l2, launches], cal.smooth)
     spill = 0.0
     if launch.spill_bytes:
-        # Spilled registers go out and come back once per iteration of the main loop.
-        spill = 2.0 * launch.spill_bytes * threads * programs * steps / (cal.spill_tbps * 1e12)
+        # Spilled registers go out and come back once per iteration of the main loop. Local memory is cached in
+        # L2 like any global line: while every resident thread's spill slots fit its usable share they stay
+        # there; beyond it the stores are written back to DRAM and the reloads miss.
+        traffic = 2.0 * launch.spill_bytes * threads * programs * steps
+        local_set = sms * resident * threads * launch.spill_bytes
+        missed = 1.0 - min(1.0, hw.l2_mb * 1e6 * cal.l2_usable / local_set)
+        spill = traffic * (1.0 - missed) / (cal.spill_tbps * 1e12) + \
+            traffic * missed / (hw.hbm_tbps * 1e12 * cal.dram_efficiency)
     us = (body + spill) * 1e6 + hw.launch_overhead_us
     terms = {"latency": rounds * steps * latency, "issue": rounds * steps * issue, "tensor": rounds * steps * tensor,
              "dram": dram, "l2": l2, "launches": launches, "spill": spill}
