@@ -8,6 +8,7 @@ import asyncio
 import logging
 import math
 import os
+import threading
 from typing import TYPE_CHECKING, Any
 
 from analyzers.model import Span, TextEdit
@@ -57,67 +58,76 @@ def _figure(e) -> str:
     return text
 
 
-def latency_report(ls: "KernelLanguageServer", path: str) -> "LatencyReport | None":
-    """The file's timing or estimate, while its text is still the one that was timed."""
-    return ls.while_current(ls.state.latency, path)
+class Latency:
+    """The latency figures of one server session: each file's last timing or estimate with the text it was made
+    from (shown while that text is current), and the runs in flight (a newer run for a file supersedes the older)."""
 
+    def __init__(self, server: "KernelLanguageServer"):
+        self.ls = server
+        self.results: dict[str, tuple[str, "LatencyReport"]] = {}  # path -> (the text timed or estimated, report)
+        self.running: dict[str, threading.Event] = {}  # path -> cancel of the run in flight
 
-async def run_latency(ls: "KernelLanguageServer", path: str, text: str, kernels: tuple[str, ...],
-                      gpu: bool | None = None) -> "LatencyReport | None":
-    """Time the kernels at their bench shapes on this machine's GPU, or estimate them for each target's device
-    without one. Kernels of the text not asked about keep their earlier figures for the same text."""
-    from analyzers.hardware import parse_hardware_overrides
+    def report(self, path: str) -> "LatencyReport | None":
+        """The file's timing or estimate, while its text is still the one that was timed."""
+        return self.ls.while_current(self.results, path)
 
-    from ..engine.batch import resources_lookup
-    from ..engine.gpu import runs_on_gpu
-    from ..engine.latency import LatencyReport, estimate_file, measure_file, record_estimates
+    async def run(self, path: str, text: str, kernels: tuple[str, ...],
+                  gpu: bool | None = None) -> "LatencyReport | None":
+        """Time the kernels at their bench shapes on this machine's GPU, or estimate them for each target's device
+        without one. Kernels of the text not asked about keep their earlier figures for the same text."""
+        from analyzers.hardware import parse_hardware_overrides
 
-    settings = ls.state.settings
-    root = ls.state.roots[0] if ls.state.roots else None
-    if gpu is None:
-        gpu = runs_on_gpu(settings.check_device)
-    title = f"{'timing' if gpu else 'estimating'} {', '.join(kernels)}"
-    async with background_job(ls, title, running=ls.state.timing, key=path,
-                              current=lambda: ls.current_text(path) == text) as job:
-        if gpu:
-            from ..engine.latency.roofline import add_measured_roofline
+        from ..engine.batch import resources_lookup
+        from ..engine.gpu import runs_on_gpu
+        from ..engine.latency import LatencyReport, estimate_file, measure_file, record_estimates
 
-            report = await job.run(measure_file, path, text, list(kernels), root, cancel=job.cancel)
-            if not job.cancelled:  # how close each measurement came to the roofs, from the work counted
-                report = await job.run(add_measured_roofline, report, text, root, cancel=job.cancel)
-        else:
-            table, _ = parse_hardware_overrides(settings.hardware or None)
-            # registers and shared memory of the file's compiled configurations, for the estimate's occupancy
-            resources = resources_lookup(ls.compiles.reports(path))
-            report = await job.run(estimate_file, path, text, list(settings.targets), list(kernels), root,
-                                   hardware=table, resources=resources, cancel=job.cancel)
-            if root and not job.cancelled:
-                await job.run(record_estimates, report, root)
-    if not job.still_current():
-        return None  # superseded, or the text changed meanwhile: a newer check times it again
-    before = ls.state.latency.get(path)
-    if before is not None and before[0] == text:
-        kept = [e for e in before[1].entries if e.kernel not in kernels]
-        report = LatencyReport(path, kept + report.entries, report.errors, report.seconds)
-    ls.state.latency[path] = (text, report)
-    if report.errors:
-        log.info("latency of %s: %s", path, "; ".join(report.errors))
-    for error in report.errors:  # the worker failed (killed, timed out): no hint will say so, a message does
-        if error.startswith(("work counting failed:", "timing failed:")):
-            ls.message(f"latency of {os.path.basename(path)}: {error}")
-    ls.refresh_hints()
-    ls.refresh_lenses()
-    return report
+        ls = self.ls
+        settings = ls.state.settings
+        root = ls.state.roots[0] if ls.state.roots else None
+        if gpu is None:
+            gpu = runs_on_gpu(settings.check_device)
+        title = f"{'timing' if gpu else 'estimating'} {', '.join(kernels)}"
+        async with background_job(ls, title, running=self.running, key=path,
+                                  current=lambda: ls.current_text(path) == text) as job:
+            if gpu:
+                from ..engine.latency.roofline import add_measured_roofline
+
+                report = await job.run(measure_file, path, text, list(kernels), root, cancel=job.cancel)
+                if not job.cancelled:  # how close each measurement came to the roofs, from the work counted
+                    report = await job.run(add_measured_roofline, report, text, root, cancel=job.cancel)
+            else:
+                table, _ = parse_hardware_overrides(settings.hardware or None)
+                # registers and shared memory of the file's compiled configurations, for the estimate's occupancy
+                resources = resources_lookup(ls.compiles.reports(path))
+                report = await job.run(estimate_file, path, text, list(settings.targets), list(kernels), root,
+                                       hardware=table, resources=resources, cancel=job.cancel)
+                if root and not job.cancelled:
+                    await job.run(record_estimates, report, root)
+        if not job.still_current():
+            return None  # superseded, or the text changed meanwhile: a newer check times it again
+        before = self.results.get(path)
+        if before is not None and before[0] == text:
+            kept = [e for e in before[1].entries if e.kernel not in kernels]
+            report = LatencyReport(path, kept + report.entries, report.errors, report.seconds)
+        self.results[path] = (text, report)
+        if report.errors:
+            log.info("latency of %s: %s", path, "; ".join(report.errors))
+        for error in report.errors:  # the worker failed (killed, timed out): no hint will say so, a message does
+            if error.startswith(("work counting failed:", "timing failed:")):
+                ls.message(f"latency of {os.path.basename(path)}: {error}")
+        ls.refresh_hints()
+        ls.refresh_lenses()
+        return report
 
 
 def hint_label(report: "LatencyReport | None", kernel: str) -> str | None:
-    """The def line's figure for `kernel` from its file's current report (`latency_report`)."""
+    """The def line's figure for `kernel` from its file's current report (`Latency.report`)."""
     shown = _shown(report.for_kernel(kernel)) if report else []
     return _figure(shown[-1]) if shown else None  # the largest bench shape
 
 
 def lens_title(report: "LatencyReport | None", kernel: str) -> str | None:
-    """The per-shape code lens for `kernel` from its file's current report (`latency_report`)."""
+    """The per-shape code lens for `kernel` from its file's current report (`Latency.report`)."""
     shown = _shown(report.for_kernel(kernel)) if report else []
     if not shown:
         return None
@@ -128,7 +138,7 @@ def lens_title(report: "LatencyReport | None", kernel: str) -> str | None:
 
 
 def hover_section(ls: "KernelLanguageServer", path: str, kernel: str) -> str | None:
-    report = latency_report(ls, path)
+    report = ls.latency.report(path)
     entries = [e for e in (report.for_kernel(kernel) if report else []) if e.us is not None or e.error]
     if not entries:
         return None
