@@ -14,7 +14,7 @@ import os
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import Any, Iterable
+from typing import TYPE_CHECKING, Any, Iterable
 
 from lsprotocol import types
 from pygls.lsp.server import LanguageServer
@@ -40,6 +40,9 @@ from .features.latency import Latency
 from .features.profile import Profiles
 from .features.verification import Checks
 from .transport import KernelProtocol
+
+if TYPE_CHECKING:
+    from .api import Workspace
 
 log = logging.getLogger(__name__)
 
@@ -83,6 +86,8 @@ class ServerState:
     code_lens_refresh: bool = False  # the client accepts workspace/codeLens/refresh
     change_annotations: bool = False  # the client previews edits whose change annotations need confirmation
     progress_support: bool = False  # the client shows work-done progress (window.workDoneProgress)
+    # The Python API's Workspace per folder, as checks and timing reach the engine through it (api_workspace)
+    workspaces: dict[str, "Workspace"] = field(default_factory=dict)
     # Without a workspace folder: the folder of the first file opened, the root its compiles use (nothing is indexed
     # or watched there); the user is told once what that leaves out.
     file_root: str | None = None
@@ -388,6 +393,28 @@ class KernelLanguageServer(LanguageServer):
             "files are seen only while those files are open, and checks and timing stay off (they need a trusted "
             "workspace folder). Open the folder as a workspace to get all of it (Neovim finds one from a .git or "
             "pyproject.toml above the file).", types.MessageType.Info)
+
+    def workspace_root(self, path: str) -> str:
+        """The folder a file's checks and timing run from and keep their history in: its workspace folder; for a
+        file outside every folder the compile root; with neither, the file's own folder."""
+        inside = next((r for r in self.state.roots if path == r or path.startswith(r.rstrip(os.sep) + os.sep)), None)
+        return inside or self.compile_root() or os.path.dirname(path)
+
+    def api_workspace(self, path: str) -> "Workspace":
+        """The Python API's Workspace for a file's folder (`workspace_root`), with the settings in effect and the
+        workspace's trust: the editor's checks and timing reach the engine through it, as the command line and the
+        MCP server do. A new one replaces it when the settings or the trust change (it starts nothing of its own
+        for these calls, so there is nothing to stop). Raises the API's ApiError for a folder that is gone."""
+        from .api import Workspace
+        from .features.lifecycle import workspace_trusted
+
+        root = self.workspace_root(path)
+        trusted = workspace_trusted(self)
+        found = self.state.workspaces.get(root)
+        if found is None or found.settings is not self.state.settings or found.allow_run != trusted:
+            found = Workspace(root, settings=self.state.settings, allow_run=trusted)
+            self.state.workspaces[root] = found
+        return found
 
     def private_dir(self) -> Path:
         """Where this workspace's caches and IR go: `<root>/.kernel-lsp` once trusted, the user's cache before."""

@@ -5,6 +5,7 @@ tiling the search found (measured on a GPU, else ranked by the model and labelle
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import math
 import os
@@ -14,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from analyzers.model import Span, TextEdit
 
 from .. import convert
+from ..api import ApiError
 from ..background import background_job
 from ..commands import OPTIMIZE_TILING, position_argument
 
@@ -74,41 +76,32 @@ class Latency:
     async def run(self, path: str, text: str, kernels: tuple[str, ...],
                   gpu: bool | None = None) -> "LatencyReport | None":
         """Time the kernels at their bench shapes on this machine's GPU, or estimate them for each target's device
-        without one. Kernels of the text not asked about keep their earlier figures for the same text."""
-        from analyzers.hardware import parse_hardware_overrides
-
-        from ..engine.batch import resources_lookup
+        without one, through the API's `Workspace.measure_report`. Kernels of the text not asked about keep their
+        earlier figures for the same text."""
         from ..engine.gpu import runs_on_gpu
-        from ..engine.latency import LatencyReport, estimate_file, measure_file, record_estimates
 
         ls = self.ls
-        settings = ls.state.settings
-        root = ls.state.roots[0] if ls.state.roots else None
         if gpu is None:
-            gpu = runs_on_gpu(settings.check_device)
+            gpu = runs_on_gpu(ls.state.settings.check_device)
         title = f"{'timing' if gpu else 'estimating'} {', '.join(kernels)}"
-        async with background_job(ls, title, running=self.running, key=path,
-                                  current=lambda: ls.current_text(path) == text) as job:
-            if gpu:
-                from ..engine.latency.roofline import add_measured_roofline
-
-                report = await job.run(measure_file, path, text, list(kernels), root, cancel=job.cancel)
-                if not job.cancelled:  # how close each measurement came to the roofs, from the work counted
-                    report = await job.run(add_measured_roofline, report, text, root, cancel=job.cancel)
-            else:
-                table, _ = parse_hardware_overrides(settings.hardware or None)
-                # registers and shared memory of the file's compiled configurations, for the estimate's occupancy
-                resources = resources_lookup(ls.compiles.reports(path))
-                report = await job.run(estimate_file, path, text, list(settings.targets), list(kernels), root,
-                                       hardware=table, resources=resources, cancel=job.cancel)
-                if root and not job.cancelled:
-                    await job.run(record_estimates, report, root)
+        try:
+            workspace = ls.api_workspace(path)
+            async with background_job(ls, title, running=self.running, key=path,
+                                      current=lambda: ls.current_text(path) == text) as job:
+                # An estimate's occupancy comes from the registers and shared memory of the file's compiles; the
+                # history is kept under a workspace folder only.
+                report = await workspace.measure_report(path, text, kernels=kernels, gpu=gpu,
+                                                        compiled=ls.compiles.reports(path), cancel=job.cancel,
+                                                        history=bool(ls.state.roots), confined=ls.in_workspace(path))
+        except ApiError as exc:  # nobody awaits this run: the user hears why it did not run
+            ls.message(f"latency of {os.path.basename(path)}: {exc}")
+            return None
         if not job.still_current():
             return None  # superseded, or the text changed meanwhile: a newer check times it again
         before = self.results.get(path)
         if before is not None and before[0] == text:
             kept = [e for e in before[1].entries if e.kernel not in kernels]
-            report = LatencyReport(path, kept + report.entries, report.errors, report.seconds)
+            report = dataclasses.replace(report, entries=kept + report.entries)
         self.results[path] = (text, report)
         if report.errors:
             log.info("latency of %s: %s", path, "; ".join(report.errors))
@@ -174,7 +167,7 @@ def hover_section(ls: "KernelLanguageServer", path: str, kernel: str) -> str | N
         largest = max(entries, key=lambda e: (_numel(e.shape), e.dtype))
         devices = list(dict.fromkeys(e.device for e in entries if e.device and e.shape == largest.shape
                                      and e.dtype == largest.dtype))
-        kept = [h for h in load_history(ls.state.roots[0], history_name(path, kernel))
+        kept = [h for h in load_history(ls.workspace_root(path), history_name(path, kernel))
                 if (h.get("source") == "estimate") != measured and h.get("shape") == list(largest.shape)
                 and h.get("dtype") == largest.dtype and h.get("us")]
         what = "measured" if measured else "estimated"

@@ -4,6 +4,7 @@ that has a spec (its verdict, or a button to run it). Problems found arrive as K
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import os
 import threading
@@ -15,6 +16,7 @@ from pygls.uris import from_fs_path, to_fs_path
 from analyzers.specs import specced_kernels
 
 from .. import convert
+from ..api import ApiError
 from ..background import background_job, log_task_failure
 from ..commands import RUN_CHECKS, position_argument
 from .latency import lens_title
@@ -101,36 +103,30 @@ class Checks:
             await executor.close()
 
     async def run(self, path: str, kernels: tuple[str, ...] | None = None) -> "CheckReport | None":
-        """Check a file's specs (or those of `kernels`) against their references, in a separate process. A newer
-        request for the same file cancels this one (None is returned for the cancelled one). Kernels found correct
-        are then timed (`Latency.run`), unless latency is off."""
-        from ..engine.verify import CheckReport, CheckRequest, run_checks as check
-
+        """Check a file's specs (or those of `kernels`) against their references, in a separate process, through
+        the API's `Workspace.check_report`. A newer request for the same file cancels this one (None is returned
+        for the cancelled one). Kernels found correct are then timed (`Latency.run`), unless latency is off.
+        Raises the API's ApiError for what cannot be checked (a text over the size limit, a folder gone)."""
         ls = self.ls
         text = ls.current_text(path)
         if text is None:
             return None
         settings = ls.state.settings
-        request = CheckRequest(path, text, kernels, device=settings.check_device,
-                               timeout_s=float(settings.check_timeout_s),
-                               root=ls.state.roots[0] if ls.state.roots else None)
+        workspace = ls.api_workspace(path)
         title = f"checking {', '.join(kernels) if kernels else os.path.basename(path)}"
         executor = self.ray_executor()
         async with background_job(ls, title, running=self.running, key=path,
                                   started=ls.refresh_lenses) as job:  # a newer check supersedes this one
-            if executor is not None:  # a Ray task; a newer check of the file (same key) cancels it
-                from ..engine.batch import check_with
-
-                report = await check_with(executor, request, settings.check_timeout_s, key=path)
-            else:
-                report = await job.run(check, request, job.cancel)
+            # With a Ray executor the check is a task, and a newer check of the file (same key) cancels it.
+            report = await workspace.check_report(path, text, kernels=kernels, cancel=job.cancel, executor=executor,
+                                                  key=path, confined=ls.in_workspace(path))
         if job.cancelled:
             return None
         self.count += 1
         before = self.results.get(path)
         if kernels and before is not None and before[0] == text:  # keep the other kernels' verdicts of this text
             kept = tuple(v for v in before[1].verdicts if v.kernel not in kernels)
-            report = CheckReport(path, kept + report.verdicts, report.errors)
+            report = dataclasses.replace(report, verdicts=kept + report.verdicts)
         self.results[path] = (text, report)
         ls.publish([path])
         ls.refresh_lenses()
@@ -150,7 +146,10 @@ async def run_checks_command(ls: "KernelLanguageServer", *args: Any) -> dict[str
     if isinstance(found, dict):
         return found
     path, _, kernels = found
-    report = await ls.checks.run(path, kernels)
+    try:
+        report = await ls.checks.run(path, kernels)
+    except ApiError as exc:
+        return {"error": str(exc)}
     if report is None:
         return {"error": "the check was superseded by a newer one"}
     return {"verdicts": [{"kernel": v.kernel, "status": v.status, "message": v.message, "device": v.device,
@@ -190,6 +189,13 @@ def code_lenses(ls: "KernelLanguageServer", path: str) -> list[types.CodeLens]:
     return lenses
 
 
+async def _check_on_save(ls: "KernelLanguageServer", path: str) -> None:
+    try:
+        await ls.checks.run(path)
+    except ApiError as exc:  # nobody awaits this check: the user hears why it did not run
+        ls.message(f"checks of {os.path.basename(path)}: {exc}")
+
+
 def register(server: "KernelLanguageServer") -> None:
     server.answering_command(RUN_CHECKS, run_checks_command)
 
@@ -201,7 +207,7 @@ def register(server: "KernelLanguageServer") -> None:
         text = ls.current_text(path)
         if text is None or not specced_kernels(text):
             return
-        asyncio.ensure_future(ls.checks.run(path)).add_done_callback(log_task_failure)
+        asyncio.ensure_future(_check_on_save(ls, path)).add_done_callback(log_task_failure)
 
     @server.feature(types.TEXT_DOCUMENT_CODE_LENS, types.CodeLensOptions(resolve_provider=False))
     def code_lens(ls: "KernelLanguageServer", params: types.CodeLensParams):

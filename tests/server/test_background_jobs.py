@@ -120,6 +120,7 @@ async def test_cancelling_a_latency_run_stops_its_worker(monkeypatch, tmp_path):
 
     monkeypatch.setattr(latency, "estimate_file", estimate_file)
     ls = KernelLanguageServer()
+    ls.state.client_trusted = True  # timing runs the file's code: the API refuses it in an untrusted folder
     path = str(tmp_path / "k.py")
     task = asyncio.ensure_future(ls.latency.run(path, "text", ("k",), gpu=False))
     assert await asyncio.to_thread(started.wait, WAIT)
