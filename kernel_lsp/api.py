@@ -999,3 +999,35 @@ class Workspace:
         if history and (cancel is None or not cancel.is_set()):
             await asyncio.to_thread(record_estimates, report, root)
         return report
+
+    async def tune_report(self, path: str | os.PathLike, source: str, *, kernel: str, target: str = "H200",
+                          progress: Callable[[str, float], None] | None = None,
+                          cancel: threading.Event | None = None, say: Callable[[str], None] | None = None,
+                          cache: bool = True, confined: bool = True) -> Any:
+        """The tiling search for `kernel` of `source`, the text of `path` as an editor holds it, on `target`, as
+        `tune` does but with the settings' hardware table and compile settings (the `searchCompileBudget`
+        best-ranked candidates compiled by a compile service of the workspace), and, with `executor: ray`, the
+        candidates timed on the cluster at `rayAddress` (`say` hears why where it cannot be; they are timed here
+        then). Returns the engine's `TilingProposal` (every candidate tried, the edits as 0-based ranges).
+        `cache=False`: keep nothing under the root (no search or compile cache). `progress(message, fraction)` and
+        `cancel` as for `tune`. Runs the file's code: needs trust."""
+        from analyzers.hardware import parse_hardware_overrides
+
+        from .engine.latency import search_tiling
+        from .engine.latency.cluster import cluster_timer
+        from .engine.latency.resources import service_compiler
+
+        self._require_run("the tiling search")
+        full, text = self._buffer(path, source, confined)
+        settings = self.settings
+        table, _ = parse_hardware_overrides(settings.hardware or None)
+        root = str(self.root) if cache else None
+
+        def search() -> Any:  # in a worker thread, which also waits for the cluster
+            with cluster_timer(settings.ray_address or None, say or (lambda line: None),
+                               wanted=settings.executor == "ray") as timer:
+                return search_tiling(full, text, kernel, target, root, timer=timer, progress=progress,
+                                     cancel=cancel, hardware=table, compiler=service_compiler(root, settings),
+                                     compile_budget=settings.search_compile_budget)
+
+        return await asyncio.to_thread(search)

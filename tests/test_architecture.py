@@ -172,9 +172,10 @@ def test_the_protocol_object_check_sees_every_spelling(tmp_path):
     assert sorted(protocol_objects_built(path)) == [("CodeLens", 4), ("Hover", 5), ("InlayHint", 6)]
 
 
-# The engine services behind the Python API's checks and timing: the language server reaches them through
-# `kernel_lsp.api.Workspace` (check_report, measure_report), as the command line and the MCP server do, so the three
-# front ends cannot drift apart. Reading a report (verify.findings, latency.history) is the features' own business.
+# The engine services behind the Python API's checks, timing and tiling search: the language server reaches them
+# through `kernel_lsp.api.Workspace` (check_report, measure_report, tune_report), as the command line and the MCP
+# server do, so the three front ends cannot drift apart. Reading a report (verify.findings, latency.history) is the
+# features' own business.
 API_WRAPPED_SERVICES = {
     "kernel_lsp.engine.batch",
     "kernel_lsp.engine.verify.runner", "kernel_lsp.engine.verify.process",
@@ -183,6 +184,7 @@ API_WRAPPED_SERVICES = {
     "kernel_lsp.engine.latency.record_estimates", "kernel_lsp.engine.latency.count_work",
     "kernel_lsp.engine.latency.run_worker", "kernel_lsp.engine.latency.roofline",
     "kernel_lsp.engine.latency.timing", "kernel_lsp.engine.latency.counting", "kernel_lsp.engine.latency.worker",
+    "kernel_lsp.engine.latency.search_tiling", "kernel_lsp.engine.latency.search",
 }
 LANGUAGE_SERVER = ("kernel_lsp/server.py", "kernel_lsp/background.py", "kernel_lsp/features/")
 

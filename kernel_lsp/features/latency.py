@@ -197,34 +197,23 @@ async def optimize_tiling(ls: "KernelLanguageServer", *args: Any) -> dict[str, A
     if kernel.name not in specced_kernels(text):
         return {"error": f"{kernel.name} has no correctness spec: the search verifies its winner and times the "
                          "spec's bench shapes (write one with the code action \"Write a correctness spec\")"}
-    from analyzers.hardware import parse_hardware_overrides
-
-    from ..engine.latency import search_tiling
-    from ..engine.latency.resources import service_compiler
-
     settings = ls.state.settings
-    table, _ = parse_hardware_overrides(settings.hardware or None)
 
     def unchanged() -> bool:
         doc_now = ls.workspace.text_documents.get(uri)
         return doc_now is not None and doc_now.version == version
 
     loop = asyncio.get_running_loop()
-
-    def search(**kw: Any):  # runs in a worker thread: messages go back to the server's loop
-        from ..engine.latency.cluster import cluster_timer
-
-        # With executor: ray the candidates are timed on the cluster's GPUs; unreachable: said, timed here.
-        with cluster_timer(settings.ray_address or None,
-                           lambda line: loop.call_soon_threadsafe(ls.message, f"optimize tiling: {line}"),
-                           wanted=settings.executor == "ray") as timer:
-            return search_tiling(path, text, kernel.name, settings.targets[0],
-                                 ls.state.roots[0] if ls.state.roots else None, timer=timer, **kw)
-
-    async with background_job(ls, f"optimizing the tiling of {kernel.name}", current=unchanged) as job:
-        found = await job.run(search, progress=job.thread_progress(), cancel=job.cancel, hardware=table,
-                              compiler=service_compiler(ls.state.roots[0] if ls.state.roots else None, settings),
-                              compile_budget=settings.search_compile_budget)
+    try:
+        workspace = ls.api_workspace(path)
+        async with background_job(ls, f"optimizing the tiling of {kernel.name}", current=unchanged) as job:
+            # With executor: ray the candidates are timed on the cluster's GPUs; unreachable: said, timed here.
+            found = await workspace.tune_report(
+                path, text, kernel=kernel.name, target=settings.targets[0], progress=job.thread_progress(),
+                cancel=job.cancel, say=lambda line: loop.call_soon_threadsafe(ls.message, f"optimize tiling: {line}"),
+                cache=bool(ls.state.roots), confined=ls.in_workspace(path))
+    except ApiError as exc:
+        return {"error": str(exc)}
     rows = [["configuration", "estimated", "measured", "note"]] + [
         [t.label, f"{t.estimated_us:.1f} µs" if t.estimated_us else "-",
          f"{t.measured_us:.1f} µs" if t.measured_us else "-", t.note or ""] for t in found.tried]
