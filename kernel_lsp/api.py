@@ -1063,3 +1063,108 @@ class Workspace:
                                   verified=verified, verdict=_scrub(" ".join(verdict.split()), secrets),
                                   header=_scrub(header, secrets))
         return _scrub(ProposalResult(full, written.diff_path, diff, verified, verdicts, findings, notes), secrets)
+
+    # --- the editor's calls ------------------------------------------------------------------------------------
+    # The language server checks and times the text of an open buffer, on its own event loop, stopping the work
+    # when a newer edit or request supersedes it, and shows more of each result than the plain types carry (every
+    # case of a verdict, where it ran; each timing's spread and history). These return the engine's reports that
+    # `check` and `measure` turn into `CheckResult` and `MeasureResult`: not plain data, and not under the
+    # version's promise.
+
+    def _buffer(self, path: str | os.PathLike, source: str, confined: bool) -> tuple[str, str]:
+        """(absolute path as given, text) of an editor buffer; the path is not resolved, so results and histories
+        stay filed under the name the editor uses."""
+        full = os.path.abspath(path)
+        if confined:
+            self._path(full)
+        return full, self._text(source)
+
+    async def check_report(self, path: str | os.PathLike, source: str, *, kernels: Sequence[str] | None = None,
+                           cancel: threading.Event | None = None, executor: Any = None, key: Any = None,
+                           confined: bool = True) -> Any:
+        """Check the specs of `source`, the text of `path` as an editor holds it (or those of `kernels`), as
+        `check` does; returns the engine's `CheckReport`. Setting `cancel` stops the checking process. `executor`:
+        an engine executor (`engine.executor.make_executor`, e.g. a Ray cluster's) to run the checks as one of its
+        jobs, `key` naming the job (a newer job with the same key supersedes it). `confined=False` lets the file
+        lie outside the workspace (the root still goes on the checks' import path). Runs the file's code: needs
+        trust."""
+        from .engine.verify import CheckRequest, run_checks
+
+        self._require_run("a check")
+        full, text = self._buffer(path, source, confined)
+        request = CheckRequest(full, text, tuple(kernels) if kernels else None, device=self.settings.check_device,
+                               timeout_s=self._timeout(), memory_mb=self.memory_mb, root=str(self.root))
+        if executor is not None:
+            from .engine.batch import check_with
+
+            return await check_with(executor, request, self.settings.check_timeout_s, key=key)
+        return await asyncio.to_thread(run_checks, request, cancel)
+
+    async def measure_report(self, path: str | os.PathLike, source: str, *, kernels: Sequence[str] | None = None,
+                             gpu: bool | None = None, compiled: Sequence[Any] = (),
+                             cancel: threading.Event | None = None, history: bool = True,
+                             confined: bool = True) -> Any:
+        """Time the spec'd kernels of `source`, the text of `path` as an editor holds it (or `kernels`), at their
+        bench shapes, as `measure` does; returns the engine's `LatencyReport`. `gpu`: measure on this machine's GPU
+        (each measurement with the roofline fraction of its counted work), or estimate with the roofline model for
+        each of the settings' targets, on the settings' hardware table (None: where the checkDevice setting says).
+        `compiled`: the file's compile reports (engine CompileReports), whose registers and shared memory give an
+        estimate's occupancy. `history`: compare with and add to the kernels' timing history under the root.
+        Setting `cancel` stops the work's processes. Runs the file's code: needs trust."""
+        from analyzers.hardware import parse_hardware_overrides
+
+        from .engine.batch import resources_lookup
+        from .engine.gpu import runs_on_gpu
+        from .engine.latency import estimate_file, measure_file, record_estimates
+
+        self._require_run("timing")
+        full, text = self._buffer(path, source, confined)
+        root = str(self.root)
+        if gpu is None:
+            gpu = runs_on_gpu(self.settings.check_device)
+        names = list(kernels) if kernels else None
+        if gpu:
+            from .engine.latency.roofline import add_measured_roofline
+
+            report = await asyncio.to_thread(measure_file, full, text, names, root, cancel=cancel, history=history)
+            if cancel is None or not cancel.is_set():  # how close each measurement came to the roofs
+                report = await asyncio.to_thread(add_measured_roofline, report, text, root, cancel=cancel)
+            return report
+        table, _ = parse_hardware_overrides(self.settings.hardware or None)
+        report = await asyncio.to_thread(estimate_file, full, text, list(self.settings.targets), names, root,
+                                         hardware=table, resources=resources_lookup(compiled), cancel=cancel)
+        if history and (cancel is None or not cancel.is_set()):
+            await asyncio.to_thread(record_estimates, report, root)
+        return report
+
+    async def tune_report(self, path: str | os.PathLike, source: str, *, kernel: str, target: str = "H200",
+                          progress: Callable[[str, float], None] | None = None,
+                          cancel: threading.Event | None = None, say: Callable[[str], None] | None = None,
+                          cache: bool = True, confined: bool = True) -> Any:
+        """The tiling search for `kernel` of `source`, the text of `path` as an editor holds it, on `target`, as
+        `tune` does but with the settings' hardware table and compile settings (the `searchCompileBudget`
+        best-ranked candidates compiled by a compile service of the workspace), and, with `executor: ray`, the
+        candidates timed on the cluster at `rayAddress` (`say` hears why where it cannot be; they are timed here
+        then). Returns the engine's `TilingProposal` (every candidate tried, the edits as 0-based ranges).
+        `cache=False`: keep nothing under the root (no search or compile cache). `progress(message, fraction)` and
+        `cancel` as for `tune`. Runs the file's code: needs trust."""
+        from analyzers.hardware import parse_hardware_overrides
+
+        from .engine.latency import search_tiling
+        from .engine.latency.cluster import cluster_timer
+        from .engine.latency.resources import service_compiler
+
+        self._require_run("the tiling search")
+        full, text = self._buffer(path, source, confined)
+        settings = self.settings
+        table, _ = parse_hardware_overrides(settings.hardware or None)
+        root = str(self.root) if cache else None
+
+        def search() -> Any:  # in a worker thread, which also waits for the cluster
+            with cluster_timer(settings.ray_address or None, say or (lambda line: None),
+                               wanted=settings.executor == "ray") as timer:
+                return search_tiling(full, text, kernel, target, root, timer=timer, progress=progress,
+                                     cancel=cancel, hardware=table, compiler=service_compiler(root, settings),
+                                     compile_budget=settings.search_compile_budget)
+
+        return await asyncio.to_thread(search)

@@ -11,7 +11,6 @@ import gc
 import itertools
 import logging
 import os
-import threading
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -34,16 +33,16 @@ from .engine.index import WorkspaceIndex
 from .engine.scheduler import Scheduler
 from .engine.watcher import DELETED, DELETED_DIR, WorkspaceWatcher
 from .settings import Settings
+from .features.api_docs import ApiDocs
 from .features.compiling import Compiles
+from .features.cuda import CudaDocuments
+from .features.latency import Latency
+from .features.profile import Profiles
+from .features.verification import Checks
 from .transport import KernelProtocol
 
 if TYPE_CHECKING:
-    from .engine.apidocs import ApiDocsStore
-    from .engine.cuda import CudaReport
-    from .engine.executor import Executor
-    from .engine.latency import LatencyReport
-    from .engine.profile import ProfileReport
-    from .engine.verify import CheckReport
+    from .api import Workspace
 
 log = logging.getLogger(__name__)
 
@@ -84,26 +83,11 @@ class ServerState:
     idle_full_gc: asyncio.TimerHandle | None = None
     opening: set[str] = field(default_factory=set)  # documents just opened: compiled without waiting for the debounce
     focus: dict[str, int] = field(default_factory=dict)  # path -> the line the user last asked about
-    # CUDA C++ documents: path -> (document version, nvcc's report of that version)
-    cuda: dict[str, tuple[int | None, "CudaReport"]] = field(default_factory=dict)
-    nvcc: str | None = None
-    nvcc_missing_told: bool = False
     code_lens_refresh: bool = False  # the client accepts workspace/codeLens/refresh
     change_annotations: bool = False  # the client previews edits whose change annotations need confirmation
     progress_support: bool = False  # the client shows work-done progress (window.workDoneProgress)
-    # Correctness checks: path -> (the text that was checked, its report); shown while that text is current
-    checks: dict[str, tuple[str, "CheckReport"]] = field(default_factory=dict)
-    checking: dict[str, threading.Event] = field(default_factory=dict)  # path -> the running check's cancel
-    checks_run: int = 0
-    check_executor: "Executor | None" = None  # with `executor: ray`: the checks' Ray executor, created on first use
-    # Latency: path -> (the text that was timed or estimated, its LatencyReport); shown while that text is current
-    latency: dict[str, tuple[str, "LatencyReport"]] = field(default_factory=dict)
-    timing: dict[str, threading.Event] = field(default_factory=dict)  # path -> cancel of the run in flight
-    # Per-line profiles (features/profile.py): path -> (the text that was profiled, its ProfileReport); shown while
-    # that text is current
-    profiles: dict[str, tuple[str, "ProfileReport"]] = field(default_factory=dict)
-    profiling: dict[str, threading.Event] = field(default_factory=dict)  # path -> cancel of the run in flight
-    api_docs: "ApiDocsStore | None" = None  # tl.*/triton.*/nl.* docs: created on first use (features/api_docs.py)
+    # The Python API's Workspace per folder, as checks and timing reach the engine through it (api_workspace)
+    workspaces: dict[str, "Workspace"] = field(default_factory=dict)
     # Without a workspace folder: the folder of the first file opened, the root its compiles use (nothing is indexed
     # or watched there); the user is told once what that leaves out.
     file_root: str | None = None
@@ -114,7 +98,13 @@ class KernelLanguageServer(LanguageServer):
         super().__init__("kernel-lsp", __version__, text_document_sync_kind=types.TextDocumentSyncKind.Incremental,
                          protocol_cls=KernelProtocol)
         self.state = ServerState()
-        self.compiles = Compiles(self)  # the documents' background compiles (features/compiling.py)
+        # Each feature that keeps results owns them, with its work in flight (features/<name>.py).
+        self.compiles = Compiles(self)  # the documents' background compiles
+        self.checks = Checks(self)  # correctness checks (features/verification.py)
+        self.latency = Latency(self)  # timings and estimates
+        self.profiles = Profiles(self)  # per-line profiles from Nsight Compute
+        self.cuda = CudaDocuments(self)  # nvcc's reports of open .cu documents
+        self.api_docs = ApiDocs(self)  # the kernel languages' API docs (hover, completion, signature help)
         # More code actions for textDocument/codeAction, each `(ls, params) -> list[CodeAction]` (the assistant's);
         # features/code_actions.py answers the request and adds theirs.
         self.code_action_providers: list = []
@@ -404,24 +394,27 @@ class KernelLanguageServer(LanguageServer):
             "workspace folder). Open the folder as a workspace to get all of it (Neovim finds one from a .git or "
             "pyproject.toml above the file).", types.MessageType.Info)
 
-    def check_executor(self) -> "Executor | None":
-        """Where checks run with `executor: ray` (None: in a process of this machine, as `run_checks` starts it).
-        A cluster that cannot be reached or is lost: the checks run here, and a window message says so."""
-        settings = self.state.settings
-        if settings.executor != "ray":
-            return None
-        if self.state.check_executor is None:
-            from .engine.executor import ThreadExecutor, make_executor
+    def workspace_root(self, path: str) -> str:
+        """The folder a file's checks and timing run from and keep their history in: its workspace folder; for a
+        file outside every folder the compile root; with neither, the file's own folder."""
+        inside = next((r for r in self.state.roots if path == r or path.startswith(r.rstrip(os.sep) + os.sep)), None)
+        return inside or self.compile_root() or os.path.dirname(path)
 
-            self.state.check_executor = make_executor(
-                "ray", lambda: ThreadExecutor(max(1, (os.cpu_count() or 2) - 1)),
-                address=settings.ray_address or None, say=lambda line: self.message(f"checks: {line}"))
-        return self.state.check_executor
+    def api_workspace(self, path: str) -> "Workspace":
+        """The Python API's Workspace for a file's folder (`workspace_root`), with the settings in effect and the
+        workspace's trust: the editor's checks and timing reach the engine through it, as the command line and the
+        MCP server do. A new one replaces it when the settings or the trust change (it starts nothing of its own
+        for these calls, so there is nothing to stop). Raises the API's ApiError for a folder that is gone."""
+        from .api import Workspace
+        from .features.lifecycle import workspace_trusted
 
-    async def close_check_executor(self) -> None:
-        executor, self.state.check_executor = self.state.check_executor, None
-        if executor is not None:
-            await executor.close()
+        root = self.workspace_root(path)
+        trusted = workspace_trusted(self)
+        found = self.state.workspaces.get(root)
+        if found is None or found.settings is not self.state.settings or found.allow_run != trusted:
+            found = Workspace(root, settings=self.state.settings, allow_run=trusted)
+            self.state.workspaces[root] = found
+        return found
 
     def private_dir(self) -> Path:
         """Where this workspace's caches and IR go: `<root>/.kernel-lsp` once trusted, the user's cache before."""

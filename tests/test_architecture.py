@@ -170,3 +170,73 @@ def test_the_protocol_object_check_sees_every_spelling(tmp_path):
                     "a = types.CodeLens(range=None)\nb = H(contents='')\nc = lsprotocol.types.InlayHint()\n"
                     "d = types.CodeLensOptions(resolve_provider=False)\n")
     assert sorted(protocol_objects_built(path)) == [("CodeLens", 4), ("Hover", 5), ("InlayHint", 6)]
+
+
+# The engine services behind the Python API's checks, timing and tiling search: the language server reaches them
+# through `kernel_lsp.api.Workspace` (check_report, measure_report, tune_report), as the command line and the MCP
+# server do, so the three front ends cannot drift apart. Reading a report (verify.findings, latency.history) is the
+# features' own business.
+API_WRAPPED_SERVICES = {
+    "kernel_lsp.engine.batch",
+    "kernel_lsp.engine.verify.runner", "kernel_lsp.engine.verify.process",
+    "kernel_lsp.engine.verify.run_checks", "kernel_lsp.engine.verify.CheckRequest",
+    "kernel_lsp.engine.latency.measure_file", "kernel_lsp.engine.latency.estimate_file",
+    "kernel_lsp.engine.latency.record_estimates", "kernel_lsp.engine.latency.count_work",
+    "kernel_lsp.engine.latency.run_worker", "kernel_lsp.engine.latency.roofline",
+    "kernel_lsp.engine.latency.timing", "kernel_lsp.engine.latency.counting", "kernel_lsp.engine.latency.worker",
+    "kernel_lsp.engine.latency.search_tiling", "kernel_lsp.engine.latency.search",
+}
+LANGUAGE_SERVER = ("kernel_lsp/server.py", "kernel_lsp/background.py", "kernel_lsp/features/")
+
+
+def module_attributes_used(path: Path, root: Path = ROOT) -> list[tuple[str, int]]:
+    """`module.attr` for each attribute read through an imported name (`import kernel_lsp.engine.latency as lat`
+    then `lat.measure_file`, or `from ..engine import latency` then `latency.measure_file`), absolute, with its
+    line: what an import check alone would not see."""
+    name = module_name(path, root)
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    tree = parse_python(path.read_text())
+    bound: dict[str, str] = {}  # local name -> the module (or object) it names
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            bound.update({a.asname: a.name for a in node.names if a.asname})
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - node.level + 1]
+                module = ".".join(base + ([node.module] if node.module else []))
+            else:
+                module = node.module or ""
+            bound.update({a.asname or a.name: f"{module}.{a.name}" for a in node.names})
+    return [(f"{bound[node.value.id]}.{node.attr}", node.lineno) for node in ast.walk(tree)
+            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in bound]
+
+
+def service_uses(files: list[Path], root: Path = ROOT) -> list[str]:
+    out = []
+    for path in files:
+        rel = path.relative_to(root).as_posix()
+        for used, line in imports_of(path, root, at_run_time=True) + module_attributes_used(path, root):
+            if any(used == bad or used.startswith(bad + ".") for bad in API_WRAPPED_SERVICES):
+                out.append(f"{rel}:{line} uses {used}")
+    return sorted(set(out))
+
+
+def test_the_language_server_reaches_checks_and_timing_through_the_api():
+    files = [p for p in sources("kernel_lsp") if p.relative_to(ROOT).as_posix().startswith(LANGUAGE_SERVER)]
+    assert files and service_uses(files) == [], "call kernel_lsp.api.Workspace (add the method the editor needs)"
+
+
+def test_the_service_check_sees_imports_and_module_attributes(tmp_path):
+    features = tmp_path / "kernel_lsp" / "features"
+    features.mkdir(parents=True)
+    for folder in (tmp_path / "kernel_lsp", features):
+        (folder / "__init__.py").write_text("")
+    bad = features / "bad.py"
+    bad.write_text("from ..engine.verify import run_checks\n\ndef f():\n    from ..engine import latency\n"
+                   "    import kernel_lsp.engine.batch as b\n    latency.estimate_file()\n    b.check_with()\n"
+                   "    return latency.history_name\n")
+    assert service_uses([bad], tmp_path) == [
+        "kernel_lsp/features/bad.py:1 uses kernel_lsp.engine.verify.run_checks",
+        "kernel_lsp/features/bad.py:5 uses kernel_lsp.engine.batch",
+        "kernel_lsp/features/bad.py:6 uses kernel_lsp.engine.latency.estimate_file",
+        "kernel_lsp/features/bad.py:7 uses kernel_lsp.engine.batch.check_with"]

@@ -22,12 +22,27 @@ _ROLE = re.compile(r":(?:code|class|func|meth|attr|obj|mod|data):`~?([^`]+)`")
 _FIELD = re.compile(r"^:(param|type|return|returns|rtype)\s*([^:]*):\s*", re.M)
 
 
-def store(ls: "KernelLanguageServer") -> "ApiDocsStore":
-    if ls.state.api_docs is None:
-        from ..engine.apidocs import ApiDocsStore
+class ApiDocs:
+    """The installed kernel languages' API docs of one server session, read on first use."""
 
-        ls.state.api_docs = ApiDocsStore()
-    return ls.state.api_docs
+    def __init__(self, server: "KernelLanguageServer"):
+        self.ls = server
+        self._store: "ApiDocsStore | None" = None
+
+    def store(self) -> "ApiDocsStore":
+        if self._store is None:
+            from ..engine.apidocs import ApiDocsStore
+
+            self._store = ApiDocsStore()
+        return self._store
+
+    async def entry_for(self, qualname: str) -> "tuple[ApiEntry, str] | None":
+        """The API entry of a dotted name and its package's version (reading the package the first time)."""
+        docs = await asyncio.to_thread(self.store().for_name, qualname)
+        if docs is None:
+            return None
+        entry = docs.lookup(qualname)
+        return (entry, docs.version) if entry is not None else None
 
 
 def markdown(entry: "ApiEntry", version: str) -> str:
@@ -47,15 +62,6 @@ def markdown(entry: "ApiEntry", version: str) -> str:
     return "\n\n".join(x for x in (head, doc.strip(), f"*{package} {version}*") if x)
 
 
-async def entry_for(ls: "KernelLanguageServer", qualname: str) -> "tuple[ApiEntry, str] | None":
-    """The API entry of a dotted name and its package's version (reading the package the first time)."""
-    docs = await asyncio.to_thread(store(ls).for_name, qualname)
-    if docs is None:
-        return None
-    entry = docs.lookup(qualname)
-    return (entry, docs.version) if entry is not None else None
-
-
 async def hover(ls: "KernelLanguageServer", path: str, text: str, line: int, col: int,
                 rng) -> types.Hover | None:
     """Hover on an API name: `load` in `tl.load(...)` (any import alias), `triton.jit`, `nl.add`."""
@@ -70,7 +76,7 @@ async def hover(ls: "KernelLanguageServer", path: str, text: str, line: int, col
         return None
     dotted, start, end = at
     qualname = resolve_dotted(dotted, imported_names(text))
-    found = await entry_for(ls, qualname)
+    found = await ls.api_docs.entry_for(qualname)
     if found is None or (found[0].kind == "module" and not found[0].doc):
         return None
     return convert.hover_over(markdown(*found), rng(line, start, end))

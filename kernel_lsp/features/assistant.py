@@ -25,7 +25,6 @@ from ..background import background_job
 from ..commands import (ASSISTANT_OPTIMIZE, CANCEL_ASSISTANT, EXPLAIN_TIME, FIX_THIS, PORT_TO_NKI, POSITION, REFINE,
                         WRITE_SPEC, command_arguments)
 from ..engine.gpu import runs_on_gpu
-from . import verification
 
 if TYPE_CHECKING:
     from ..server import KernelLanguageServer
@@ -69,7 +68,7 @@ def _kernel_at(ls: KernelLanguageServer, path: str, line: int | None):
 
 def _problem_at(ls: KernelLanguageServer, path: str, line: int) -> dict | None:
     """The problem the user means by "Fix this": the first fixable one on that line (errors first)."""
-    found = [*ls.state.index.problems(path), *ls.compiles.problems(path), *verification.check_problems(ls, path)]
+    found = [*ls.state.index.problems(path), *ls.compiles.problems(path), *ls.checks.problems(path)]
     on_line = [p for p in found if p.span.start_line <= line <= p.span.end_line
                and p.code.startswith(FIXABLE_PREFIXES)]
     on_line.sort(key=lambda p: p.severity)

@@ -48,9 +48,9 @@ def status(ls: "KernelLanguageServer") -> dict[str, Any]:
             **(ls.compiles.compiler.stats() if ls.compiles.compiler is not None else {}),
         },
         "mode": "gpu" if runs_on_gpu(state.settings.check_device) else "cpu",
-        "checks": {"when": state.settings.checks, "device": state.settings.check_device, "run": state.checks_run,
-                   "running": len(state.checking),
-                   **({"executor": state.check_executor.stats()} if state.check_executor is not None else {})},
+        "checks": {"when": state.settings.checks, "device": state.settings.check_device, "run": ls.checks.count,
+                   "running": len(ls.checks.running),
+                   **({"executor": ls.checks.executor.stats()} if ls.checks.executor is not None else {})},
         "memoryMB": rss_mb(),
         "pid": os.getpid(),
     }

@@ -10,7 +10,7 @@ from lsprotocol import types
 
 from .. import convert
 
-from .api_docs import markdown, store
+from .api_docs import markdown
 
 if TYPE_CHECKING:
     from ..server import KernelLanguageServer
@@ -39,7 +39,7 @@ def register(server: "KernelLanguageServer") -> None:
             return None
         base, _ = found
         module = resolve_dotted(base, imported_names(text))
-        docs = await asyncio.to_thread(store(ls).for_name, module)
+        docs = await asyncio.to_thread(ls.api_docs.store().for_name, module)
         members = docs.members(module) if docs is not None else {}
         if not members:
             return None

@@ -16,52 +16,62 @@ if TYPE_CHECKING:
     from ..server import KernelLanguageServer
 
 
-def schedule(ls: "KernelLanguageServer", uri: str) -> None:
-    """Compile the open document's current version with nvcc after the compile debounce (a newer version
-    supersedes it); the report is kept and shown while that version is current."""
-    settings = ls.state.settings
-    path = to_fs_path(uri)
-    if path is None or settings.compile == "off":
-        return
-    doc = ls.workspace.get_text_document(uri)
-    version, text = doc.version, doc.source
-    if ls.state.nvcc is None:
-        from ..engine.cuda import find_nvcc
+class CudaDocuments:
+    """nvcc's reports of the open .cu documents (each with the document version it was made from, shown while that
+    version is current), and where nvcc is."""
 
-        ls.state.nvcc = find_nvcc()
-        if ls.state.nvcc is None:
-            if not ls.state.nvcc_missing_told:
-                ls.state.nvcc_missing_told = True
-                ls.message("CUDA C++ files are compiled with nvcc, which is not installed here (or not on "
-                           "PATH / under CUDA_HOME); only Triton and NKI kernels are checked", types.MessageType.Info)
+    def __init__(self, server: "KernelLanguageServer"):
+        self.ls = server
+        self.reports: dict[str, tuple[int | None, "CudaReport"]] = {}  # path -> (document version, nvcc's report)
+        self.nvcc: str | None = None
+        self.nvcc_missing_told = False  # the user has heard once that nvcc is not installed
+
+    def schedule(self, uri: str) -> None:
+        """Compile the open document's current version with nvcc after the compile debounce (a newer version
+        supersedes it); the report is kept and shown while that version is current."""
+        ls = self.ls
+        settings = ls.state.settings
+        path = to_fs_path(uri)
+        if path is None or settings.compile == "off":
             return
-    nvcc, targets, timeout = ls.state.nvcc, list(settings.targets), settings.compile_timeout_s
+        doc = ls.workspace.get_text_document(uri)
+        version, text = doc.version, doc.source
+        if self.nvcc is None:
+            from ..engine.cuda import find_nvcc
 
-    async def work():
-        from ..engine.cuda import check_cuda
+            self.nvcc = find_nvcc()
+            if self.nvcc is None:
+                if not self.nvcc_missing_told:
+                    self.nvcc_missing_told = True
+                    ls.message("CUDA C++ files are compiled with nvcc, which is not installed here (or not on "
+                               "PATH / under CUDA_HOME); only Triton and NKI kernels are checked",
+                               types.MessageType.Info)
+                return
+        nvcc, targets, timeout = self.nvcc, list(settings.targets), settings.compile_timeout_s
 
-        return await asyncio.to_thread(check_cuda, path, targets, nvcc, timeout, text)
+        async def work():
+            from ..engine.cuda import check_cuda
 
-    def done(report) -> None:
-        doc = ls.workspace.text_documents.get(uri)
-        if doc is None or doc.version != version:
-            ls.state.stale_dropped += 1  # edited or closed while nvcc ran: a newer compile follows
-            return
-        ls.state.cuda[path] = (version, report)
-        ls.publish([path], hints=True)
+            return await asyncio.to_thread(check_cuda, path, targets, nvcc, timeout, text)
 
-    ls.state.scheduler.submit_async(("cuda", path), work, done, delay=settings.compile_debounce_ms / 1000)
+        def done(report) -> None:
+            doc = ls.workspace.text_documents.get(uri)
+            if doc is None or doc.version != version:
+                ls.state.stale_dropped += 1  # edited or closed while nvcc ran: a newer compile follows
+                return
+            self.reports[path] = (version, report)
+            ls.publish([path], hints=True)
 
+        ls.state.scheduler.submit_async(("cuda", path), work, done, delay=settings.compile_debounce_ms / 1000)
 
-def report(ls: "KernelLanguageServer", path: str) -> "CudaReport | None":
-    """nvcc's report of an open .cu document's current version."""
-    found = ls.state.cuda.get(path)
-    doc = ls.open_document(path)
-    if found is None or doc is None or doc.version != found[0]:
-        return None
-    return found[1]
+    def report(self, path: str) -> "CudaReport | None":
+        """nvcc's report of an open .cu document's current version."""
+        found = self.reports.get(path)
+        doc = self.ls.open_document(path)
+        if found is None or doc is None or doc.version != found[0]:
+            return None
+        return found[1]
 
-
-def forget(ls: "KernelLanguageServer", path: str) -> bool:
-    """The document was closed: drop its report. True when it had one."""
-    return ls.state.cuda.pop(path, None) is not None
+    def forget(self, path: str) -> bool:
+        """The document was closed: drop its report. True when it had one."""
+        return self.reports.pop(path, None) is not None

@@ -14,7 +14,7 @@ from pygls.uris import from_fs_path
 
 from .. import convert
 from ..engine.files import is_cuda
-from . import cuda, profile, verification
+from . import profile
 
 if TYPE_CHECKING:
     from ..server import KernelLanguageServer
@@ -22,11 +22,11 @@ if TYPE_CHECKING:
 
 def diagnostics_for(ls: "KernelLanguageServer", path: str) -> list[types.Diagnostic]:
     if is_cuda(path):
-        report = cuda.report(ls, path)
+        report = ls.cuda.report(path)
         problems = ls.state.index.filtered(report.problems) if report else []
     else:
         # profile.profile_problems: Nsight Compute's advice (KP001) for the text that was profiled
-        problems = ls.state.index.problems(path, ls.compiles.problems(path) + verification.check_problems(ls, path)
+        problems = ls.state.index.problems(path, ls.compiles.problems(path) + ls.checks.problems(path)
                                            + profile.profile_problems(ls, path))
     if not problems:
         return []

@@ -8,7 +8,6 @@ from lsprotocol import types
 from pygls.uris import to_fs_path
 
 from ..engine.files import is_cuda
-from . import cuda
 from . import proposals
 from .diagnostics import push_diagnostics
 
@@ -20,7 +19,7 @@ def analyze(ls: "KernelLanguageServer", uri: str) -> None:
     """An open document changed: analyse its new version (a .cu file: compile it with nvcc)."""
     path = to_fs_path(uri)
     if path is not None and is_cuda(path):
-        cuda.schedule(ls, uri)
+        ls.cuda.schedule(uri)
     else:
         ls.analyze_document(uri)
 
@@ -49,7 +48,7 @@ def register(server: "KernelLanguageServer") -> None:
         ls.state.parse_caches.pop(path, None)
         ls.state.focus.pop(path, None)
         if is_cuda(path):  # .cu files are checked while open only
-            if cuda.forget(ls, path) or path in ls.state.pushed:
+            if ls.cuda.forget(path) or path in ls.state.pushed:
                 push_diagnostics(ls, path, clear=True)
             return
         # The buffer is gone: what counts now is the file on disk (if it is part of the workspace).

@@ -5,14 +5,17 @@ tiling the search found (measured on a GPU, else ranked by the model and labelle
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import math
 import os
+import threading
 from typing import TYPE_CHECKING, Any
 
 from analyzers.model import Span, TextEdit
 
 from .. import convert
+from ..api import ApiError
 from ..background import background_job
 from ..commands import OPTIMIZE_TILING, position_argument
 
@@ -57,67 +60,67 @@ def _figure(e) -> str:
     return text
 
 
-def latency_report(ls: "KernelLanguageServer", path: str) -> "LatencyReport | None":
-    """The file's timing or estimate, while its text is still the one that was timed."""
-    return ls.while_current(ls.state.latency, path)
+class Latency:
+    """The latency figures of one server session: each file's last timing or estimate with the text it was made
+    from (shown while that text is current), and the runs in flight (a newer run for a file supersedes the older)."""
 
+    def __init__(self, server: "KernelLanguageServer"):
+        self.ls = server
+        self.results: dict[str, tuple[str, "LatencyReport"]] = {}  # path -> (the text timed or estimated, report)
+        self.running: dict[str, threading.Event] = {}  # path -> cancel of the run in flight
 
-async def run_latency(ls: "KernelLanguageServer", path: str, text: str, kernels: tuple[str, ...],
-                      gpu: bool | None = None) -> "LatencyReport | None":
-    """Time the kernels at their bench shapes on this machine's GPU, or estimate them for each target's device
-    without one. Kernels of the text not asked about keep their earlier figures for the same text."""
-    from analyzers.hardware import parse_hardware_overrides
+    def report(self, path: str) -> "LatencyReport | None":
+        """The file's timing or estimate, while its text is still the one that was timed."""
+        return self.ls.while_current(self.results, path)
 
-    from ..engine.batch import resources_lookup
-    from ..engine.gpu import runs_on_gpu
-    from ..engine.latency import LatencyReport, estimate_file, measure_file, record_estimates
+    async def run(self, path: str, text: str, kernels: tuple[str, ...],
+                  gpu: bool | None = None) -> "LatencyReport | None":
+        """Time the kernels at their bench shapes on this machine's GPU, or estimate them for each target's device
+        without one, through the API's `Workspace.measure_report`. Kernels of the text not asked about keep their
+        earlier figures for the same text."""
+        from ..engine.gpu import runs_on_gpu
 
-    settings = ls.state.settings
-    root = ls.state.roots[0] if ls.state.roots else None
-    if gpu is None:
-        gpu = runs_on_gpu(settings.check_device)
-    title = f"{'timing' if gpu else 'estimating'} {', '.join(kernels)}"
-    async with background_job(ls, title, running=ls.state.timing, key=path,
-                              current=lambda: ls.current_text(path) == text) as job:
-        if gpu:
-            from ..engine.latency.roofline import add_measured_roofline
-
-            report = await job.run(measure_file, path, text, list(kernels), root, cancel=job.cancel)
-            if not job.cancelled:  # how close each measurement came to the roofs, from the work counted
-                report = await job.run(add_measured_roofline, report, text, root, cancel=job.cancel)
-        else:
-            table, _ = parse_hardware_overrides(settings.hardware or None)
-            # registers and shared memory of the file's compiled configurations, for the estimate's occupancy
-            resources = resources_lookup(ls.compiles.reports(path))
-            report = await job.run(estimate_file, path, text, list(settings.targets), list(kernels), root,
-                                   hardware=table, resources=resources, cancel=job.cancel)
-            if root and not job.cancelled:
-                await job.run(record_estimates, report, root)
-    if not job.still_current():
-        return None  # superseded, or the text changed meanwhile: a newer check times it again
-    before = ls.state.latency.get(path)
-    if before is not None and before[0] == text:
-        kept = [e for e in before[1].entries if e.kernel not in kernels]
-        report = LatencyReport(path, kept + report.entries, report.errors, report.seconds)
-    ls.state.latency[path] = (text, report)
-    if report.errors:
-        log.info("latency of %s: %s", path, "; ".join(report.errors))
-    for error in report.errors:  # the worker failed (killed, timed out): no hint will say so, a message does
-        if error.startswith(("work counting failed:", "timing failed:")):
-            ls.message(f"latency of {os.path.basename(path)}: {error}")
-    ls.refresh_hints()
-    ls.refresh_lenses()
-    return report
+        ls = self.ls
+        if gpu is None:
+            gpu = runs_on_gpu(ls.state.settings.check_device)
+        title = f"{'timing' if gpu else 'estimating'} {', '.join(kernels)}"
+        try:
+            workspace = ls.api_workspace(path)
+            async with background_job(ls, title, running=self.running, key=path,
+                                      current=lambda: ls.current_text(path) == text) as job:
+                # An estimate's occupancy comes from the registers and shared memory of the file's compiles; the
+                # history is kept under a workspace folder only.
+                report = await workspace.measure_report(path, text, kernels=kernels, gpu=gpu,
+                                                        compiled=ls.compiles.reports(path), cancel=job.cancel,
+                                                        history=bool(ls.state.roots), confined=ls.in_workspace(path))
+        except ApiError as exc:  # nobody awaits this run: the user hears why it did not run
+            ls.message(f"latency of {os.path.basename(path)}: {exc}")
+            return None
+        if not job.still_current():
+            return None  # superseded, or the text changed meanwhile: a newer check times it again
+        before = self.results.get(path)
+        if before is not None and before[0] == text:
+            kept = [e for e in before[1].entries if e.kernel not in kernels]
+            report = dataclasses.replace(report, entries=kept + report.entries)
+        self.results[path] = (text, report)
+        if report.errors:
+            log.info("latency of %s: %s", path, "; ".join(report.errors))
+        for error in report.errors:  # the worker failed (killed, timed out): no hint will say so, a message does
+            if error.startswith(("work counting failed:", "timing failed:")):
+                ls.message(f"latency of {os.path.basename(path)}: {error}")
+        ls.refresh_hints()
+        ls.refresh_lenses()
+        return report
 
 
 def hint_label(report: "LatencyReport | None", kernel: str) -> str | None:
-    """The def line's figure for `kernel` from its file's current report (`latency_report`)."""
+    """The def line's figure for `kernel` from its file's current report (`Latency.report`)."""
     shown = _shown(report.for_kernel(kernel)) if report else []
     return _figure(shown[-1]) if shown else None  # the largest bench shape
 
 
 def lens_title(report: "LatencyReport | None", kernel: str) -> str | None:
-    """The per-shape code lens for `kernel` from its file's current report (`latency_report`)."""
+    """The per-shape code lens for `kernel` from its file's current report (`Latency.report`)."""
     shown = _shown(report.for_kernel(kernel)) if report else []
     if not shown:
         return None
@@ -128,7 +131,7 @@ def lens_title(report: "LatencyReport | None", kernel: str) -> str | None:
 
 
 def hover_section(ls: "KernelLanguageServer", path: str, kernel: str) -> str | None:
-    report = latency_report(ls, path)
+    report = ls.latency.report(path)
     entries = [e for e in (report.for_kernel(kernel) if report else []) if e.us is not None or e.error]
     if not entries:
         return None
@@ -164,7 +167,7 @@ def hover_section(ls: "KernelLanguageServer", path: str, kernel: str) -> str | N
         largest = max(entries, key=lambda e: (_numel(e.shape), e.dtype))
         devices = list(dict.fromkeys(e.device for e in entries if e.device and e.shape == largest.shape
                                      and e.dtype == largest.dtype))
-        kept = [h for h in load_history(ls.state.roots[0], history_name(path, kernel))
+        kept = [h for h in load_history(ls.workspace_root(path), history_name(path, kernel))
                 if (h.get("source") == "estimate") != measured and h.get("shape") == list(largest.shape)
                 and h.get("dtype") == largest.dtype and h.get("us")]
         what = "measured" if measured else "estimated"
@@ -194,34 +197,23 @@ async def optimize_tiling(ls: "KernelLanguageServer", *args: Any) -> dict[str, A
     if kernel.name not in specced_kernels(text):
         return {"error": f"{kernel.name} has no correctness spec: the search verifies its winner and times the "
                          "spec's bench shapes (write one with the code action \"Write a correctness spec\")"}
-    from analyzers.hardware import parse_hardware_overrides
-
-    from ..engine.latency import search_tiling
-    from ..engine.latency.resources import service_compiler
-
     settings = ls.state.settings
-    table, _ = parse_hardware_overrides(settings.hardware or None)
 
     def unchanged() -> bool:
         doc_now = ls.workspace.text_documents.get(uri)
         return doc_now is not None and doc_now.version == version
 
     loop = asyncio.get_running_loop()
-
-    def search(**kw: Any):  # runs in a worker thread: messages go back to the server's loop
-        from ..engine.latency.cluster import cluster_timer
-
-        # With executor: ray the candidates are timed on the cluster's GPUs; unreachable: said, timed here.
-        with cluster_timer(settings.ray_address or None,
-                           lambda line: loop.call_soon_threadsafe(ls.message, f"optimize tiling: {line}"),
-                           wanted=settings.executor == "ray") as timer:
-            return search_tiling(path, text, kernel.name, settings.targets[0],
-                                 ls.state.roots[0] if ls.state.roots else None, timer=timer, **kw)
-
-    async with background_job(ls, f"optimizing the tiling of {kernel.name}", current=unchanged) as job:
-        found = await job.run(search, progress=job.thread_progress(), cancel=job.cancel, hardware=table,
-                              compiler=service_compiler(ls.state.roots[0] if ls.state.roots else None, settings),
-                              compile_budget=settings.search_compile_budget)
+    try:
+        workspace = ls.api_workspace(path)
+        async with background_job(ls, f"optimizing the tiling of {kernel.name}", current=unchanged) as job:
+            # With executor: ray the candidates are timed on the cluster's GPUs; unreachable: said, timed here.
+            found = await workspace.tune_report(
+                path, text, kernel=kernel.name, target=settings.targets[0], progress=job.thread_progress(),
+                cancel=job.cancel, say=lambda line: loop.call_soon_threadsafe(ls.message, f"optimize tiling: {line}"),
+                cache=bool(ls.state.roots), confined=ls.in_workspace(path))
+    except ApiError as exc:
+        return {"error": str(exc)}
     rows = [["configuration", "estimated", "measured", "note"]] + [
         [t.label, f"{t.estimated_us:.1f} µs" if t.estimated_us else "-",
          f"{t.measured_us:.1f} µs" if t.measured_us else "-", t.note or ""] for t in found.tried]

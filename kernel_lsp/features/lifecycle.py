@@ -151,7 +151,7 @@ def register(server: "KernelLanguageServer") -> None:
         ls.stop_watching()
         ls.state.scheduler.shutdown()
         await ls.compiles.close()  # no worker process outlives the server
-        await ls.close_check_executor()
+        await ls.checks.close_executor()
 
 
 def state_wants_to_run(server: "KernelLanguageServer") -> bool:
@@ -216,7 +216,7 @@ async def settings_changed(ls: "KernelLanguageServer", old: Settings) -> None:
     compile_keys = ("targets", "compile", "pins", "compile_workers", "compile_timeout_s", "cache_max_mb",
                     "executor", "ray_address")
     if (old.executor, old.ray_address) != (new.executor, new.ray_address):
-        await ls.close_check_executor()  # the next check connects where the settings now say
+        await ls.checks.close_executor()  # the next check connects where the settings now say
     if any(getattr(old, k) != getattr(new, k) for k in compile_keys):
         await restart_compiles(ls)
     # Problems are filtered at publication, so select/ignore/severity need no re-analysis.

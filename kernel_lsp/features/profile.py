@@ -6,6 +6,7 @@ kernel's def line. Shown while the text is the one that was profiled."""
 from __future__ import annotations
 
 import logging
+import threading
 from typing import TYPE_CHECKING, Any
 
 from lsprotocol import types
@@ -28,8 +29,42 @@ HOT_SHARE = 0.02  # lines below 2% of the kernel's samples get no hint
 ADVICE_KINDS = ("OPT", "WRN")  # INF results are notes about the report, not advice
 
 
-def profile_report(ls: KernelLanguageServer, path: str) -> ProfileReport | None:
-    return ls.while_current(ls.state.profiles, path)
+class Profiles:
+    """The per-line profiles of one server session: each file's last profile with the text that was profiled
+    (shown while that text is current), and the profiles in flight (a newer one for a file supersedes the older)."""
+
+    def __init__(self, server: KernelLanguageServer):
+        self.ls = server
+        self.results: dict[str, tuple[str, ProfileReport]] = {}  # path -> (the text that was profiled, its report)
+        self.running: dict[str, threading.Event] = {}  # path -> cancel of the profile in flight
+
+    def report(self, path: str) -> ProfileReport | None:
+        return self.ls.while_current(self.results, path)
+
+    async def run(self, path: str, text: str, kernels: tuple[str, ...] | None) -> ProfileReport | None:
+        """Profile the file's spec'd kernels (or `kernels`) with Nsight Compute and keep the result for this text;
+        None when a newer profile of the file superseded this one. Other kernels' profiles of the same text stay."""
+        from ..engine.profile import profile_file
+
+        ls = self.ls
+        title = f"profiling {', '.join(kernels) if kernels else 'the file'} with Nsight Compute"
+        root = ls.state.roots[0] if ls.state.roots else None
+        async with background_job(ls, title, running=self.running, key=path) as job:  # a newer one supersedes
+            report = await job.run(profile_file, path, text, kernels, root, cancel=job.cancel,
+                                   progress=job.thread_progress())
+        if job.cancelled:
+            return None
+        if report.profiles:
+            before = self.results.get(path)
+            if before is not None and before[0] == text:  # other kernels' profiles of this text stay
+                names = {p.kernel for p in report.profiles}
+                report.profiles = [p for p in before[1].profiles if p.kernel not in names] + report.profiles
+            self.results[path] = (text, report)
+            ls.refresh_hints()
+            ls.publish([path])
+        if report.errors:
+            log.info("profile of %s: %s", path, "; ".join(report.errors))
+        return report
 
 
 def _shown(report: ProfileReport) -> list[KernelProfile]:
@@ -41,7 +76,7 @@ def _label(share: float, stalls) -> str:
 
 
 def line_hints(ls: KernelLanguageServer, path: str, visible: types.Range) -> list[types.InlayHint]:
-    report = profile_report(ls, path)
+    report = ls.profiles.report(path)
     if report is None:
         return []
     pos = ls.positions(path)
@@ -82,7 +117,7 @@ def hover_text(report: ProfileReport, line: int) -> str | None:
 
 
 def line_hover(ls: KernelLanguageServer, path: str, line: int) -> types.Hover | None:
-    report = profile_report(ls, path)
+    report = ls.profiles.report(path)
     text = hover_text(report, line) if report else None
     if text is None:
         return None
@@ -96,7 +131,7 @@ def advice_message(p: KernelProfile, a) -> str:
 
 def profile_problems(ls: KernelLanguageServer, path: str) -> list[Problem]:
     """ncu's advice as KP001 problems on each profiled kernel's def line."""
-    report = profile_report(ls, path)
+    report = ls.profiles.report(path)
     entry = ls.state.index.get(path)
     if report is None or entry is None or entry.analysis is None:
         return []
@@ -135,25 +170,9 @@ async def profile_lines(ls: KernelLanguageServer, *args: Any) -> dict[str, Any]:
     if isinstance(found, dict):
         return found
     path, text, kernels = found
-    from ..engine.profile import profile_file
-
-    title = f"profiling {', '.join(kernels) if kernels else 'the file'} with Nsight Compute"
-    root = ls.state.roots[0] if ls.state.roots else None
-    async with background_job(ls, title, running=ls.state.profiling, key=path) as job:  # a newer one supersedes
-        report = await job.run(profile_file, path, text, kernels, root, cancel=job.cancel,
-                               progress=job.thread_progress())
-    if job.cancelled:
+    report = await ls.profiles.run(path, text, kernels)
+    if report is None:
         return {"error": "the profile was superseded by a newer one"}
-    if report.profiles:
-        before = ls.state.profiles.get(path)
-        if before is not None and before[0] == text:  # other kernels' profiles of this text stay
-            names = {p.kernel for p in report.profiles}
-            report.profiles = [p for p in before[1].profiles if p.kernel not in names] + report.profiles
-        ls.state.profiles[path] = (text, report)
-        ls.refresh_hints()
-        ls.publish([path])
-    if report.errors:
-        log.info("profile of %s: %s", path, "; ".join(report.errors))
     return answer(report)
 
 

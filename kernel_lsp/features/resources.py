@@ -10,7 +10,7 @@ from analyzers.model import Span
 
 from .. import convert
 from ..engine.files import is_cuda
-from . import api_docs, cuda, latency, profile
+from . import api_docs, latency, profile
 
 if TYPE_CHECKING:
     from ..server import KernelLanguageServer
@@ -119,7 +119,7 @@ def cuda_hover_table(name: str, kernels: list) -> str:
 
 
 def _cuda_kernels_by_line(ls: "KernelLanguageServer", path: str) -> dict[int, tuple[str, list]]:
-    report = cuda.report(ls, path)
+    report = ls.cuda.report(path)
     out: dict[int, tuple[str, list]] = {}
     for k in report.kernels if report else ():
         if k.line >= 0:
@@ -148,7 +148,7 @@ def register(server: "KernelLanguageServer") -> None:
         if entry is None or entry.analysis is None:
             return []
         by_kernel = _reports_by_kernel(ls, path)
-        timings = latency.latency_report(ls, path)
+        timings = ls.latency.report(path)
         pos = ls.positions(path)
         hints = []
         for kernel in [*entry.analysis.kernels, *entry.analysis.nki_kernels]:  # NKI: the Trainium2 estimate

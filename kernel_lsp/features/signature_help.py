@@ -12,7 +12,7 @@ from .. import convert
 
 from analyzers.model import TritonKernel
 
-from .api_docs import entry_for, markdown
+from .api_docs import markdown
 
 if TYPE_CHECKING:
     from ..engine.code_at import CallAt
@@ -88,7 +88,7 @@ def register(server: "KernelLanguageServer") -> None:
         if call.launch:
             found = navigation.kernel_named(ls.state.index, path, text, call.callee)
             return launch_help(found[1], call) if found is not None else None
-        found_entry = await entry_for(ls, resolve_dotted(call.callee, imported_names(text)))
+        found_entry = await ls.api_docs.entry_for(resolve_dotted(call.callee, imported_names(text)))
         if found_entry is None:
             return None
         entry, version = found_entry

@@ -4,8 +4,10 @@ that has a spec (its verdict, or a button to run it). Problems found arrive as K
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import os
+import threading
 from typing import TYPE_CHECKING, Any
 
 from lsprotocol import types
@@ -14,11 +16,13 @@ from pygls.uris import from_fs_path, to_fs_path
 from analyzers.specs import specced_kernels
 
 from .. import convert
+from ..api import ApiError
 from ..background import background_job, log_task_failure
 from ..commands import RUN_CHECKS, position_argument
-from .latency import latency_report, lens_title, run_latency
+from .latency import lens_title
 
 if TYPE_CHECKING:
+    from ..engine.executor import Executor
     from ..engine.verify import CheckReport
     from ..server import KernelLanguageServer
 
@@ -52,63 +56,87 @@ def spec_request(ls: "KernelLanguageServer", args: tuple, command: str, why: str
     return path, text, kernels
 
 
-def check_report(ls: "KernelLanguageServer", path: str) -> "CheckReport | None":
-    """The last check report of a file, while its text is still the one that was checked."""
-    return ls.while_current(ls.state.checks, path)
+class Checks:
+    """The correctness checks of one server session: each file's last report with the text it checked (shown while
+    that text is current), the checks in flight (a newer check of a file supersedes the older), how many ran, and
+    the Ray executor they run on with `executor: ray`."""
 
+    def __init__(self, server: "KernelLanguageServer"):
+        self.ls = server
+        self.results: dict[str, tuple[str, "CheckReport"]] = {}  # path -> (the text that was checked, its report)
+        self.running: dict[str, threading.Event] = {}  # path -> the running check's cancel
+        self.count = 0  # checks that finished, for the status command
+        self.executor: "Executor | None" = None  # with `executor: ray`: the checks' Ray executor, made on first use
 
-def check_problems(ls: "KernelLanguageServer", path: str) -> list:
-    """What the last check of the file's current text found, as problems (KV001–KV007)."""
-    found = ls.state.checks.get(path)
-    report = check_report(ls, path)
-    if report is None or found is None:
-        return []
-    from ..engine.verify.findings import check_problems as problems_of
+    def report(self, path: str) -> "CheckReport | None":
+        """The last check report of a file, while its text is still the one that was checked."""
+        return self.ls.while_current(self.results, path)
 
-    return problems_of(report, found[0])
+    def problems(self, path: str) -> list:
+        """What the last check of the file's current text found, as problems (KV001–KV007)."""
+        found = self.results.get(path)
+        report = self.report(path)
+        if report is None or found is None:
+            return []
+        from ..engine.verify.findings import check_problems as problems_of
 
+        return problems_of(report, found[0])
 
-async def run_checks(ls: "KernelLanguageServer", path: str,
-                     kernels: tuple[str, ...] | None = None) -> "CheckReport | None":
-    """Check a file's specs (or those of `kernels`) against their references, in a separate process. A newer
-    request for the same file cancels this one (None is returned for the cancelled one). Kernels found correct
-    are then timed (`latency.run_latency`), unless latency is off."""
-    from ..engine.verify import CheckReport, CheckRequest, run_checks as check
+    def ray_executor(self) -> "Executor | None":
+        """Where checks run with `executor: ray` (None: in a process of this machine, as `run_checks` starts it).
+        A cluster that cannot be reached or is lost: the checks run here, and a window message says so."""
+        settings = self.ls.state.settings
+        if settings.executor != "ray":
+            return None
+        if self.executor is None:
+            from ..engine.executor import ThreadExecutor, make_executor
 
-    text = ls.current_text(path)
-    if text is None:
-        return None
-    settings = ls.state.settings
-    request = CheckRequest(path, text, kernels, device=settings.check_device,
-                           timeout_s=float(settings.check_timeout_s),
-                           root=ls.state.roots[0] if ls.state.roots else None)
-    title = f"checking {', '.join(kernels) if kernels else os.path.basename(path)}"
-    executor = ls.check_executor()
-    async with background_job(ls, title, running=ls.state.checking, key=path,
-                              started=ls.refresh_lenses) as job:  # a newer check supersedes this one
-        if executor is not None:  # a Ray task; a newer check of the file (same key) cancels it
-            from ..engine.batch import check_with
+            self.executor = make_executor(
+                "ray", lambda: ThreadExecutor(max(1, (os.cpu_count() or 2) - 1)),
+                address=settings.ray_address or None, say=lambda line: self.ls.message(f"checks: {line}"))
+        return self.executor
 
-            report = await check_with(executor, request, settings.check_timeout_s, key=path)
-        else:
-            report = await job.run(check, request, job.cancel)
-    if job.cancelled:
-        return None
-    ls.state.checks_run += 1
-    before = ls.state.checks.get(path)
-    if kernels and before is not None and before[0] == text:  # keep the other kernels' verdicts of this text
-        kept = tuple(v for v in before[1].verdicts if v.kernel not in kernels)
-        report = CheckReport(path, kept + report.verdicts, report.errors)
-    ls.state.checks[path] = (text, report)
-    ls.publish([path])
-    ls.refresh_lenses()
-    correct = tuple(dict.fromkeys(v.kernel for v in report.verdicts if v.ok))
-    if correct and settings.latency != "off":  # timing a kernel that computes the wrong thing means nothing
-        # Time where the check ran: a CPU build of torch on a GPU machine checks on the interpreter.
-        on_gpu = any(v.ok and v.on_gpu for v in report.verdicts)
-        task = asyncio.ensure_future(run_latency(ls, path, text, correct, gpu=on_gpu))
-        task.add_done_callback(log_task_failure)
-    return report
+    async def close_executor(self) -> None:
+        """Let go of the checks' executor (new settings, shutdown): the next check starts where the settings say."""
+        executor, self.executor = self.executor, None
+        if executor is not None:
+            await executor.close()
+
+    async def run(self, path: str, kernels: tuple[str, ...] | None = None) -> "CheckReport | None":
+        """Check a file's specs (or those of `kernels`) against their references, in a separate process, through
+        the API's `Workspace.check_report`. A newer request for the same file cancels this one (None is returned
+        for the cancelled one). Kernels found correct are then timed (`Latency.run`), unless latency is off.
+        Raises the API's ApiError for what cannot be checked (a text over the size limit, a folder gone)."""
+        ls = self.ls
+        text = ls.current_text(path)
+        if text is None:
+            return None
+        settings = ls.state.settings
+        workspace = ls.api_workspace(path)
+        title = f"checking {', '.join(kernels) if kernels else os.path.basename(path)}"
+        executor = self.ray_executor()
+        async with background_job(ls, title, running=self.running, key=path,
+                                  started=ls.refresh_lenses) as job:  # a newer check supersedes this one
+            # With a Ray executor the check is a task, and a newer check of the file (same key) cancels it.
+            report = await workspace.check_report(path, text, kernels=kernels, cancel=job.cancel, executor=executor,
+                                                  key=path, confined=ls.in_workspace(path))
+        if job.cancelled:
+            return None
+        self.count += 1
+        before = self.results.get(path)
+        if kernels and before is not None and before[0] == text:  # keep the other kernels' verdicts of this text
+            kept = tuple(v for v in before[1].verdicts if v.kernel not in kernels)
+            report = dataclasses.replace(report, verdicts=kept + report.verdicts)
+        self.results[path] = (text, report)
+        ls.publish([path])
+        ls.refresh_lenses()
+        correct = tuple(dict.fromkeys(v.kernel for v in report.verdicts if v.ok))
+        if correct and settings.latency != "off":  # timing a kernel that computes the wrong thing means nothing
+            # Time where the check ran: a CPU build of torch on a GPU machine checks on the interpreter.
+            on_gpu = any(v.ok and v.on_gpu for v in report.verdicts)
+            task = asyncio.ensure_future(ls.latency.run(path, text, correct, gpu=on_gpu))
+            task.add_done_callback(log_task_failure)
+        return report
 
 
 async def run_checks_command(ls: "KernelLanguageServer", *args: Any) -> dict[str, Any]:
@@ -118,7 +146,10 @@ async def run_checks_command(ls: "KernelLanguageServer", *args: Any) -> dict[str
     if isinstance(found, dict):
         return found
     path, _, kernels = found
-    report = await run_checks(ls, path, kernels)
+    try:
+        report = await ls.checks.run(path, kernels)
+    except ApiError as exc:
+        return {"error": str(exc)}
     if report is None:
         return {"error": "the check was superseded by a newer one"}
     return {"verdicts": [{"kernel": v.kernel, "status": v.status, "message": v.message, "device": v.device,
@@ -132,10 +163,10 @@ def code_lenses(ls: "KernelLanguageServer", path: str) -> list[types.CodeLens]:
     if entry is None or entry.analysis is None or text is None:
         return []
     specced = specced_kernels(text)
-    report = check_report(ls, path)
+    report = ls.checks.report(path)
     pos = ls.positions(path)
-    running = path in ls.state.checking
-    timings = latency_report(ls, path)
+    running = path in ls.checks.running
+    timings = ls.latency.report(path)
     lenses = []
     for kernel in [*entry.analysis.kernels, *entry.analysis.nki_kernels]:  # an NKI spec runs in the NKI model
         if kernel.name not in specced:
@@ -158,6 +189,13 @@ def code_lenses(ls: "KernelLanguageServer", path: str) -> list[types.CodeLens]:
     return lenses
 
 
+async def _check_on_save(ls: "KernelLanguageServer", path: str) -> None:
+    try:
+        await ls.checks.run(path)
+    except ApiError as exc:  # nobody awaits this check: the user hears why it did not run
+        ls.message(f"checks of {os.path.basename(path)}: {exc}")
+
+
 def register(server: "KernelLanguageServer") -> None:
     server.answering_command(RUN_CHECKS, run_checks_command)
 
@@ -169,7 +207,7 @@ def register(server: "KernelLanguageServer") -> None:
         text = ls.current_text(path)
         if text is None or not specced_kernels(text):
             return
-        asyncio.ensure_future(run_checks(ls, path)).add_done_callback(log_task_failure)
+        asyncio.ensure_future(_check_on_save(ls, path)).add_done_callback(log_task_failure)
 
     @server.feature(types.TEXT_DOCUMENT_CODE_LENS, types.CodeLensOptions(resolve_provider=False))
     def code_lens(ls: "KernelLanguageServer", params: types.CodeLensParams):

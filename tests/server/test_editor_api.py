@@ -1,0 +1,60 @@
+"""The Python API's calls for an editor (`Workspace.check_report`, `Workspace.measure_report`), which the language
+server's checks and timing go through: they keep the API's rules (trust, the workspace's bounds, the size limit),
+and what they refuse reaches the user as the API's message."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import pytest
+
+from kernel_lsp.api import ApiError, NotTrustedError, Workspace
+from kernel_lsp.engine.trust import TRUST_FILE_ENV
+from kernel_lsp.settings import Settings
+
+EXAMPLE = (Path(__file__).resolve().parents[2] / "examples" / "vector_add.py").read_text()
+NO_SPEC = "import triton\n\n\n@triton.jit\ndef k(x_ptr):\n    pass\n"
+
+
+@pytest.fixture(params=["vscode"])
+def profile(request) -> str:
+    return request.param
+
+
+async def test_nothing_runs_in_an_untrusted_folder(tmp_path, monkeypatch):
+    trust = tmp_path / "trusted.json"
+    trust.write_text(json.dumps({"trusted": []}))
+    monkeypatch.setenv(TRUST_FILE_ENV, str(trust))
+    ws = Workspace(tmp_path)
+    with pytest.raises(NotTrustedError, match="kernel-lsp trust"):
+        await ws.check_report(tmp_path / "k.py", NO_SPEC)
+    with pytest.raises(NotTrustedError, match="kernel-lsp trust"):
+        await ws.measure_report(tmp_path / "k.py", NO_SPEC, kernels=["k"], gpu=False)
+
+
+async def test_bounds_and_size_limit_of_a_buffer(tmp_path):
+    root = tmp_path / "ws"
+    root.mkdir()
+    ws = Workspace(root, settings=dataclasses.replace(Settings(), max_file_bytes=200), allow_run=True)
+    outside = tmp_path / "elsewhere.py"
+    with pytest.raises(ApiError, match="outside the workspace"):
+        await ws.check_report(outside, NO_SPEC)
+    with pytest.raises(ApiError, match="maxFileBytes"):
+        await ws.check_report(root / "k.py", NO_SPEC + "#" * 200)
+    with pytest.raises(ApiError, match="maxFileBytes"):
+        await ws.measure_report(root / "k.py", NO_SPEC + "#" * 200, gpu=False)
+    # A file the editor opened from elsewhere is checked when the caller says so (it has no spec: nothing to
+    # report), under the name the editor uses.
+    report = await ws.check_report(outside, NO_SPEC, confined=False)
+    assert (report.path, report.verdicts, report.errors) == (str(outside), (), ())
+
+
+async def test_a_check_the_api_refuses_answers_with_its_message(start):
+    s = await start({"vector_add.py": EXAMPLE}, options={"checkDevice": "interpreter", "maxFileBytes": 1000})
+    uri = s.open("vector_add.py")
+    answer = await s.command("kernel-lsp.runChecks", {"uri": uri})
+    assert "maxFileBytes" in answer["error"] and "internal error" not in answer["error"], answer
+    status = await s.command("kernel-lsp.status")
+    assert status["checks"]["run"] == 0 and status["checks"]["running"] == 0
