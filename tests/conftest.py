@@ -1,5 +1,6 @@
 """Tests marked `gpu` run where a CUDA device is present and are skipped, saying why, everywhere else. The suite's
-workspaces are its own: they are trusted (tests/server/test_trust.py runs servers without this)."""
+workspaces are its own: they are trusted (tests/server/test_trust.py runs servers without this). Under pytest-xdist
+(`make test` runs two workers), tests that share a set-up run on one worker, the longest units first."""
 
 from __future__ import annotations
 
@@ -50,8 +51,56 @@ def _stretch_hang_limits(config, items) -> None:
             item.add_marker(pytest.mark.timeout(hang_limit(float(seconds)), **kwargs), append=False)
 
 
+# Folders whose tests share session-scoped set-ups of their own (tests/scale: Ray clusters and the local reference
+# report): under pytest-xdist they run on one worker, as one unit of work, so that each set-up is made once.
+SHARED_FOLDERS = ("tests/scale/",)
+
+
+def work_unit(nodeid: str) -> str:
+    """The unit of work a pytest-xdist worker takes whole: a test's module (its module-scoped fixtures are made
+    once), or the folder of SHARED_FOLDERS it is in."""
+    path = nodeid.split("::")[0]
+    return next((folder for folder in SHARED_FOLDERS if path.startswith(folder)), path)
+
+
+def _hang_seconds(item) -> float:
+    mark = item.get_closest_marker("timeout")
+    value = (mark.kwargs.get("timeout", mark.args[0] if mark.args else 0) if mark is not None
+             else item.config.getini("timeout"))
+    return float(value or 0)
+
+
+def _longest_units_first(items) -> None:
+    """Orders the work so that the units with the longest hang limits (the long tests, by their authors' own
+    account) start first: the workers then finish close together instead of one waiting on a late long module.
+    Stable: within a unit, and among equals, the collection order stays."""
+    units: dict[str, list] = {}
+    for item in items:
+        units.setdefault(work_unit(item.nodeid), []).append(item)
+    ordered = sorted(units.values(), key=lambda unit: -max(_hang_seconds(i) for i in unit))
+    items[:] = [item for unit in ordered for item in unit]
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """`-n N --dist loadscope` (make test): a module, or a whole shared folder, goes to one worker; the units in
+    the workers' collection order (longest first), not xdist's reordering by test count."""
+    if config.getoption("dist", None) != "loadscope":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class SharedSetups(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return work_unit(nodeid)
+
+    config.option.loadscopereorder = False
+    return SharedSetups(config, log)
+
+
 def pytest_collection_modifyitems(config, items) -> None:
     _stretch_hang_limits(config, items)
+    if hasattr(config, "workerinput"):  # a pytest-xdist worker: every worker orders its collection the same way
+        _longest_units_first(items)
     gpu_tests = [item for item in items if item.get_closest_marker("gpu") is not None]
     if not gpu_tests or _cuda_available():
         return
