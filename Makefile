@@ -28,8 +28,15 @@ lint: $(VENV)/.installed-dev
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 
+# The suite on TEST_WORKERS pytest-xdist workers: most tests drive a subprocess (a server, a CLI run, a checker) and
+# wait on it, so one worker keeps about one core busy. A module runs whole on one worker, and so does tests/scale,
+# whose tests share Ray clusters (tests/conftest.py). The package is compiled to bytecode first: the suite starts
+# hundreds of Python processes, and where PYTHONDONTWRITEBYTECODE is set each would compile it again.
+TEST_WORKERS ?= 2
+
 test: lint
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m compileall -q -x '/fixtures/' analyzers kernel_lsp tests
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadscope
 	$(MAKE) test-vscode
 
 # The VS Code extension, built and tested against the server in .venv (editors/vscode/README.md).

@@ -15,6 +15,7 @@ from pygls.uris import to_fs_path
 
 from kernel_lsp.engine.assistant.code import extract_code, protected_names, splice
 from tests.server.conftest import until, wait_for
+from tests.slow import scaled
 
 from . import candidates as c
 from .conftest import EXAMPLE, KERNEL_LINE, KEY, TWICE, options
@@ -370,7 +371,7 @@ async def test_cancel_stops_the_model_call(start, fake):
     running = asyncio.ensure_future(s.command("kernel-lsp.refine", at(uri, instruction="anything")))
     await wait_for(lambda: len(fake.requests) == 1, timeout=10)
     assert await s.command("kernel-lsp.cancelAssistant") == {"cancelled": 1}
-    assert (await asyncio.wait_for(running, 15))["cancelled"] is True
+    assert (await asyncio.wait_for(running, scaled(5)))["cancelled"] is True
 
     # The editor cancels the request itself ($/cancelRequest): the work stops too.
     params = types.ExecuteCommandParams(command="kernel-lsp.refine", arguments=[at(uri, instruction="again")])
@@ -379,7 +380,7 @@ async def test_cancel_stops_the_model_call(start, fake):
     await wait_for(lambda: len(fake.requests) == 2, timeout=10)
     s.client.cancel_request(types.CancelParams(id="assist-1"))
     with pytest.raises(Exception, match="cancel"):
-        await asyncio.wait_for(request, 15)
+        await asyncio.wait_for(request, scaled(5))
     # The assistant stops working after $/cancelRequest (10 s: a loaded 2-core machine may take a while to reap it).
     await until(lambda: s.command("kernel-lsp.cancelAssistant"), lambda running: running == {"cancelled": 0},
                 timeout=10, interval=0.05)

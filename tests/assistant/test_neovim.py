@@ -6,12 +6,15 @@ from __future__ import annotations
 import pytest
 
 from tests.neovim.test_neovim import find_nvim, run_scenario, workspace
+from tests.slow import scaled
 
 from . import candidates as c
 from .conftest import EXAMPLE, KERNEL_LINE, KEY, TWICE
 from .fake_api import answer
 
-pytestmark = pytest.mark.neovim
+# Neovim, the server, two model turns and a check of the candidate on the interpreter (torch and triton imported in
+# a fresh process): a minute or two on a busy 2-core machine.
+pytestmark = [pytest.mark.neovim, pytest.mark.timeout(600)]
 pytest.importorskip("torch")
 pytest.importorskip("triton")
 pytest.importorskip("anthropic")
@@ -25,7 +28,7 @@ def test_optimize_in_neovim(tmp_path, fake):
     root = workspace(tmp_path, {"vector_add.py": TWICE})
     setup = {"settings": {"checks": "request", "checkDevice": "interpreter", "assistantBaseUrl": fake.url}}
     r = run_scenario(nvim, "assistant", root / "vector_add.py", setup,
-                     env={"KERNEL_LSP_TEST_LINE": str(KERNEL_LINE + 3), "ANTHROPIC_API_KEY": KEY}, timeout_s=60)
+                     env={"KERNEL_LSP_TEST_LINE": str(KERNEL_LINE + 3), "ANTHROPIC_API_KEY": KEY}, timeout_s=scaled(60))
     lines = TWICE.splitlines()
     assert r["plan"] == c.PLAN
     assert r["lines_after_plan"] == r["lines_before_confirmation"] == lines  # nothing changed before "yes"
@@ -45,7 +48,7 @@ def test_port_to_nki_in_neovim_creates_its_own_file(tmp_path, fake):
     root = workspace(tmp_path, {"vector_add.py": EXAMPLE})
     setup = {"settings": {"checks": "request", "checkDevice": "interpreter", "assistantBaseUrl": fake.url}}
     r = run_scenario(nvim, "port", root / "vector_add.py", setup,
-                     env={"KERNEL_LSP_TEST_LINE": str(KERNEL_LINE + 3), "ANTHROPIC_API_KEY": KEY}, timeout_s=120)
+                     env={"KERNEL_LSP_TEST_LINE": str(KERNEL_LINE + 3), "ANTHROPIC_API_KEY": KEY}, timeout_s=scaled(60))
     assert r["summary"].startswith("correct on 12 cases (kernel-lsp NKI model)"), r["summary"]
     assert r["creates"] == (root / "vector_add_nki.py").as_uri() and r["existed_before_confirmation"] is False
     # Neovim applied the CreateFile and the new file's text; the Triton buffer is as it was.

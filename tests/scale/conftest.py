@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.slow import scaled
+
 pytest.importorskip("ray", reason="the scale tests need Ray (pip install kernel-lsp[ray])")
 
 REPO = Path(__file__).resolve().parents[2]
@@ -47,7 +49,7 @@ class RayCluster:
         self._start([*ray, "start", "--head", f"--port={self.port}", f"--temp-dir={self.temp_dir}",
                      "--include-dashboard=false", *common, *head],
                     "head", node_env[0] if node_env else None)
-        deadline = time.monotonic() + 120
+        deadline = time.monotonic() + scaled(40)
         while not _answers(self.address):
             assert time.monotonic() < deadline, "the Ray head did not start: " + self.log("head")
             time.sleep(0.2)
@@ -57,7 +59,8 @@ class RayCluster:
         for i in range(len(workers)):  # a job submitted before a node joined would never go there
             while "Ray runtime started" not in self.log(f"worker{i}"):
                 assert self.procs[1 + i].poll() is None, f"Ray worker {i} did not start: " + self.log(f"worker{i}")
-                assert time.monotonic() < deadline + 120, f"Ray worker {i} did not start: " + self.log(f"worker{i}")
+                assert time.monotonic() < deadline + scaled(40), (f"Ray worker {i} did not start: "
+                                                                  + self.log(f"worker{i}"))
                 time.sleep(0.2)
 
     def _start(self, argv: list[str], name: str, env: dict[str, str] | None = None) -> None:

@@ -15,6 +15,8 @@ from kernel_lsp.engine.ray_executor import RayExecutor
 
 import pytest
 
+from tests.slow import scaled
+
 from .conftest import free_port
 
 # Each test may start the session's cluster and run the local reference first: minutes on a busy 2-core machine.
@@ -29,8 +31,8 @@ def _alive(pid: int) -> bool:
         return False
 
 
-async def _file_appears(folder: Path, pattern: str, timeout: float = 120) -> Path:
-    deadline = time.monotonic() + timeout
+async def _file_appears(folder: Path, pattern: str, timeout: float = 40) -> Path:
+    deadline = time.monotonic() + scaled(timeout)
     while time.monotonic() < deadline:
         found = sorted(folder.glob(pattern))
         if found and found[0].read_text():
@@ -39,8 +41,8 @@ async def _file_appears(folder: Path, pattern: str, timeout: float = 120) -> Pat
     raise AssertionError(f"no {pattern} in {folder} after {timeout} s")
 
 
-async def _gone(pid: int, timeout: float = 60) -> bool:
-    deadline = time.monotonic() + timeout
+async def _gone(pid: int, timeout: float = 20) -> bool:
+    deadline = time.monotonic() + scaled(timeout)
     while time.monotonic() < deadline:
         if not _alive(pid):
             return True
@@ -60,7 +62,7 @@ async def test_a_worker_killed_mid_job_is_retried_and_the_job_answers(ray_cluste
         marker = await _file_appears(tmp_path, "first-attempt.pid")
         first = int(marker.read_text())
         os.kill(first, 9)  # the Ray worker process running the job
-        outcome = await asyncio.wait_for(job, 240)
+        outcome = await asyncio.wait_for(job, scaled(80))
         assert outcome.status is Status.OK, outcome
         assert outcome.value.endswith(f"after {first} was killed")
         assert executor.on_ray and not said
@@ -71,9 +73,11 @@ async def test_a_worker_killed_mid_job_is_retried_and_the_job_answers(ray_cluste
 
 async def test_a_hung_job_is_killed_at_its_timeout(ray_cluster, tmp_path):
     said: list[str] = []
-    executor = _executor(ray_cluster, said, start_allowance=5.0)
+    # The allowance covers a Ray worker starting and importing the job: the hang must have begun (it writes its
+    # pid) before the deadline kills it, also on a busy machine.
+    executor = _executor(ray_cluster, said, start_allowance=scaled(5))
     try:
-        outcome = await asyncio.wait_for(executor.run("tests.scale.jobs:hangs", str(tmp_path), timeout=3.0), 240)
+        outcome = await asyncio.wait_for(executor.run("tests.scale.jobs:hangs", str(tmp_path), timeout=3.0), scaled(80))
         assert outcome.status is Status.TIMEOUT, outcome
         assert "no answer within 3 s" in outcome.message and "Ray worker was killed" in outcome.message
         pid = int((await _file_appears(tmp_path, "hang-*.pid")).read_text())

@@ -14,9 +14,11 @@ from typing import Any, Callable
 
 import pytest
 
+from tests.slow import scaled
+
 from .kernels import GOOD, TYPO, TYPO_LINE
 
-TIMEOUT = 60.0  # seconds for one answer: generous, the CI machine is small and busy
+TIMEOUT = scaled(20)  # seconds for one answer: generous, the CI machine is small and busy
 TRACEBACK = "Traceback (most recent call last)"
 
 

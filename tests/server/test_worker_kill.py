@@ -20,6 +20,7 @@ import pytest
 from lsprotocol import types
 
 from kernel_lsp.engine.proc import cmdline, descendants
+from tests.slow import scaled
 
 from .conftest import until, wait_for
 
@@ -141,7 +142,7 @@ async def test_a_killed_checking_process_is_not_the_kernels_crash(start, tmp_pat
     running = asyncio.ensure_future(s.command("kernel-lsp.runChecks", {"uri": uri}))
     await wait_for(marker.exists, timeout=180)
     await kill_when_running(server, RUNNER)
-    result = await asyncio.wait_for(running, 120)
+    result = await asyncio.wait_for(running, scaled(40))
     assert not [v for v in result["verdicts"] if v["status"] == "crashed"], result  # not the kernel's crash
     [error] = result["errors"]
     assert "SIGKILL" in error["message"] and "run the check again" in error["message"], error
@@ -173,7 +174,7 @@ async def test_a_killed_latency_worker_is_told_and_the_next_estimate_works(start
     uri = s.open("vector_add.py")
     check = asyncio.ensure_future(s.command("kernel-lsp.runChecks", {"uri": uri}))
     await kill_when_running(server, LATENCY, timeout=240)  # the estimate starts once the check passed
-    [verdict] = (await asyncio.wait_for(check, 120))["verdicts"]
+    [verdict] = (await asyncio.wait_for(check, scaled(40)))["verdicts"]
     assert verdict["status"] == "correct"
     await wait_for(lambda: bool(said(s, "latency", "SIGKILL")), timeout=60)
     [message] = said(s, "latency", "SIGKILL")
@@ -212,7 +213,7 @@ async def test_a_killed_profiler_is_told_and_the_next_profile_works(fake_ncu, st
         fake.mode("hang")  # the fake ncu would sleep for two minutes: only the kill ends it sooner
         running = asyncio.ensure_future(s.command("kernel-lsp.profileLines", {"uri": uri}))
         await kill_when_running(server, marker, timeout=180)
-        answer = await asyncio.wait_for(running, 120)
+        answer = await asyncio.wait_for(running, scaled(40))
         message = answer.get("error") or "; ".join(answer.get("errors", []))
         assert "SIGKILL" in message and expected in message and "again" in message, answer
 
@@ -240,7 +241,7 @@ async def test_a_killed_check_of_an_assistant_candidate_is_not_the_candidates_fa
         uri = s.open("vector_add.py")
         running = asyncio.ensure_future(s.command("kernel-lsp.refine", at(uri, instruction="make it faster")))
         await kill_when_running(server, RUNNER, timeout=180)
-        result = await asyncio.wait_for(running, 180)
+        result = await asyncio.wait_for(running, scaled(60))
         assert "proposal" not in result, result
         assert "SIGKILL" in result["error"] and "crashed" not in result["error"], result
 

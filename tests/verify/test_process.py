@@ -11,6 +11,8 @@ from pathlib import Path
 
 from kernel_lsp.engine.verify import CheckRequest, run_checks
 
+from tests.slow import scaled
+
 REPO = Path(__file__).resolve().parents[2]
 
 EXITS = textwrap.dedent('''
@@ -41,7 +43,7 @@ EXITS = textwrap.dedent('''
 
 
 def _check(path: Path) -> object:
-    return run_checks(CheckRequest(str(path), path.read_text(), timeout_s=30, device="interpreter"))
+    return run_checks(CheckRequest(str(path), path.read_text(), timeout_s=scaled(10), device="interpreter"))
 
 
 def test_an_exit_code_comes_with_what_the_process_last_wrote(tmp_path):
