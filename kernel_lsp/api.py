@@ -36,11 +36,11 @@ from analyzers.model import Problem, Severity
 
 from .settings import Settings
 
-API_VERSION = "2.0.0"
+API_VERSION = "2.1.0"
 
 __all__ = [
-    "API_VERSION", "AnalyzeResult", "ApiError", "BatchResult", "BatchStats", "CandidateResult", "CaseInfo", "CheckResult",
-    "CompareResult", "CompileResult", "CompiledConfig", "CudaKernelInfo", "Finding", "FixInfo", "HistoryPoint",
+    "API_VERSION", "AnalyzeResult", "ApiError", "BatchResult", "BatchStats", "CandidateResult", "CaseInfo", "CheckErrorInfo",
+    "CheckResult", "CompareResult", "CompileResult", "CompiledConfig", "CudaKernelInfo", "Finding", "FixInfo", "HistoryPoint",
     "KernelInfo", "LatencyEntry", "MeasureResult", "NotTrustedError", "ProposalResult", "RelatedInfo", "TuneResult",
     "TuneRow", "UncompiledKernel", "VerdictInfo", "Workspace",
 ]
@@ -196,6 +196,15 @@ class VerdictInfo(_Result):
     spec_line: int | None = None  # the spec's inputs function
     kernel_line: int | None = None  # the kernel's def line
     seconds: float = 0.0  # how long the check took
+    on_gpu: bool = False  # ran on a GPU: not on Triton's interpreter, nor in the NKI model (which is never timed here)
+
+
+@dataclass(frozen=True)
+class CheckErrorInfo(_Result):
+    """A problem that kept specs from running, with the line it belongs to where one does."""
+
+    message: str
+    line: int | None = None
 
 
 @dataclass(frozen=True)
@@ -204,6 +213,7 @@ class CheckResult(_Result):
     ok: bool  # every spec correct and no error
     verdicts: list[VerdictInfo]
     errors: list[str]  # problems that kept specs from running (import errors, no spec found)
+    error_details: list[CheckErrorInfo] = field(default_factory=list)  # the same errors, each with its line
 
 
 @dataclass(frozen=True)
@@ -461,7 +471,21 @@ def _verdict(v: Any) -> VerdictInfo:
                       c.seed, None if c.first_index is None else list(c.first_index), c.tail_only, _line(c.line))
              for c in v.cases]
     return VerdictInfo(v.kernel, v.spec, v.status, v.ok, v.device, v.message, _line(v.line), v.failed_check, cases,
-                       list(v.notes), _line(v.column), v.spec_line + 1, v.kernel_line + 1, round(v.duration_s, 3))
+                       list(v.notes), _line(v.column), v.spec_line + 1, v.kernel_line + 1, round(v.duration_s, 3),
+                       v.on_gpu)
+
+
+def _check_result(full: str, report: Any, kernels: Sequence[str] | None, *, explain_empty: bool) -> CheckResult:
+    """An engine check report as the API's result. `explain_empty`: a check that found no spec to run says so in
+    its errors (an editor checks only files with specs, and shows nothing for the others)."""
+    verdicts = [_verdict(v) for v in report.verdicts]
+    details = [CheckErrorInfo(msg, _line(line)) for line, msg in report.errors]
+    if explain_empty and not verdicts and not details:
+        details.append(CheckErrorInfo(f"no spec for {', '.join(kernels)}" if kernels else
+                                      "no spec in this source: a check needs a @spec (docs/specs.md)"))
+    errors = [f"line {e.line}: {e.message}" if e.line is not None else e.message for e in details]
+    ok = bool(verdicts) and not errors and all(v.ok for v in verdicts)
+    return CheckResult(full, ok, verdicts, errors, details)
 
 
 def _edits(edits: Sequence[tuple[tuple[int, int, int, int], str]]) -> list[dict[str, Any]]:
@@ -779,13 +803,7 @@ class Workspace:
 
         report = run_checks(CheckRequest(full, text, (kernel,) if kernel else None, device=self.settings.check_device,
                                          timeout_s=self._timeout(), memory_mb=self.memory_mb, root=str(self.root)))
-        verdicts = [_verdict(v) for v in report.verdicts]
-        errors = [f"line {line + 1}: {msg}" if line is not None else msg for line, msg in report.errors]
-        if not verdicts and not errors:
-            errors.append(f"no spec for {kernel}" if kernel else
-                          "no spec in this source: a check needs a @spec (docs/specs.md)")
-        ok = bool(verdicts) and not errors and all(v.ok for v in verdicts)
-        return CheckResult(full, ok, verdicts, errors)
+        return _check_result(full, report, [kernel] if kernel else None, explain_empty=True)
 
     def check(self, path: str | os.PathLike | None = None, source: str | None = None, *,
               kernel: str | None = None) -> CheckResult:
@@ -1066,10 +1084,10 @@ class Workspace:
 
     # --- the editor's calls ------------------------------------------------------------------------------------
     # The language server checks and times the text of an open buffer, on its own event loop, stopping the work
-    # when a newer edit or request supersedes it, and shows more of each result than the plain types carry (every
-    # case of a verdict, where it ran; each timing's spread and history). These return the engine's reports that
-    # `check` and `measure` turn into `CheckResult` and `MeasureResult`: not plain data, and not under the
-    # version's promise.
+    # when a newer edit or request supersedes it. A check returns the `CheckResult` of `check`, so the editor
+    # shows what the command line and the MCP server print. Timing and the tiling search still return the
+    # engine's reports that `measure` and `tune` turn into `MeasureResult` and `TuneResult`: not plain data, and
+    # not under the version's promise.
 
     def _buffer(self, path: str | os.PathLike, source: str, confined: bool) -> tuple[str, str]:
         """(absolute path as given, text) of an editor buffer; the path is not resolved, so results and histories
@@ -1079,15 +1097,15 @@ class Workspace:
             self._path(full)
         return full, self._text(source)
 
-    async def check_report(self, path: str | os.PathLike, source: str, *, kernels: Sequence[str] | None = None,
+    async def check_buffer(self, path: str | os.PathLike, source: str, *, kernels: Sequence[str] | None = None,
                            cancel: threading.Event | None = None, executor: Any = None, key: Any = None,
-                           confined: bool = True) -> Any:
-        """Check the specs of `source`, the text of `path` as an editor holds it (or those of `kernels`), as
-        `check` does; returns the engine's `CheckReport`. Setting `cancel` stops the checking process. `executor`:
-        an engine executor (`engine.executor.make_executor`, e.g. a Ray cluster's) to run the checks as one of its
-        jobs, `key` naming the job (a newer job with the same key supersedes it). `confined=False` lets the file
-        lie outside the workspace (the root still goes on the checks' import path). Runs the file's code: needs
-        trust."""
+                           confined: bool = True) -> CheckResult:
+        """Check the specs of `source`, the text of `path` as an editor holds it (or those of `kernels`): the
+        `CheckResult` that `check` returns, except that a text with no spec to run has no error (an editor checks
+        only files with specs). Setting `cancel` stops the checking process. `executor`: an engine executor
+        (`engine.executor.make_executor`, e.g. a Ray cluster's) to run the checks as one of its jobs, `key` naming
+        the job (a newer job with the same key supersedes it). `confined=False` lets the file lie outside the
+        workspace (the root still goes on the checks' import path). Runs the file's code: needs trust."""
         from .engine.verify import CheckRequest, run_checks
 
         self._require_run("a check")
@@ -1097,8 +1115,10 @@ class Workspace:
         if executor is not None:
             from .engine.batch import check_with
 
-            return await check_with(executor, request, self.settings.check_timeout_s, key=key)
-        return await asyncio.to_thread(run_checks, request, cancel)
+            report = await check_with(executor, request, self.settings.check_timeout_s, key=key)
+        else:
+            report = await asyncio.to_thread(run_checks, request, cancel)
+        return _scrub(_check_result(full, report, kernels, explain_empty=False), _secret_values())
 
     async def measure_report(self, path: str | os.PathLike, source: str, *, kernels: Sequence[str] | None = None,
                              gpu: bool | None = None, compiled: Sequence[Any] = (),
