@@ -516,6 +516,19 @@ def _with_roofline(measured: Sequence[Any], counted: list[dict] | str) -> list[L
     return [_latency_entry(e, **got) for e, got in zip(measured, measured_roofline(measured, counted))]
 
 
+def _measure_result(full: str, report: Any, counted: list[dict] | str | None, *,
+                    source: str | None = None) -> MeasureResult:
+    """An engine latency report as the API's result: its measured entries with the roofline fraction of the work
+    `counted` for them (None: not counted), its estimates with the model's. `source`: the result's, where the
+    caller knows it (else "measured" when any entry was measured)."""
+    measured = [e for e in report.entries if e.source == "measured"]
+    with_roofline = dict(zip(map(id, measured), _with_roofline(measured, counted))) if counted is not None else {}
+    entries = [with_roofline.get(id(e)) or _latency_entry(e) for e in report.entries]
+    if source is None:
+        source = "measured" if measured else "estimate"
+    return MeasureResult(full, source, entries, list(report.errors))
+
+
 def _worst_status(verdicts: Sequence[VerdictInfo]) -> str:
     statuses = [v.status for v in verdicts]
     return max(statuses, key=lambda s: _RANK_WORST.index(s) if s in _RANK_WORST else len(_RANK_WORST))
@@ -823,13 +836,9 @@ class Workspace:
         kernels = [kernel] if kernel else None
         if gpu_present():
             report = measure_file(full, text, kernels, str(self.root), history=False)
-            source = "measured"
-            entries = _with_roofline(report.entries, self._count_work(full, text, report.entries))
-        else:
-            report = estimate_file(full, text, list(targets) or ["H200"], kernels, str(self.root))
-            source = "estimate"
-            entries = [_latency_entry(e) for e in report.entries]
-        return MeasureResult(full, source, entries, list(report.errors))
+            return _measure_result(full, report, self._count_work(full, text, report.entries), source="measured")
+        report = estimate_file(full, text, list(targets) or ["H200"], kernels, str(self.root))
+        return _measure_result(full, report, None, source="estimate")
 
     def _count_work(self, full: str, text: str, measured: Sequence[Any]) -> list[dict] | str:
         """The work of each measured point, counted under the interpreter (the roofline fraction's numerator), or
@@ -1012,13 +1021,11 @@ class Workspace:
         checks = [CheckResult(path, all(v.ok for v in vs), vs, []) for path, vs in by_file.items()]
         timed = []
         for report in record.latency:
+            counted = None
             if any(e.source == "measured" for e in report.entries):
                 text = read_source(report.path, self.settings.max_file_bytes).text or ""
-                entries = _with_roofline(report.entries, self._count_work(report.path, text, report.entries))
-                source = "measured"
-            else:
-                entries, source = [_latency_entry(e) for e in report.entries], "estimate"
-            timed.append(MeasureResult(report.path, source, entries, list(report.errors)))
+                counted = self._count_work(report.path, text, report.entries)
+            timed.append(_measure_result(report.path, report, counted))
         worst = record.worst()
         stats = record.index.stats()
         cuda = [CudaKernelInfo(k.path, k.name, k.line + 1 if k.line >= 0 else None, k.target, k.registers,
@@ -1084,10 +1091,10 @@ class Workspace:
 
     # --- the editor's calls ------------------------------------------------------------------------------------
     # The language server checks and times the text of an open buffer, on its own event loop, stopping the work
-    # when a newer edit or request supersedes it. A check returns the `CheckResult` of `check`, so the editor
-    # shows what the command line and the MCP server print. Timing and the tiling search still return the
-    # engine's reports that `measure` and `tune` turn into `MeasureResult` and `TuneResult`: not plain data, and
-    # not under the version's promise.
+    # when a newer edit or request supersedes it. Checks and timing return the `CheckResult` and `MeasureResult`
+    # of `check` and `measure`, so the editor shows what the command line and the MCP server print. The tiling
+    # search still returns the engine's report that `tune` turns into a `TuneResult`: not plain data, and not
+    # under the version's promise.
 
     def _buffer(self, path: str | os.PathLike, source: str, confined: bool) -> tuple[str, str]:
         """(absolute path as given, text) of an editor buffer; the path is not resolved, so results and histories
@@ -1120,14 +1127,14 @@ class Workspace:
             report = await asyncio.to_thread(run_checks, request, cancel)
         return _scrub(_check_result(full, report, kernels, explain_empty=False), _secret_values())
 
-    async def measure_report(self, path: str | os.PathLike, source: str, *, kernels: Sequence[str] | None = None,
+    async def measure_buffer(self, path: str | os.PathLike, source: str, *, kernels: Sequence[str] | None = None,
                              gpu: bool | None = None, compiled: Sequence[Any] = (),
                              cancel: threading.Event | None = None, history: bool = True,
-                             confined: bool = True) -> Any:
+                             confined: bool = True) -> MeasureResult:
         """Time the spec'd kernels of `source`, the text of `path` as an editor holds it (or `kernels`), at their
-        bench shapes, as `measure` does; returns the engine's `LatencyReport`. `gpu`: measure on this machine's GPU
-        (each measurement with the roofline fraction of its counted work), or estimate with the roofline model for
-        each of the settings' targets, on the settings' hardware table (None: where the checkDevice setting says).
+        bench shapes: the `MeasureResult` that `measure` returns. `gpu`: measure on this machine's GPU (each
+        measurement with the roofline fraction of its counted work), or estimate with the roofline model for each
+        of the settings' targets, on the settings' hardware table (None: where the checkDevice setting says).
         `compiled`: the file's compile reports (engine CompileReports), whose registers and shared memory give an
         estimate's occupancy. `history`: compare with and add to the kernels' timing history under the root.
         Setting `cancel` stops the work's processes. Runs the file's code: needs trust."""
@@ -1144,18 +1151,20 @@ class Workspace:
             gpu = runs_on_gpu(self.settings.check_device)
         names = list(kernels) if kernels else None
         if gpu:
-            from .engine.latency.roofline import add_measured_roofline
+            from .engine.latency.roofline import count_measured_work
 
             report = await asyncio.to_thread(measure_file, full, text, names, root, cancel=cancel, history=history)
-            if cancel is None or not cancel.is_set():  # how close each measurement came to the roofs
-                report = await asyncio.to_thread(add_measured_roofline, report, text, root, cancel=cancel)
-            return report
+            measured = [e for e in report.entries if e.source == "measured"]
+            counted: list[dict] | str | None = None
+            if measured and (cancel is None or not cancel.is_set()):  # how close each measurement came to the roofs
+                counted = await asyncio.to_thread(count_measured_work, full, text, measured, root, cancel=cancel)
+            return _scrub(_measure_result(full, report, counted), _secret_values())
         table, _ = parse_hardware_overrides(self.settings.hardware or None)
         report = await asyncio.to_thread(estimate_file, full, text, list(self.settings.targets), names, root,
                                          hardware=table, resources=resources_lookup(compiled), cancel=cancel)
         if history and (cancel is None or not cancel.is_set()):
             await asyncio.to_thread(record_estimates, report, root)
-        return report
+        return _scrub(_measure_result(full, report, None), _secret_values())
 
     async def tune_report(self, path: str | os.PathLike, source: str, *, kernel: str, target: str = "H200",
                           progress: Callable[[str, float], None] | None = None,

@@ -173,7 +173,7 @@ def test_the_protocol_object_check_sees_every_spelling(tmp_path):
 
 
 # The engine services behind the Python API's checks, timing and tiling search: the language server reaches them
-# through `kernel_lsp.api.Workspace` (check_buffer, measure_report, tune_report), as the command line and the MCP
+# through `kernel_lsp.api.Workspace` (check_buffer, measure_buffer, tune_report), as the command line and the MCP
 # server do, so the three front ends cannot drift apart. Reading the timing history (latency.history) is the
 # features' own business.
 API_WRAPPED_SERVICES = {
@@ -191,6 +191,7 @@ API_WRAPPED_SERVICES = {
 ENGINE_REPORTS = {
     "kernel_lsp.engine.verify.CheckReport", "kernel_lsp.engine.verify.Verdict", "kernel_lsp.engine.verify.CaseResult",
     "kernel_lsp.engine.verify.results", "kernel_lsp.engine.verify.findings",
+    "kernel_lsp.engine.latency.LatencyReport", "kernel_lsp.engine.latency.KernelLatency",
 }
 LANGUAGE_SERVER = ("kernel_lsp/server.py", "kernel_lsp/background.py", "kernel_lsp/features/")
 
@@ -257,8 +258,10 @@ def test_the_report_check_sees_every_spelling(tmp_path):
     bad = features / "bad.py"
     bad.write_text("from typing import TYPE_CHECKING\n\nif TYPE_CHECKING:\n    from ..engine.verify import CheckReport\n"
                    "from ..engine import verify\nimport kernel_lsp.engine.verify.findings as f\n\n"
-                   "def g(r: 'CheckReport'):\n    return verify.Verdict, f.summary\n")
+                   "def g(r: 'CheckReport'):\n    return verify.Verdict, f.summary\n\n"
+                   "def h():\n    from ..engine.latency import LatencyReport as R\n    return R\n")
     assert report_uses([bad], tmp_path) == [
+        "kernel_lsp/features/bad.py:12 uses kernel_lsp.engine.latency.LatencyReport",
         "kernel_lsp/features/bad.py:4 uses kernel_lsp.engine.verify.CheckReport",
         "kernel_lsp/features/bad.py:6 uses kernel_lsp.engine.verify.findings",
         "kernel_lsp/features/bad.py:9 uses kernel_lsp.engine.verify.Verdict",
