@@ -36,11 +36,11 @@ from analyzers.model import Problem, Severity
 
 from .settings import Settings
 
-API_VERSION = "2.0.0"
+API_VERSION = "2.1.0"
 
 __all__ = [
-    "API_VERSION", "AnalyzeResult", "ApiError", "BatchResult", "BatchStats", "CandidateResult", "CaseInfo", "CheckResult",
-    "CompareResult", "CompileResult", "CompiledConfig", "CudaKernelInfo", "Finding", "FixInfo", "HistoryPoint",
+    "API_VERSION", "AnalyzeResult", "ApiError", "BatchResult", "BatchStats", "CandidateResult", "CaseInfo", "CheckErrorInfo",
+    "CheckResult", "CompareResult", "CompileResult", "CompiledConfig", "CudaKernelInfo", "Finding", "FixInfo", "HistoryPoint",
     "KernelInfo", "LatencyEntry", "MeasureResult", "NotTrustedError", "ProposalResult", "RelatedInfo", "TuneResult",
     "TuneRow", "UncompiledKernel", "VerdictInfo", "Workspace",
 ]
@@ -196,6 +196,15 @@ class VerdictInfo(_Result):
     spec_line: int | None = None  # the spec's inputs function
     kernel_line: int | None = None  # the kernel's def line
     seconds: float = 0.0  # how long the check took
+    on_gpu: bool = False  # ran on a GPU: not on Triton's interpreter, nor in the NKI model (which is never timed here)
+
+
+@dataclass(frozen=True)
+class CheckErrorInfo(_Result):
+    """A problem that kept specs from running, with the line it belongs to where one does."""
+
+    message: str
+    line: int | None = None
 
 
 @dataclass(frozen=True)
@@ -204,6 +213,7 @@ class CheckResult(_Result):
     ok: bool  # every spec correct and no error
     verdicts: list[VerdictInfo]
     errors: list[str]  # problems that kept specs from running (import errors, no spec found)
+    error_details: list[CheckErrorInfo] = field(default_factory=list)  # the same errors, each with its line
 
 
 @dataclass(frozen=True)
@@ -461,7 +471,21 @@ def _verdict(v: Any) -> VerdictInfo:
                       c.seed, None if c.first_index is None else list(c.first_index), c.tail_only, _line(c.line))
              for c in v.cases]
     return VerdictInfo(v.kernel, v.spec, v.status, v.ok, v.device, v.message, _line(v.line), v.failed_check, cases,
-                       list(v.notes), _line(v.column), v.spec_line + 1, v.kernel_line + 1, round(v.duration_s, 3))
+                       list(v.notes), _line(v.column), v.spec_line + 1, v.kernel_line + 1, round(v.duration_s, 3),
+                       v.on_gpu)
+
+
+def _check_result(full: str, report: Any, kernels: Sequence[str] | None, *, explain_empty: bool) -> CheckResult:
+    """An engine check report as the API's result. `explain_empty`: a check that found no spec to run says so in
+    its errors (an editor checks only files with specs, and shows nothing for the others)."""
+    verdicts = [_verdict(v) for v in report.verdicts]
+    details = [CheckErrorInfo(msg, _line(line)) for line, msg in report.errors]
+    if explain_empty and not verdicts and not details:
+        details.append(CheckErrorInfo(f"no spec for {', '.join(kernels)}" if kernels else
+                                      "no spec in this source: a check needs a @spec (docs/specs.md)"))
+    errors = [f"line {e.line}: {e.message}" if e.line is not None else e.message for e in details]
+    ok = bool(verdicts) and not errors and all(v.ok for v in verdicts)
+    return CheckResult(full, ok, verdicts, errors, details)
 
 
 def _edits(edits: Sequence[tuple[tuple[int, int, int, int], str]]) -> list[dict[str, Any]]:
@@ -490,6 +514,19 @@ def _with_roofline(measured: Sequence[Any], counted: list[dict] | str) -> list[L
     from .engine.latency.roofline import measured_roofline
 
     return [_latency_entry(e, **got) for e, got in zip(measured, measured_roofline(measured, counted))]
+
+
+def _measure_result(full: str, report: Any, counted: list[dict] | str | None, *,
+                    source: str | None = None) -> MeasureResult:
+    """An engine latency report as the API's result: its measured entries with the roofline fraction of the work
+    `counted` for them (None: not counted), its estimates with the model's. `source`: the result's, where the
+    caller knows it (else "measured" when any entry was measured)."""
+    measured = [e for e in report.entries if e.source == "measured"]
+    with_roofline = dict(zip(map(id, measured), _with_roofline(measured, counted))) if counted is not None else {}
+    entries = [with_roofline.get(id(e)) or _latency_entry(e) for e in report.entries]
+    if source is None:
+        source = "measured" if measured else "estimate"
+    return MeasureResult(full, source, entries, list(report.errors))
 
 
 def _worst_status(verdicts: Sequence[VerdictInfo]) -> str:
@@ -779,13 +816,7 @@ class Workspace:
 
         report = run_checks(CheckRequest(full, text, (kernel,) if kernel else None, device=self.settings.check_device,
                                          timeout_s=self._timeout(), memory_mb=self.memory_mb, root=str(self.root)))
-        verdicts = [_verdict(v) for v in report.verdicts]
-        errors = [f"line {line + 1}: {msg}" if line is not None else msg for line, msg in report.errors]
-        if not verdicts and not errors:
-            errors.append(f"no spec for {kernel}" if kernel else
-                          "no spec in this source: a check needs a @spec (docs/specs.md)")
-        ok = bool(verdicts) and not errors and all(v.ok for v in verdicts)
-        return CheckResult(full, ok, verdicts, errors)
+        return _check_result(full, report, [kernel] if kernel else None, explain_empty=True)
 
     def check(self, path: str | os.PathLike | None = None, source: str | None = None, *,
               kernel: str | None = None) -> CheckResult:
@@ -805,13 +836,9 @@ class Workspace:
         kernels = [kernel] if kernel else None
         if gpu_present():
             report = measure_file(full, text, kernels, str(self.root), history=False)
-            source = "measured"
-            entries = _with_roofline(report.entries, self._count_work(full, text, report.entries))
-        else:
-            report = estimate_file(full, text, list(targets) or ["H200"], kernels, str(self.root))
-            source = "estimate"
-            entries = [_latency_entry(e) for e in report.entries]
-        return MeasureResult(full, source, entries, list(report.errors))
+            return _measure_result(full, report, self._count_work(full, text, report.entries), source="measured")
+        report = estimate_file(full, text, list(targets) or ["H200"], kernels, str(self.root))
+        return _measure_result(full, report, None, source="estimate")
 
     def _count_work(self, full: str, text: str, measured: Sequence[Any]) -> list[dict] | str:
         """The work of each measured point, counted under the interpreter (the roofline fraction's numerator), or
@@ -994,13 +1021,11 @@ class Workspace:
         checks = [CheckResult(path, all(v.ok for v in vs), vs, []) for path, vs in by_file.items()]
         timed = []
         for report in record.latency:
+            counted = None
             if any(e.source == "measured" for e in report.entries):
                 text = read_source(report.path, self.settings.max_file_bytes).text or ""
-                entries = _with_roofline(report.entries, self._count_work(report.path, text, report.entries))
-                source = "measured"
-            else:
-                entries, source = [_latency_entry(e) for e in report.entries], "estimate"
-            timed.append(MeasureResult(report.path, source, entries, list(report.errors)))
+                counted = self._count_work(report.path, text, report.entries)
+            timed.append(_measure_result(report.path, report, counted))
         worst = record.worst()
         stats = record.index.stats()
         cuda = [CudaKernelInfo(k.path, k.name, k.line + 1 if k.line >= 0 else None, k.target, k.registers,
@@ -1066,10 +1091,10 @@ class Workspace:
 
     # --- the editor's calls ------------------------------------------------------------------------------------
     # The language server checks and times the text of an open buffer, on its own event loop, stopping the work
-    # when a newer edit or request supersedes it, and shows more of each result than the plain types carry (every
-    # case of a verdict, where it ran; each timing's spread and history). These return the engine's reports that
-    # `check` and `measure` turn into `CheckResult` and `MeasureResult`: not plain data, and not under the
-    # version's promise.
+    # when a newer edit or request supersedes it. Checks and timing return the `CheckResult` and `MeasureResult`
+    # of `check` and `measure`, so the editor shows what the command line and the MCP server print. The tiling
+    # search still returns the engine's report that `tune` turns into a `TuneResult`: not plain data, and not
+    # under the version's promise.
 
     def _buffer(self, path: str | os.PathLike, source: str, confined: bool) -> tuple[str, str]:
         """(absolute path as given, text) of an editor buffer; the path is not resolved, so results and histories
@@ -1079,15 +1104,15 @@ class Workspace:
             self._path(full)
         return full, self._text(source)
 
-    async def check_report(self, path: str | os.PathLike, source: str, *, kernels: Sequence[str] | None = None,
+    async def check_buffer(self, path: str | os.PathLike, source: str, *, kernels: Sequence[str] | None = None,
                            cancel: threading.Event | None = None, executor: Any = None, key: Any = None,
-                           confined: bool = True) -> Any:
-        """Check the specs of `source`, the text of `path` as an editor holds it (or those of `kernels`), as
-        `check` does; returns the engine's `CheckReport`. Setting `cancel` stops the checking process. `executor`:
-        an engine executor (`engine.executor.make_executor`, e.g. a Ray cluster's) to run the checks as one of its
-        jobs, `key` naming the job (a newer job with the same key supersedes it). `confined=False` lets the file
-        lie outside the workspace (the root still goes on the checks' import path). Runs the file's code: needs
-        trust."""
+                           confined: bool = True) -> CheckResult:
+        """Check the specs of `source`, the text of `path` as an editor holds it (or those of `kernels`): the
+        `CheckResult` that `check` returns, except that a text with no spec to run has no error (an editor checks
+        only files with specs). Setting `cancel` stops the checking process. `executor`: an engine executor
+        (`engine.executor.make_executor`, e.g. a Ray cluster's) to run the checks as one of its jobs, `key` naming
+        the job (a newer job with the same key supersedes it). `confined=False` lets the file lie outside the
+        workspace (the root still goes on the checks' import path). Runs the file's code: needs trust."""
         from .engine.verify import CheckRequest, run_checks
 
         self._require_run("a check")
@@ -1097,17 +1122,19 @@ class Workspace:
         if executor is not None:
             from .engine.batch import check_with
 
-            return await check_with(executor, request, self.settings.check_timeout_s, key=key)
-        return await asyncio.to_thread(run_checks, request, cancel)
+            report = await check_with(executor, request, self.settings.check_timeout_s, key=key)
+        else:
+            report = await asyncio.to_thread(run_checks, request, cancel)
+        return _scrub(_check_result(full, report, kernels, explain_empty=False), _secret_values())
 
-    async def measure_report(self, path: str | os.PathLike, source: str, *, kernels: Sequence[str] | None = None,
+    async def measure_buffer(self, path: str | os.PathLike, source: str, *, kernels: Sequence[str] | None = None,
                              gpu: bool | None = None, compiled: Sequence[Any] = (),
                              cancel: threading.Event | None = None, history: bool = True,
-                             confined: bool = True) -> Any:
+                             confined: bool = True) -> MeasureResult:
         """Time the spec'd kernels of `source`, the text of `path` as an editor holds it (or `kernels`), at their
-        bench shapes, as `measure` does; returns the engine's `LatencyReport`. `gpu`: measure on this machine's GPU
-        (each measurement with the roofline fraction of its counted work), or estimate with the roofline model for
-        each of the settings' targets, on the settings' hardware table (None: where the checkDevice setting says).
+        bench shapes: the `MeasureResult` that `measure` returns. `gpu`: measure on this machine's GPU (each
+        measurement with the roofline fraction of its counted work), or estimate with the roofline model for each
+        of the settings' targets, on the settings' hardware table (None: where the checkDevice setting says).
         `compiled`: the file's compile reports (engine CompileReports), whose registers and shared memory give an
         estimate's occupancy. `history`: compare with and add to the kernels' timing history under the root.
         Setting `cancel` stops the work's processes. Runs the file's code: needs trust."""
@@ -1124,18 +1151,20 @@ class Workspace:
             gpu = runs_on_gpu(self.settings.check_device)
         names = list(kernels) if kernels else None
         if gpu:
-            from .engine.latency.roofline import add_measured_roofline
+            from .engine.latency.roofline import count_measured_work
 
             report = await asyncio.to_thread(measure_file, full, text, names, root, cancel=cancel, history=history)
-            if cancel is None or not cancel.is_set():  # how close each measurement came to the roofs
-                report = await asyncio.to_thread(add_measured_roofline, report, text, root, cancel=cancel)
-            return report
+            measured = [e for e in report.entries if e.source == "measured"]
+            counted: list[dict] | str | None = None
+            if measured and (cancel is None or not cancel.is_set()):  # how close each measurement came to the roofs
+                counted = await asyncio.to_thread(count_measured_work, full, text, measured, root, cancel=cancel)
+            return _scrub(_measure_result(full, report, counted), _secret_values())
         table, _ = parse_hardware_overrides(self.settings.hardware or None)
         report = await asyncio.to_thread(estimate_file, full, text, list(self.settings.targets), names, root,
                                          hardware=table, resources=resources_lookup(compiled), cancel=cancel)
         if history and (cancel is None or not cancel.is_set()):
             await asyncio.to_thread(record_estimates, report, root)
-        return report
+        return _scrub(_measure_result(full, report, None), _secret_values())
 
     async def tune_report(self, path: str | os.PathLike, source: str, *, kernel: str, target: str = "H200",
                           progress: Callable[[str, float], None] | None = None,

@@ -173,8 +173,8 @@ def test_the_protocol_object_check_sees_every_spelling(tmp_path):
 
 
 # The engine services behind the Python API's checks, timing and tiling search: the language server reaches them
-# through `kernel_lsp.api.Workspace` (check_report, measure_report, tune_report), as the command line and the MCP
-# server do, so the three front ends cannot drift apart. Reading a report (verify.findings, latency.history) is the
+# through `kernel_lsp.api.Workspace` (check_buffer, measure_buffer, tune_report), as the command line and the MCP
+# server do, so the three front ends cannot drift apart. Reading the timing history (latency.history) is the
 # features' own business.
 API_WRAPPED_SERVICES = {
     "kernel_lsp.engine.batch",
@@ -185,6 +185,13 @@ API_WRAPPED_SERVICES = {
     "kernel_lsp.engine.latency.run_worker", "kernel_lsp.engine.latency.roofline",
     "kernel_lsp.engine.latency.timing", "kernel_lsp.engine.latency.counting", "kernel_lsp.engine.latency.worker",
     "kernel_lsp.engine.latency.search_tiling", "kernel_lsp.engine.latency.search",
+}
+# The engine's reports of those services, and what reads them: the language server keeps and shows the API's
+# result types (CheckResult, ...), the same the command line and the MCP server print, not these.
+ENGINE_REPORTS = {
+    "kernel_lsp.engine.verify.CheckReport", "kernel_lsp.engine.verify.Verdict", "kernel_lsp.engine.verify.CaseResult",
+    "kernel_lsp.engine.verify.results", "kernel_lsp.engine.verify.findings",
+    "kernel_lsp.engine.latency.LatencyReport", "kernel_lsp.engine.latency.KernelLatency",
 }
 LANGUAGE_SERVER = ("kernel_lsp/server.py", "kernel_lsp/background.py", "kernel_lsp/features/")
 
@@ -221,9 +228,44 @@ def service_uses(files: list[Path], root: Path = ROOT) -> list[str]:
     return sorted(set(out))
 
 
+def report_uses(files: list[Path], root: Path = ROOT) -> list[str]:
+    """Where `files` name an engine report type, also in imports made for type checkers only: a feature that
+    annotates with one keeps it."""
+    out = []
+    for path in files:
+        rel = path.relative_to(root).as_posix()
+        for used, line in imports_of(path, root) + module_attributes_used(path, root):
+            if any(used == bad or used.startswith(bad + ".") for bad in ENGINE_REPORTS):
+                out.append(f"{rel}:{line} uses {used}")
+    return sorted(set(out))
+
+
 def test_the_language_server_reaches_checks_and_timing_through_the_api():
     files = [p for p in sources("kernel_lsp") if p.relative_to(ROOT).as_posix().startswith(LANGUAGE_SERVER)]
     assert files and service_uses(files) == [], "call kernel_lsp.api.Workspace (add the method the editor needs)"
+
+
+def test_the_language_server_keeps_the_api_result_types():
+    files = [p for p in sources("kernel_lsp") if p.relative_to(ROOT).as_posix().startswith(LANGUAGE_SERVER)]
+    assert files and report_uses(files) == [], "keep the kernel_lsp.api result (add the field the editor needs)"
+
+
+def test_the_report_check_sees_every_spelling(tmp_path):
+    features = tmp_path / "kernel_lsp" / "features"
+    features.mkdir(parents=True)
+    for folder in (tmp_path / "kernel_lsp", features):
+        (folder / "__init__.py").write_text("")
+    bad = features / "bad.py"
+    bad.write_text("from typing import TYPE_CHECKING\n\nif TYPE_CHECKING:\n    from ..engine.verify import CheckReport\n"
+                   "from ..engine import verify\nimport kernel_lsp.engine.verify.findings as f\n\n"
+                   "def g(r: 'CheckReport'):\n    return verify.Verdict, f.summary\n\n"
+                   "def h():\n    from ..engine.latency import LatencyReport as R\n    return R\n")
+    assert report_uses([bad], tmp_path) == [
+        "kernel_lsp/features/bad.py:12 uses kernel_lsp.engine.latency.LatencyReport",
+        "kernel_lsp/features/bad.py:4 uses kernel_lsp.engine.verify.CheckReport",
+        "kernel_lsp/features/bad.py:6 uses kernel_lsp.engine.verify.findings",
+        "kernel_lsp/features/bad.py:9 uses kernel_lsp.engine.verify.Verdict",
+        "kernel_lsp/features/bad.py:9 uses kernel_lsp.engine.verify.findings.summary"]
 
 
 def test_the_service_check_sees_imports_and_module_attributes(tmp_path):

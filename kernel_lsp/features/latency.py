@@ -15,12 +15,11 @@ from typing import TYPE_CHECKING, Any
 from analyzers.model import Span, TextEdit
 
 from .. import convert
-from ..api import ApiError
+from ..api import ApiError, LatencyEntry, MeasureResult
 from ..background import background_job
 from ..commands import OPTIMIZE_TILING, position_argument
 
 if TYPE_CHECKING:
-    from ..engine.latency import LatencyReport
     from ..server import KernelLanguageServer
 
 log = logging.getLogger(__name__)
@@ -30,7 +29,7 @@ def _numel(shape) -> int:
     return math.prod(shape) if shape else 1
 
 
-def _shown(entries: list) -> list:
+def _shown(entries: list[LatencyEntry]) -> list[LatencyEntry]:
     """The entries a user reads: measured ones, else estimates of the configuration an autotuner would pick on the
     first device; one per (shape, dtype)."""
     ok = [e for e in entries if e.us is not None]
@@ -41,13 +40,17 @@ def _shown(entries: list) -> list:
         pool = [e for e in pool if e.device == first]
     seen, out = set(), []
     for e in sorted(pool, key=lambda e: (_numel(e.shape), e.dtype)):
-        if (e.shape, e.dtype) not in seen:
-            seen.add((e.shape, e.dtype))
+        if (tuple(e.shape), e.dtype) not in seen:
+            seen.add((tuple(e.shape), e.dtype))
             out.append(e)
     return out
 
 
-def _figure(e) -> str:
+def for_kernel(result: MeasureResult | None, kernel: str) -> list[LatencyEntry]:
+    return [e for e in result.entries if e.kernel == kernel] if result else []
+
+
+def _figure(e: LatencyEntry) -> str:
     text = e.label
     if e.fraction_of_roofline is not None and e.bound in ("memory", "compute"):
         text += f" · {e.fraction_of_roofline:.0%} of {'HBM' if e.bound == 'memory' else 'compute'} roofline"
@@ -61,22 +64,22 @@ def _figure(e) -> str:
 
 
 class Latency:
-    """The latency figures of one server session: each file's last timing or estimate with the text it was made
-    from (shown while that text is current), and the runs in flight (a newer run for a file supersedes the older)."""
+    """The latency figures of one server session: each file's last timing or estimate (the API's `MeasureResult`)
+    with the text it was made from (shown while that text is current), and the runs in flight (a newer run for a file supersedes the older)."""
 
     def __init__(self, server: "KernelLanguageServer"):
         self.ls = server
-        self.results: dict[str, tuple[str, "LatencyReport"]] = {}  # path -> (the text timed or estimated, report)
+        self.results: dict[str, tuple[str, MeasureResult]] = {}  # path -> (the text timed or estimated, result)
         self.running: dict[str, threading.Event] = {}  # path -> cancel of the run in flight
 
-    def report(self, path: str) -> "LatencyReport | None":
+    def report(self, path: str) -> MeasureResult | None:
         """The file's timing or estimate, while its text is still the one that was timed."""
         return self.ls.while_current(self.results, path)
 
     async def run(self, path: str, text: str, kernels: tuple[str, ...],
-                  gpu: bool | None = None) -> "LatencyReport | None":
+                  gpu: bool | None = None) -> MeasureResult | None:
         """Time the kernels at their bench shapes on this machine's GPU, or estimate them for each target's device
-        without one, through the API's `Workspace.measure_report`. Kernels of the text not asked about keep their
+        without one, through the API's `Workspace.measure_buffer`. Kernels of the text not asked about keep their
         earlier figures for the same text."""
         from ..engine.gpu import runs_on_gpu
 
@@ -90,7 +93,7 @@ class Latency:
                                       current=lambda: ls.current_text(path) == text) as job:
                 # An estimate's occupancy comes from the registers and shared memory of the file's compiles; the
                 # history is kept under a workspace folder only.
-                report = await workspace.measure_report(path, text, kernels=kernels, gpu=gpu,
+                report = await workspace.measure_buffer(path, text, kernels=kernels, gpu=gpu,
                                                         compiled=ls.compiles.reports(path), cancel=job.cancel,
                                                         history=bool(ls.state.roots), confined=ls.in_workspace(path))
         except ApiError as exc:  # nobody awaits this run: the user hears why it did not run
@@ -113,15 +116,15 @@ class Latency:
         return report
 
 
-def hint_label(report: "LatencyReport | None", kernel: str) -> str | None:
-    """The def line's figure for `kernel` from its file's current report (`Latency.report`)."""
-    shown = _shown(report.for_kernel(kernel)) if report else []
+def hint_label(result: MeasureResult | None, kernel: str) -> str | None:
+    """The def line's figure for `kernel` from its file's current result (`Latency.report`)."""
+    shown = _shown(for_kernel(result, kernel))
     return _figure(shown[-1]) if shown else None  # the largest bench shape
 
 
-def lens_title(report: "LatencyReport | None", kernel: str) -> str | None:
-    """The per-shape code lens for `kernel` from its file's current report (`Latency.report`)."""
-    shown = _shown(report.for_kernel(kernel)) if report else []
+def lens_title(result: MeasureResult | None, kernel: str) -> str | None:
+    """The per-shape code lens for `kernel` from its file's current result (`Latency.report`)."""
+    shown = _shown(for_kernel(result, kernel))
     if not shown:
         return None
     parts = [f"{tuple(e.shape)} {e.dtype}: {e.label}" for e in shown]
@@ -131,8 +134,7 @@ def lens_title(report: "LatencyReport | None", kernel: str) -> str | None:
 
 
 def hover_section(ls: "KernelLanguageServer", path: str, kernel: str) -> str | None:
-    report = ls.latency.report(path)
-    entries = [e for e in (report.for_kernel(kernel) if report else []) if e.us is not None or e.error]
+    entries = [e for e in for_kernel(ls.latency.report(path), kernel) if e.us is not None or e.error]
     if not entries:
         return None
     measured = any(e.source == "measured" for e in entries)
@@ -144,7 +146,7 @@ def hover_section(ls: "KernelLanguageServer", path: str, kernel: str) -> str | N
             lines.append(f"| {tuple(e.shape)} | {e.dtype} | {e.device or '-'} | | {e.error} |||||")
             continue
         pick = " (picked)" if e.chosen and e.source == "estimate" else ""
-        spread = f" ±{e.timing['iqr_us'] / 2:.1f}" if e.timing and e.timing.get("iqr_us") else ""
+        spread = f" ±{e.iqr_us / 2:.1f}" if e.iqr_us else ""
         ref = f"{e.speedup:.2f}x" if e.speedup else "-"
         roof = f"{e.fraction_of_roofline:.0%}" if e.fraction_of_roofline is not None else "-"
         if e.source == "measured" and e.work_estimated and e.fraction_of_roofline is not None:

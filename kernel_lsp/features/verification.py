@@ -13,20 +13,64 @@ from typing import TYPE_CHECKING, Any
 from lsprotocol import types
 from pygls.uris import from_fs_path, to_fs_path
 
+from analyzers.model import Problem, Span
+from analyzers.rules import make_problem
 from analyzers.specs import specced_kernels
 
 from .. import convert
-from ..api import ApiError
+from ..api import ApiError, CheckResult, VerdictInfo
 from ..background import background_job, log_task_failure
 from ..commands import RUN_CHECKS, position_argument
 from .latency import lens_title
 
 if TYPE_CHECKING:
     from ..engine.executor import Executor
-    from ..engine.verify import CheckReport
     from ..server import KernelLanguageServer
 
 log = logging.getLogger(__name__)
+
+# The diagnostic code of each verdict status that is a problem (analyzers/rules/verification.py documents them).
+VERDICT_CODES = {"mismatch": "KV001", "rejected": "KV002", "out-of-bounds": "KV003", "crashed": "KV004",
+                 "timeout": "KV004", "out-of-memory": "KV004", "error": "KV005", "not-checked": "KV006"}
+TOOL_NOTE = "tool problem, information:"
+
+
+def _verdict_span(v: VerdictInfo, lines: list[str], *, own_line: bool = True) -> Span:
+    """Where a verdict's problem goes (0-based): its own line when known, else the kernel's def line."""
+    line = (v.line if own_line and v.line is not None else v.kernel_line or 1) - 1
+    line = min(max(line, 0), max(len(lines) - 1, 0))
+    width = len(lines[line].rstrip("\r\n")) if line < len(lines) else 0
+    if own_line and v.line is not None and v.column is not None:
+        return Span(line, min(v.column - 1, width), line, width)
+    start = width - len(lines[line].lstrip()) if line < len(lines) else 0
+    return Span(line, start, line, width)
+
+
+def check_problems(result: CheckResult, text: str) -> list[Problem]:
+    """What a check of `text` found, as problems at its lines (KV001–KV007)."""
+    lines = text.splitlines()
+    out: list[Problem] = []
+    for v in result.verdicts:
+        code = VERDICT_CODES.get(v.status)
+        if code is None:
+            continue
+        message = v.message + (" (" + "; ".join(v.notes) + ")" if v.notes else "")
+        out.append(make_problem(code, _verdict_span(v, lines), message, kernel=v.kernel))
+    for v in result.verdicts:  # AWS's simulator and the NKI model disagree: information, never the kernel's fault
+        for note in v.notes:
+            if note.startswith(TOOL_NOTE):
+                out.append(make_problem("KV007", _verdict_span(v, lines, own_line=False),
+                                        note.removeprefix(TOOL_NOTE).strip(), kernel=v.kernel))
+    for e in result.error_details:
+        at = min(max((e.line or 1) - 1, 0), max(len(lines) - 1, 0))
+        width = len(lines[at].rstrip("\r\n")) if at < len(lines) else 0
+        out.append(make_problem("KV005", Span(at, 0, at, width), e.message))
+    return out
+
+
+def verdict_summary(v: VerdictInfo) -> str:
+    """What a code lens shows for one verdict."""
+    return f"{'✓' if v.ok else '✗'} {v.message}"
 
 
 def spec_request(ls: "KernelLanguageServer", args: tuple, command: str, why: str
@@ -57,30 +101,28 @@ def spec_request(ls: "KernelLanguageServer", args: tuple, command: str, why: str
 
 
 class Checks:
-    """The correctness checks of one server session: each file's last report with the text it checked (shown while
+    """The correctness checks of one server session: each file's last result with the text it checked (shown while
     that text is current), the checks in flight (a newer check of a file supersedes the older), how many ran, and
     the Ray executor they run on with `executor: ray`."""
 
     def __init__(self, server: "KernelLanguageServer"):
         self.ls = server
-        self.results: dict[str, tuple[str, "CheckReport"]] = {}  # path -> (the text that was checked, its report)
+        self.results: dict[str, tuple[str, CheckResult]] = {}  # path -> (the text that was checked, its result)
         self.running: dict[str, threading.Event] = {}  # path -> the running check's cancel
         self.count = 0  # checks that finished, for the status command
         self.executor: "Executor | None" = None  # with `executor: ray`: the checks' Ray executor, made on first use
 
-    def report(self, path: str) -> "CheckReport | None":
-        """The last check report of a file, while its text is still the one that was checked."""
+    def report(self, path: str) -> CheckResult | None:
+        """The last check result of a file, while its text is still the one that was checked."""
         return self.ls.while_current(self.results, path)
 
     def problems(self, path: str) -> list:
         """What the last check of the file's current text found, as problems (KV001–KV007)."""
         found = self.results.get(path)
-        report = self.report(path)
-        if report is None or found is None:
+        result = self.report(path)
+        if result is None or found is None:
             return []
-        from ..engine.verify.findings import check_problems as problems_of
-
-        return problems_of(report, found[0])
+        return check_problems(result, found[0])
 
     def ray_executor(self) -> "Executor | None":
         """Where checks run with `executor: ray` (None: in a process of this machine, as `run_checks` starts it).
@@ -102,9 +144,9 @@ class Checks:
         if executor is not None:
             await executor.close()
 
-    async def run(self, path: str, kernels: tuple[str, ...] | None = None) -> "CheckReport | None":
+    async def run(self, path: str, kernels: tuple[str, ...] | None = None) -> CheckResult | None:
         """Check a file's specs (or those of `kernels`) against their references, in a separate process, through
-        the API's `Workspace.check_report`. A newer request for the same file cancels this one (None is returned
+        the API's `Workspace.check_buffer`. A newer request for the same file cancels this one (None is returned
         for the cancelled one). Kernels found correct are then timed (`Latency.run`), unless latency is off.
         Raises the API's ApiError for what cannot be checked (a text over the size limit, a folder gone)."""
         ls = self.ls
@@ -118,25 +160,26 @@ class Checks:
         async with background_job(ls, title, running=self.running, key=path,
                                   started=ls.refresh_lenses) as job:  # a newer check supersedes this one
             # With a Ray executor the check is a task, and a newer check of the file (same key) cancels it.
-            report = await workspace.check_report(path, text, kernels=kernels, cancel=job.cancel, executor=executor,
+            result = await workspace.check_buffer(path, text, kernels=kernels, cancel=job.cancel, executor=executor,
                                                   key=path, confined=ls.in_workspace(path))
         if job.cancelled:
             return None
         self.count += 1
         before = self.results.get(path)
         if kernels and before is not None and before[0] == text:  # keep the other kernels' verdicts of this text
-            kept = tuple(v for v in before[1].verdicts if v.kernel not in kernels)
-            report = dataclasses.replace(report, verdicts=kept + report.verdicts)
-        self.results[path] = (text, report)
+            verdicts = [v for v in before[1].verdicts if v.kernel not in kernels] + result.verdicts
+            result = dataclasses.replace(result, verdicts=verdicts,
+                                         ok=bool(verdicts) and not result.errors and all(v.ok for v in verdicts))
+        self.results[path] = (text, result)
         ls.publish([path])
         ls.refresh_lenses()
-        correct = tuple(dict.fromkeys(v.kernel for v in report.verdicts if v.ok))
+        correct = tuple(dict.fromkeys(v.kernel for v in result.verdicts if v.ok))
         if correct and settings.latency != "off":  # timing a kernel that computes the wrong thing means nothing
             # Time where the check ran: a CPU build of torch on a GPU machine checks on the interpreter.
-            on_gpu = any(v.ok and v.on_gpu for v in report.verdicts)
+            on_gpu = any(v.ok and v.on_gpu for v in result.verdicts)
             task = asyncio.ensure_future(ls.latency.run(path, text, correct, gpu=on_gpu))
             task.add_done_callback(log_task_failure)
-        return report
+        return result
 
 
 async def run_checks_command(ls: "KernelLanguageServer", *args: Any) -> dict[str, Any]:
@@ -147,14 +190,19 @@ async def run_checks_command(ls: "KernelLanguageServer", *args: Any) -> dict[str
         return found
     path, _, kernels = found
     try:
-        report = await ls.checks.run(path, kernels)
+        result = await ls.checks.run(path, kernels)
     except ApiError as exc:
         return {"error": str(exc)}
-    if report is None:
+    if result is None:
         return {"error": "the check was superseded by a newer one"}
+    # Lines are 0-based here, as everywhere in the protocol.
     return {"verdicts": [{"kernel": v.kernel, "status": v.status, "message": v.message, "device": v.device,
-                          "line": v.line, "durationS": round(v.duration_s, 3)} for v in report.verdicts],
-            "errors": [{"line": line, "message": message} for line, message in report.errors]}
+                          "line": _zero_based(v.line), "durationS": v.seconds} for v in result.verdicts],
+            "errors": [{"line": _zero_based(e.line), "message": e.message} for e in result.error_details]}
+
+
+def _zero_based(line: int | None) -> int | None:
+    return None if line is None else line - 1
 
 
 def code_lenses(ls: "KernelLanguageServer", path: str) -> list[types.CodeLens]:
@@ -177,10 +225,8 @@ def code_lenses(ls: "KernelLanguageServer", path: str) -> list[types.CodeLens]:
         if running:
             lenses.append(convert.code_lens(pos, line, "checking…"))
         elif verdicts:
-            from ..engine.verify.findings import summary
-
             for v in verdicts:
-                lenses.append(convert.code_lens(pos, line, summary(v), RUN_CHECKS, [where]))
+                lenses.append(convert.code_lens(pos, line, verdict_summary(v), RUN_CHECKS, [where]))
         else:
             lenses.append(convert.code_lens(pos, line, "▶ check against the reference", RUN_CHECKS, [where]))
         timing = lens_title(timings, kernel.name)

@@ -1,6 +1,6 @@
-"""The Python API's calls for an editor (`Workspace.check_report`, `Workspace.measure_report`), which the language
+"""The Python API's calls for an editor (`Workspace.check_buffer`, `Workspace.measure_buffer`), which the language
 server's checks and timing go through: they keep the API's rules (trust, the workspace's bounds, the size limit),
-and what they refuse reaches the user as the API's message."""
+return the API's result types, and what they refuse reaches the user as the API's message."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from kernel_lsp.api import ApiError, NotTrustedError, Workspace
+from kernel_lsp.api import ApiError, CheckResult, MeasureResult, NotTrustedError, Workspace
 from kernel_lsp.engine.trust import TRUST_FILE_ENV
 from kernel_lsp.settings import Settings
 
@@ -29,9 +29,9 @@ async def test_nothing_runs_in_an_untrusted_folder(tmp_path, monkeypatch):
     monkeypatch.setenv(TRUST_FILE_ENV, str(trust))
     ws = Workspace(tmp_path)
     with pytest.raises(NotTrustedError, match="kernel-lsp trust"):
-        await ws.check_report(tmp_path / "k.py", NO_SPEC)
+        await ws.check_buffer(tmp_path / "k.py", NO_SPEC)
     with pytest.raises(NotTrustedError, match="kernel-lsp trust"):
-        await ws.measure_report(tmp_path / "k.py", NO_SPEC, kernels=["k"], gpu=False)
+        await ws.measure_buffer(tmp_path / "k.py", NO_SPEC, kernels=["k"], gpu=False)
 
 
 async def test_bounds_and_size_limit_of_a_buffer(tmp_path):
@@ -40,15 +40,15 @@ async def test_bounds_and_size_limit_of_a_buffer(tmp_path):
     ws = Workspace(root, settings=dataclasses.replace(Settings(), max_file_bytes=200), allow_run=True)
     outside = tmp_path / "elsewhere.py"
     with pytest.raises(ApiError, match="outside the workspace"):
-        await ws.check_report(outside, NO_SPEC)
+        await ws.check_buffer(outside, NO_SPEC)
     with pytest.raises(ApiError, match="maxFileBytes"):
-        await ws.check_report(root / "k.py", NO_SPEC + "#" * 200)
+        await ws.check_buffer(root / "k.py", NO_SPEC + "#" * 200)
     with pytest.raises(ApiError, match="maxFileBytes"):
-        await ws.measure_report(root / "k.py", NO_SPEC + "#" * 200, gpu=False)
+        await ws.measure_buffer(root / "k.py", NO_SPEC + "#" * 200, gpu=False)
     # A file the editor opened from elsewhere is checked when the caller says so (it has no spec: nothing to
     # report), under the name the editor uses.
-    report = await ws.check_report(outside, NO_SPEC, confined=False)
-    assert (report.path, report.verdicts, report.errors) == (str(outside), (), ())
+    result = await ws.check_buffer(outside, NO_SPEC, confined=False)
+    assert result == CheckResult(str(outside), False, [], [], [])
 
 
 async def test_a_check_the_api_refuses_answers_with_its_message(start):
@@ -58,3 +58,29 @@ async def test_a_check_the_api_refuses_answers_with_its_message(start):
     assert "maxFileBytes" in answer["error"] and "internal error" not in answer["error"], answer
     status = await s.command("kernel-lsp.status")
     assert status["checks"]["run"] == 0 and status["checks"]["running"] == 0
+
+
+async def test_the_editor_gets_the_result_check_returns(tmp_path):
+    (tmp_path / "vector_add.py").write_text(EXAMPLE)
+    settings = dataclasses.replace(Settings(), check_device="interpreter")
+    with Workspace(tmp_path, settings=settings, allow_run=True) as ws:
+        edited = await ws.check_buffer(tmp_path / "vector_add.py", EXAMPLE)
+        checked = ws.check(path="vector_add.py")
+    assert isinstance(edited, CheckResult) and edited.ok and edited.verdicts
+    def seen(r: CheckResult) -> list[tuple]:  # what a person reads of each verdict (each case has its own seed)
+        return [(v.kernel, v.spec, v.status, v.device, v.message, v.spec_line, v.kernel_line, len(v.cases))
+                for v in r.verdicts]
+
+    assert seen(edited) == seen(checked)
+    assert all(v.kernel_line and not v.on_gpu for v in edited.verdicts)
+
+
+async def test_the_editor_gets_the_result_measure_returns(tmp_path):
+    (tmp_path / "vector_add.py").write_text(EXAMPLE)
+    settings = dataclasses.replace(Settings(), check_device="interpreter", targets=("sm_90",))
+    with Workspace(tmp_path, settings=settings, allow_run=True) as ws:
+        edited = await ws.measure_buffer(tmp_path / "vector_add.py", EXAMPLE, gpu=False, history=False)
+        measured = ws.measure(path="vector_add.py", targets=["H200"])
+    assert isinstance(edited, MeasureResult) and edited.source == "estimate" and edited.entries
+    assert [(e.kernel, e.shape, e.dtype, e.device, e.us, e.label) for e in edited.entries] == \
+        [(e.kernel, e.shape, e.dtype, e.device, e.us, e.label) for e in measured.entries]
