@@ -71,3 +71,9 @@ register(Rule(
     "gives both results. It says nothing against the kernel: one of the two tools is wrong about it. Please "
     "report it with the kernel.",
 ))
+
+# The rule a check's verdict raises, by its status (a correct kernel raises none): one table for every front end.
+VERDICT_CODES = {"mismatch": "KV001", "rejected": "KV002", "out-of-bounds": "KV003", "crashed": "KV004",
+                 "timeout": "KV004", "out-of-memory": "KV004", "error": "KV005", "not-checked": "KV006"}
+# A verdict's note that is about the tools, not the kernel (AWS's simulator and the NKI model disagree): KV007.
+TOOL_NOTE = "tool problem, information:"

@@ -15,6 +15,7 @@ from pygls.uris import from_fs_path, to_fs_path
 
 from analyzers.model import Problem, Span
 from analyzers.rules import make_problem
+from analyzers.rules.verification import TOOL_NOTE, VERDICT_CODES
 from analyzers.specs import specced_kernels
 
 from .. import convert
@@ -30,9 +31,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 # The diagnostic code of each verdict status that is a problem (analyzers/rules/verification.py documents them).
-VERDICT_CODES = {"mismatch": "KV001", "rejected": "KV002", "out-of-bounds": "KV003", "crashed": "KV004",
-                 "timeout": "KV004", "out-of-memory": "KV004", "error": "KV005", "not-checked": "KV006"}
-TOOL_NOTE = "tool problem, information:"
 
 
 def _verdict_span(v: VerdictInfo, lines: list[str], *, own_line: bool = True) -> Span:

@@ -15,10 +15,11 @@ import linecache
 import sys
 from pathlib import Path
 
+from analyzers.rules.verification import TOOL_NOTE
+
 from . import MODEL_LABEL
 
 SIMULATOR = "nki.simulate"
-TOOL_PROBLEM = "tool problem, information:"
 
 
 def available() -> bool:
@@ -52,7 +53,7 @@ def cross_check(by_simulator: dict, by_model: dict, what: str = "port") -> list[
     if bool(by_model.get("ok")) == bool(by_simulator.get("ok")) and by_model.get("status") == by_simulator.get(
             "status"):
         return [f"cross-checked: the {MODEL_LABEL} agrees ({by_model.get('message')})"]
-    return [f"{TOOL_PROBLEM} {SIMULATOR} and the {MODEL_LABEL} disagree on this {what}; {SIMULATOR}: "
+    return [f"{TOOL_NOTE} {SIMULATOR} and the {MODEL_LABEL} disagree on this {what}; {SIMULATOR}: "
             f"{by_simulator.get('message')}; {MODEL_LABEL}: {by_model.get('message')}"]
 
 

@@ -9,12 +9,9 @@ from dataclasses import replace
 
 from analyzers.model import Problem, Span
 from analyzers.rules import make_problem
+from analyzers.rules.verification import TOOL_NOTE, VERDICT_CODES
 
 from .results import CheckReport, Verdict
-
-_CODES = {"mismatch": "KV001", "rejected": "KV002", "out-of-bounds": "KV003", "crashed": "KV004",
-          "timeout": "KV004", "out-of-memory": "KV004", "error": "KV005", "not-checked": "KV006"}
-
 
 def verdict_span(v: Verdict, lines: list[str]) -> Span:
     """Where a verdict's problem goes: its own line when known, else the kernel's def line."""
@@ -31,7 +28,7 @@ def check_problems(report: CheckReport, text: str) -> list[Problem]:
     lines = text.splitlines()
     out: list[Problem] = []
     for v in report.verdicts:
-        code = _CODES.get(v.status)
+        code = VERDICT_CODES.get(v.status)
         if code is None:
             continue
         message = v.message
@@ -40,9 +37,9 @@ def check_problems(report: CheckReport, text: str) -> list[Problem]:
         out.append(make_problem(code, verdict_span(v, lines), message, kernel=v.kernel))
     for v in report.verdicts:  # AWS's simulator and the NKI model disagree: information, never the kernel's fault
         for note in v.notes:
-            if note.startswith("tool problem, information:"):
+            if note.startswith(TOOL_NOTE):
                 span = verdict_span(replace(v, line=None), lines)
-                out.append(make_problem("KV007", span, note.removeprefix("tool problem, information:").strip(),
+                out.append(make_problem("KV007", span, note.removeprefix(TOOL_NOTE).strip(),
                                         kernel=v.kernel))
     for line, message in report.errors:
         at = min(max(line or 0, 0), max(len(lines) - 1, 0))
