@@ -215,7 +215,37 @@ def _uninitialized(shape, dt) -> np.ndarray:
     return np.full(shape, np.iinfo(dt).min // 3 if np.iinfo(dt).min else np.iinfo(dt).max // 3, dtype=dt)
 
 
-class Tensor:
+class _Operators:
+    """Element-wise Python operators (legacy tiles) of a tensor and of an access to one: the nl functions do the
+    work and the checks."""
+
+    def _op(self, name, other, reverse=False):
+        from . import language
+
+        fn = getattr(language, name)
+        return fn(other, self) if reverse else fn(self, other)
+
+    def __add__(self, o): return self._op("add", o)
+    def __radd__(self, o): return self._op("add", o, True)
+    def __sub__(self, o): return self._op("subtract", o)
+    def __rsub__(self, o): return self._op("subtract", o, True)
+    def __mul__(self, o): return self._op("multiply", o)
+    def __rmul__(self, o): return self._op("multiply", o, True)
+    def __truediv__(self, o): return self._op("divide", o)
+    def __rtruediv__(self, o): return self._op("divide", o, True)
+    def __pow__(self, o): return self._op("power", o)
+    def __neg__(self): return self._op("multiply", -1.0)
+    def __lt__(self, o): return self._op("less", o)
+    def __le__(self, o): return self._op("less_equal", o)
+    def __gt__(self, o): return self._op("greater", o)
+    def __ge__(self, o): return self._op("greater_equal", o)
+
+    def __matmul__(self, o):
+        from . import language
+        return language.matmul(self, o)
+
+
+class Tensor(_Operators):
     """A tensor in HBM or a tile in SBUF/PSUM. The first dimension of an on-chip tile is its partition axis."""
 
     # A reshaped view keeps the tile it views alive: the tile's SBUF/PSUM stays counted while the view is in use.
@@ -333,32 +363,9 @@ class Tensor:
     def ap(self, *args, **kwargs):
         raise Unsupported("access patterns (.ap); index the tensor instead")
 
-    # Element-wise Python operators (legacy tiles): the nl functions do the work and the checks.
-    def _op(self, name, other, reverse=False):
-        from . import language
-
-        fn = getattr(language, name)
-        return fn(other, self) if reverse else fn(self, other)
-
-    def __add__(self, o): return self._op("add", o)
-    def __radd__(self, o): return self._op("add", o, True)
-    def __sub__(self, o): return self._op("subtract", o)
-    def __rsub__(self, o): return self._op("subtract", o, True)
-    def __mul__(self, o): return self._op("multiply", o)
-    def __rmul__(self, o): return self._op("multiply", o, True)
-    def __truediv__(self, o): return self._op("divide", o)
-    def __rtruediv__(self, o): return self._op("divide", o, True)
-    def __pow__(self, o): return self._op("power", o)
-    def __neg__(self): return self._op("multiply", -1.0)
-    def __lt__(self, o): return self._op("less", o)
-    def __le__(self, o): return self._op("less_equal", o)
-    def __gt__(self, o): return self._op("greater", o)
-    def __ge__(self, o): return self._op("greater_equal", o)
+    # Besides the element-wise operators of _Operators, a whole tensor combines masks.
     def __and__(self, o): return self._op("logical_and", o)
     def __or__(self, o): return self._op("logical_or", o)
-    def __matmul__(self, o):
-        from . import language
-        return language.matmul(self, o)
 
     def __iadd__(self, other):
         """`psum_tile += nl.matmul(...)`: accumulate in place (the PSUM accumulation of the Tensor Engine)."""
@@ -373,7 +380,7 @@ class Tensor:
     __hash__ = object.__hash__
 
 
-class Access:
+class Access(_Operators):
     """An indexed view of a tensor (`a[i * 128:(i + 1) * 128, 0:512]`, `a[ix, iy]`): what load, store, DMA and
     instruction operands name. Indices are resolved at once into full index arrays, NKI-style: every index array
     broadcasts against the others and each slice adds its own axis."""
@@ -443,32 +450,8 @@ class Access:
             line = user_line()
             t.writer[sel] = -1 if line is None else line
 
-    # An access used as a value (legacy `x = tile[i_p, i_f]` in an expression) reads the whole of it.
-    def _op(self, name, other, reverse=False):
-        from . import language
-
-        fn = getattr(language, name)
-        return fn(other, self) if reverse else fn(self, other)
-
-    def __add__(self, o): return self._op("add", o)
-    def __radd__(self, o): return self._op("add", o, True)
-    def __sub__(self, o): return self._op("subtract", o)
-    def __rsub__(self, o): return self._op("subtract", o, True)
-    def __mul__(self, o): return self._op("multiply", o)
-    def __rmul__(self, o): return self._op("multiply", o, True)
-    def __truediv__(self, o): return self._op("divide", o)
-    def __rtruediv__(self, o): return self._op("divide", o, True)
-    def __pow__(self, o): return self._op("power", o)
-    def __neg__(self): return self._op("multiply", -1.0)
-    def __lt__(self, o): return self._op("less", o)
-    def __le__(self, o): return self._op("less_equal", o)
-    def __gt__(self, o): return self._op("greater", o)
-    def __ge__(self, o): return self._op("greater_equal", o)
-
-    def __matmul__(self, o):
-        from . import language
-        return language.matmul(self, o)
-
+    # An access used as a value (legacy `x = tile[i_p, i_f]` in an expression, through _Operators) reads the whole
+    # of it; `+=` on one accumulates into what it covers.
     def __iadd__(self, other):
         values, _ = self.read()
         init = self.tensor.init[tuple(np.where(True, i, 0) for i in self.index)]
