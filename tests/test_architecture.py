@@ -250,13 +250,19 @@ def test_the_language_server_keeps_the_api_result_types():
     assert files and report_uses(files) == [], "keep the kernel_lsp.api result (add the field the editor needs)"
 
 
-def test_the_report_check_sees_every_spelling(tmp_path):
-    features = tmp_path / "kernel_lsp" / "features"
+def _feature_module(root, source: str):
+    """`root/kernel_lsp/features/bad.py` holding `source`, inside packages as the real feature modules are."""
+    features = root / "kernel_lsp" / "features"
     features.mkdir(parents=True)
-    for folder in (tmp_path / "kernel_lsp", features):
+    for folder in (root / "kernel_lsp", features):
         (folder / "__init__.py").write_text("")
     bad = features / "bad.py"
-    bad.write_text("from typing import TYPE_CHECKING\n\nif TYPE_CHECKING:\n    from ..engine.verify import CheckReport\n"
+    bad.write_text(source)
+    return bad
+
+
+def test_the_report_check_sees_every_spelling(tmp_path):
+    bad = _feature_module(tmp_path, "from typing import TYPE_CHECKING\n\nif TYPE_CHECKING:\n    from ..engine.verify import CheckReport\n"
                    "from ..engine import verify\nimport kernel_lsp.engine.verify.findings as f\n\n"
                    "def g(r: 'CheckReport'):\n    return verify.Verdict, f.summary\n\n"
                    "def h():\n    from ..engine.latency import LatencyReport as R\n    return R\n")
@@ -269,12 +275,7 @@ def test_the_report_check_sees_every_spelling(tmp_path):
 
 
 def test_the_service_check_sees_imports_and_module_attributes(tmp_path):
-    features = tmp_path / "kernel_lsp" / "features"
-    features.mkdir(parents=True)
-    for folder in (tmp_path / "kernel_lsp", features):
-        (folder / "__init__.py").write_text("")
-    bad = features / "bad.py"
-    bad.write_text("from ..engine.verify import run_checks\n\ndef f():\n    from ..engine import latency\n"
+    bad = _feature_module(tmp_path, "from ..engine.verify import run_checks\n\ndef f():\n    from ..engine import latency\n"
                    "    import kernel_lsp.engine.batch as b\n    latency.estimate_file()\n    b.check_with()\n"
                    "    return latency.history_name\n")
     assert service_uses([bad], tmp_path) == [
