@@ -36,7 +36,7 @@ from analyzers.model import Problem, Severity
 
 from .settings import Settings
 
-API_VERSION = "2.1.0"
+API_VERSION = "2.2.0"
 
 __all__ = [
     "API_VERSION", "AnalyzeResult", "ApiError", "BatchResult", "BatchStats", "CandidateResult", "CaseInfo", "CheckErrorInfo",
@@ -294,6 +294,7 @@ class TuneResult(_Result):
     cached: bool = False  # answered from an identical earlier search
     nodes: list[dict[str, Any]] = field(default_factory=list)  # per cluster node: device, reference timings
     compared: str | None = None  # how figures from several nodes were made comparable
+    not_measured_because: str | None = None  # why nothing was timed ("no GPU", "no GPU on the Ray cluster at ...")
 
 
 @dataclass(frozen=True)
@@ -527,6 +528,18 @@ def _measure_result(full: str, report: Any, counted: list[dict] | str | None, *,
     if source is None:
         source = "measured" if measured else "estimate"
     return MeasureResult(full, source, entries, list(report.errors))
+
+
+def _tune_result(p: Any) -> TuneResult:
+    """The engine's `TilingProposal` as the API's `TuneResult`."""
+    table = [TuneRow(t.label, {k: _json_value(v) for k, v in t.overrides.items()}, t.estimated_us, t.measured_us,
+                     t.note, t.source, t.node, t.resources) for t in p.tried]
+    winner = {k: _json_value(v) for k, v in p.winner_overrides.items()} if p.winner_overrides else None
+    return _scrub(TuneResult(p.kernel, p.device, p.source, p.current, p.winner, p.current_us, p.winner_us, p.speedup,
+                             p.verified, p.verify_message, table, _edits(p.edits), list(p.errors), winner, p.status,
+                             p.space_size, p.measured_fraction, list(p.frozen), p.cached, list(p.nodes), p.compared,
+                             p.not_measured_because),
+                  _secret_values())
 
 
 def _worst_status(verdicts: Sequence[VerdictInfo]) -> str:
@@ -885,14 +898,7 @@ class Workspace:
         p = search_tiling(full, text, kernel, target, str(self.root), limit=budget, hardware=None, measure=measure,
                           verify=verify, cache=cache, progress=progress, cancel=cancel, timer=timer,
                           **({} if compile_budget is None else {"compile_budget": compile_budget}))
-        table = [TuneRow(t.label, {k: _json_value(v) for k, v in t.overrides.items()}, t.estimated_us,
-                         t.measured_us, t.note, t.source, t.node, t.resources) for t in p.tried]
-        winner = {k: _json_value(v) for k, v in p.winner_overrides.items()} if p.winner_overrides else None
-        return _scrub(TuneResult(p.kernel, p.device, p.source, p.current, p.winner, p.current_us, p.winner_us,
-                                 p.speedup, p.verified, p.verify_message, table, _edits(p.edits), list(p.errors),
-                                 winner, p.status, p.space_size, p.measured_fraction, list(p.frozen), p.cached,
-                                 list(p.nodes), p.compared),
-                      _secret_values())
+        return _tune_result(p)
 
     # --- compare -----------------------------------------------------------------------------------------------
 
@@ -1092,9 +1098,8 @@ class Workspace:
     # --- the editor's calls ------------------------------------------------------------------------------------
     # The language server checks and times the text of an open buffer, on its own event loop, stopping the work
     # when a newer edit or request supersedes it. Checks and timing return the `CheckResult` and `MeasureResult`
-    # of `check` and `measure`, so the editor shows what the command line and the MCP server print. The tiling
-    # search still returns the engine's report that `tune` turns into a `TuneResult`: not plain data, and not
-    # under the version's promise.
+    # of `check` and `measure`, and the tiling search the `TuneResult` of `tune`, so the editor shows what the
+    # command line and the MCP server print.
 
     def _buffer(self, path: str | os.PathLike, source: str, confined: bool) -> tuple[str, str]:
         """(absolute path as given, text) of an editor buffer; the path is not resolved, so results and histories
@@ -1166,15 +1171,15 @@ class Workspace:
             await asyncio.to_thread(record_estimates, report, root)
         return _scrub(_measure_result(full, report, None), _secret_values())
 
-    async def tune_report(self, path: str | os.PathLike, source: str, *, kernel: str, target: str = "H200",
+    async def tune_buffer(self, path: str | os.PathLike, source: str, *, kernel: str, target: str = "H200",
                           progress: Callable[[str, float], None] | None = None,
                           cancel: threading.Event | None = None, say: Callable[[str], None] | None = None,
-                          cache: bool = True, confined: bool = True) -> Any:
+                          cache: bool = True, confined: bool = True) -> TuneResult:
         """The tiling search for `kernel` of `source`, the text of `path` as an editor holds it, on `target`, as
         `tune` does but with the settings' hardware table and compile settings (the `searchCompileBudget`
         best-ranked candidates compiled by a compile service of the workspace), and, with `executor: ray`, the
         candidates timed on the cluster at `rayAddress` (`say` hears why where it cannot be; they are timed here
-        then). Returns the engine's `TilingProposal` (every candidate tried, the edits as 0-based ranges).
+        then). Returns the `TuneResult` that `tune` returns (every candidate tried, the edits 1-based).
         `cache=False`: keep nothing under the root (no search or compile cache). `progress(message, fraction)` and
         `cancel` as for `tune`. Runs the file's code: needs trust."""
         from analyzers.hardware import parse_hardware_overrides
@@ -1189,11 +1194,12 @@ class Workspace:
         table, _ = parse_hardware_overrides(settings.hardware or None)
         root = str(self.root) if cache else None
 
-        def search() -> Any:  # in a worker thread, which also waits for the cluster
+        def search() -> TuneResult:  # in a worker thread, which also waits for the cluster
             with cluster_timer(settings.ray_address or None, say or (lambda line: None),
                                wanted=settings.executor == "ray") as timer:
-                return search_tiling(full, text, kernel, target, root, timer=timer, progress=progress,
-                                     cancel=cancel, hardware=table, compiler=service_compiler(root, settings),
-                                     compile_budget=settings.search_compile_budget)
+                return _tune_result(search_tiling(full, text, kernel, target, root, timer=timer, progress=progress,
+                                                  cancel=cancel, hardware=table,
+                                                  compiler=service_compiler(root, settings),
+                                                  compile_budget=settings.search_compile_budget))
 
         return await asyncio.to_thread(search)

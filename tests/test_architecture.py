@@ -173,7 +173,7 @@ def test_the_protocol_object_check_sees_every_spelling(tmp_path):
 
 
 # The engine services behind the Python API's checks, timing and tiling search: the language server reaches them
-# through `kernel_lsp.api.Workspace` (check_buffer, measure_buffer, tune_report), as the command line and the MCP
+# through `kernel_lsp.api.Workspace` (check_buffer, measure_buffer, tune_buffer), as the command line and the MCP
 # server do, so the three front ends cannot drift apart. Reading the timing history (latency.history) is the
 # features' own business.
 API_WRAPPED_SERVICES = {
@@ -192,6 +192,7 @@ ENGINE_REPORTS = {
     "kernel_lsp.engine.verify.CheckReport", "kernel_lsp.engine.verify.Verdict", "kernel_lsp.engine.verify.CaseResult",
     "kernel_lsp.engine.verify.results", "kernel_lsp.engine.verify.findings",
     "kernel_lsp.engine.latency.LatencyReport", "kernel_lsp.engine.latency.KernelLatency",
+    "kernel_lsp.engine.latency.TilingProposal", "kernel_lsp.engine.latency.Tried",
 }
 LANGUAGE_SERVER = ("kernel_lsp/server.py", "kernel_lsp/background.py", "kernel_lsp/features/")
 

@@ -210,15 +210,15 @@ async def optimize_tiling(ls: "KernelLanguageServer", *args: Any) -> dict[str, A
         workspace = ls.api_workspace(path)
         async with background_job(ls, f"optimizing the tiling of {kernel.name}", current=unchanged) as job:
             # With executor: ray the candidates are timed on the cluster's GPUs; unreachable: said, timed here.
-            found = await workspace.tune_report(
+            found = await workspace.tune_buffer(
                 path, text, kernel=kernel.name, target=settings.targets[0], progress=job.thread_progress(),
                 cancel=job.cancel, say=lambda line: loop.call_soon_threadsafe(ls.message, f"optimize tiling: {line}"),
                 cache=bool(ls.state.roots), confined=ls.in_workspace(path))
     except ApiError as exc:
         return {"error": str(exc)}
     rows = [["configuration", "estimated", "measured", "note"]] + [
-        [t.label, f"{t.estimated_us:.1f} µs" if t.estimated_us else "-",
-         f"{t.measured_us:.1f} µs" if t.measured_us else "-", t.note or ""] for t in found.tried]
+        [t.config, f"{t.estimated_us:.1f} µs" if t.estimated_us else "-",
+         f"{t.measured_us:.1f} µs" if t.measured_us else "-", t.note or ""] for t in found.table]
     what = ("measured on the GPU" if found.source == "measured"
             else f"ranked by the roofline model for {found.device} "
                  f"({found.not_measured_because or 'no GPU'}: not measured)")
@@ -235,10 +235,11 @@ async def optimize_tiling(ls: "KernelLanguageServer", *args: Any) -> dict[str, A
         if found.current_us and found.winner_us else "no timing"
     checked = found.verify_message or "not verified"
     summary = (f"{kernel.name}: {found.current} -> {found.winner}; {speed} on {found.device}, {what}; "
-               f"{checked}; {len(found.tried)} of {found.space_size} configurations tried "
+               f"{checked}; {len(found.table)} of {found.space_size} configurations tried "
                f"({found.measured_fraction:.0%} measured)")
     pos = convert.Positions(doc.lines, doc.position_codec)
-    edits = [TextEdit(Span(*rng), new) for rng, new in found.edits]
+    edits = [TextEdit(Span(e["line"] - 1, e["column"] - 1, e["end_line"] - 1, e["end_column"] - 1), e["text"])
+             for e in found.edits]
     answer = convert.proposal(uri, version, pos, edits, title=f"Optimize tiling of {kernel.name}", summary=summary,
                               table=rows, kernel=kernel.name, source=found.source, verified=bool(found.verified))
     return ls.offer(answer, args[0] if args else None)
