@@ -1135,13 +1135,14 @@ class Workspace:
     async def measure_buffer(self, path: str | os.PathLike, source: str, *, kernels: Sequence[str] | None = None,
                              gpu: bool | None = None, compiled: Sequence[Any] = (),
                              cancel: threading.Event | None = None, history: bool = True,
-                             confined: bool = True) -> MeasureResult:
+                             confined: bool = True, roofline: bool = True) -> MeasureResult:
         """Time the spec'd kernels of `source`, the text of `path` as an editor holds it (or `kernels`), at their
         bench shapes: the `MeasureResult` that `measure` returns. `gpu`: measure on this machine's GPU (each
         measurement with the roofline fraction of its counted work), or estimate with the roofline model for each
         of the settings' targets, on the settings' hardware table (None: where the checkDevice setting says).
         `compiled`: the file's compile reports (engine CompileReports), whose registers and shared memory give an
         estimate's occupancy. `history`: compare with and add to the kernels' timing history under the root.
+        `roofline=False`: leave out a measurement's roofline fraction (it counts the kernel's work on the CPU).
         Setting `cancel` stops the work's processes. Runs the file's code: needs trust."""
         from analyzers.hardware import parse_hardware_overrides
 
@@ -1161,7 +1162,7 @@ class Workspace:
             report = await asyncio.to_thread(measure_file, full, text, names, root, cancel=cancel, history=history)
             measured = [e for e in report.entries if e.source == "measured"]
             counted: list[dict] | str | None = None
-            if measured and (cancel is None or not cancel.is_set()):  # how close each measurement came to the roofs
+            if roofline and measured and (cancel is None or not cancel.is_set()):  # how close it came to the roofs
                 counted = await asyncio.to_thread(count_measured_work, full, text, measured, root, cancel=cancel)
             return _scrub(_measure_result(full, report, counted), _secret_values())
         table, _ = parse_hardware_overrides(self.settings.hardware or None)

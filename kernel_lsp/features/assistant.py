@@ -78,7 +78,42 @@ def _problem_at(ls: KernelLanguageServer, path: str, line: int) -> dict | None:
     return {"code": p.code, "message": p.message, "line": p.span.start_line}
 
 
-def _environment(ls: KernelLanguageServer, root: str, cancel: threading.Event):
+def _api_checks(ls: KernelLanguageServer, path: str, cancel: threading.Event):
+    """The candidates' checks and timing through the Python API's editor calls: a candidate gets the verdict and
+    the figures (the settings' targets and hardware table) the editor's own checks and timing give the same text."""
+    from ..api import ApiError
+    from ..engine.assistant.verify import CheckOutcome
+
+    confined = ls.in_workspace(path)
+
+    async def check(where: str, text: str, kernel: str) -> tuple[CheckOutcome | None, str]:
+        try:
+            result = await ls.api_workspace(path).check_buffer(where, text, kernels=[kernel], cancel=cancel,
+                                                               confined=confined)
+        except ApiError as exc:
+            return None, str(exc)
+        errors = "; ".join(f"line {e.line}: {e.message}" if e.line is not None else e.message
+                           for e in result.error_details)
+        v = next((v for v in result.verdicts if v.kernel == kernel), None)
+        if v is None:
+            return None, errors
+        line = v.line - 1 if v.line is not None else None  # the API's lines are 1-based
+        return CheckOutcome(v.ok, v.status, v.message, line, v.cases, list(v.notes), v.on_gpu), errors
+
+    async def latency(where: str, text: str, kernel: str, on_gpu: bool) -> tuple[list[Any], list[str]]:
+        try:
+            # A candidate's figure is compared with the kernel's own: no history, no roofline counting.
+            result = await ls.api_workspace(path).measure_buffer(where, text, kernels=[kernel], gpu=on_gpu,
+                                                                 cancel=cancel, history=False, confined=confined,
+                                                                 roofline=False)
+        except ApiError as exc:
+            return [], [str(exc)]
+        return [e for e in result.entries if e.kernel == kernel], list(result.errors)
+
+    return check, latency
+
+
+def _environment(ls: KernelLanguageServer, root: str, path: str, cancel: threading.Event):
     from ..engine.assistant import Environment
 
     settings = ls.state.settings
@@ -95,11 +130,12 @@ def _environment(ls: KernelLanguageServer, root: str, cancel: threading.Event):
             return [p for r in reports for p in compile_problems(r)]
 
     gpu = runs_on_gpu(settings.check_device)
+    check, latency = _api_checks(ls, path, cancel)
     return Environment(root, tuple(settings.targets), settings.check_device, float(settings.check_timeout_s),
-                       compile_fn, gpu, cancel)
+                       compile_fn, gpu, cancel, check=check, latency=latency)
 
 
-def _assistant(ls: KernelLanguageServer, root: str, progress, cancel: threading.Event):
+def _assistant(ls: KernelLanguageServer, root: str, path: str, progress, cancel: threading.Event):
     from ..engine.assistant import Assistant, AssistantConfig, ModelConfig
     from ..engine.assistant.client import resolve_key
 
@@ -107,7 +143,7 @@ def _assistant(ls: KernelLanguageServer, root: str, progress, cancel: threading.
     model = ModelConfig(s.assistant_model, resolve_key(s.assistant_api_key), s.assistant_base_url,
                         float(s.assistant_timeout_s), s.assistant_max_tokens)
     config = AssistantConfig(model, s.assistant_max_attempts, s.assistant_candidates)
-    return Assistant(config, _environment(ls, root, cancel), progress=progress)
+    return Assistant(config, _environment(ls, root, path, cancel), progress=progress)
 
 
 async def run_action(ls: KernelLanguageServer, action: str, args: tuple) -> dict[str, Any]:
@@ -149,7 +185,7 @@ async def run_action(ls: KernelLanguageServer, action: str, args: tuple) -> dict
     root = ls.state.roots[0] if ls.state.roots else os.path.dirname(path)
     state = state_of(ls)
     async with background_job(ls, f"{title}: {kernel.name}") as job:
-        assistant = _assistant(ls, root, lambda message: job.report(message[:200]), job.cancel)
+        assistant = _assistant(ls, root, path, lambda message: job.report(message[:200]), job.cancel)
         if action == "refine":
             work = assistant.refine(path, text, kernel.name, instruction)
         else:

@@ -13,7 +13,9 @@ import pytest
 from lsprotocol import types
 from pygls.uris import to_fs_path
 
+from kernel_lsp.api import Workspace
 from kernel_lsp.engine.assistant.code import extract_code, protected_names, splice
+from kernel_lsp.settings import parse_settings
 from tests.server.conftest import until, wait_for
 from tests.slow import scaled
 
@@ -359,6 +361,24 @@ async def test_explain_answers_with_text_and_no_edit(start, fake):
     sent = fake.requests[0].text
     assert '"bound": "memory"' in sent and "Latency report" in sent  # the figures were what it explained
     assert any(c.EXPLANATION in m.message for m in s.client.messages)
+
+
+async def test_explain_states_the_figures_of_the_settings_hardware_table(start, fake, tmp_path):
+    # The candidates' checks and figures are the API's editor calls, with the settings' targets and hardware
+    # table: a hardware override moves the assistant's figure exactly as it moves the editor's.
+    override = {"H200": {"hbm_tbps": 1.2}}
+    fake.script += [answer(c.EXPLANATION)]
+    s = await start({"vector_add.py": EXAMPLE}, options=options(fake, hardware=override))
+    uri = s.open("vector_add.py")
+    result = await s.command("kernel-lsp.explainTime", at(uri))
+    settings, messages = parse_settings({"hardware": override, "targets": ["sm_90"]})
+    assert not messages
+    with Workspace(tmp_path, settings=settings, allow_run=True) as ws:
+        expected = await ws.measure_buffer(tmp_path / "vector_add.py", EXAMPLE, kernels=["add_kernel"], gpu=False,
+                                           history=False)
+    figures = ", ".join(e.label for e in expected.entries if e.us is not None and e.chosen)
+    assert figures and not figures.startswith("≈53 µs")  # the override slows the memory-bound kernel
+    assert result["markdown"].startswith(f"**add_kernel**: {figures} (estimated (no GPU))"), result["markdown"]
 
 
 async def test_cancel_stops_the_model_call(start, fake):

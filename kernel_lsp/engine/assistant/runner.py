@@ -36,7 +36,7 @@ from .verify import (
     has_spec,
     in_thread,
     kernel_defined,
-    latency_report,
+    latency_entries,
     nki_problems,
     refused,
     run_check,
@@ -207,11 +207,10 @@ class Assistant:
                                 "shapes (write one first)")
         self.progress(f"Explain: timing {kernel}")
         on_gpu = self.env.gpu
-        report = await latency_report(self.env, path, text, kernel, on_gpu)
-        entries = report.for_kernel(kernel)
+        entries, errors = await latency_entries(self.env, path, text, kernel, on_gpu)
         if not entries:
             return self._failed(session, turn, kernel, "no latency figure to explain: " +
-                                ("; ".join(report.errors) or "the latency engine returned nothing"))
+                                ("; ".join(errors) or "the latency engine returned nothing"))
         facts = "Latency report (JSON lines, " + ("measured" if on_gpu else "estimated by a roofline model from "
                                                    "work counted on the interpreter") + "):\n" + \
             "\n".join(_latency_line(e) for e in entries[:8])
@@ -523,7 +522,8 @@ def _still_reported(diagnostic: dict, text: str, kernel: str) -> str | None:
 def _latency_line(e) -> str:
     import json
 
-    keep = {k: v for k, v in e.to_json().items() if k in ("shape", "dtype", "device", "us", "label", "config",
+    fields = e.to_dict() if hasattr(e, "to_dict") else e.to_json()  # the API's LatencyEntry, the engine's entry
+    keep = {k: v for k, v in fields.items() if k in ("shape", "dtype", "device", "us", "label", "config",
                                                           "bound", "fraction_of_roofline", "estimate", "work",
                                                           "reference_us", "speedup", "chosen", "error")}
     return json.dumps(keep, default=str)[:2000]

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from analyzers import analyze_source
 from analyzers.model import Problem, Severity
@@ -20,20 +21,7 @@ from . import integrity
 from .code import spec_texts
 from .session import status_of
 
-# (path, text) -> the compile problems (KC001-KC007) of every kernel of that text, for the configured targets
-CompileFn = Callable[[str, str], Awaitable[list[Problem]]]
 FASTER_BY = 0.01  # an optimization must beat the kernel it replaces by at least this fraction
-
-
-@dataclass
-class Environment:
-    root: str
-    targets: tuple[str, ...] = ("sm_90",)
-    check_device: str = "auto"
-    check_timeout_s: float = 60.0
-    compile: CompileFn | None = None  # None: compiling is off (or triton is missing)
-    gpu: bool = False  # checks and timing run on a GPU: latency is measured, not estimated
-    cancel: threading.Event = field(default_factory=threading.Event)
 
 
 @dataclass
@@ -43,6 +31,47 @@ class Timing:
     measured: bool
     device: str
     key: tuple  # (shape, dtype, device): only equal keys are compared
+
+
+@dataclass
+class CheckOutcome:
+    """What the assistant reads of one kernel's verdict. `cases` carry ok, shape, dtype, mismatched, total, max_abs,
+    first_index, note and tail_only (the engine's `CaseResult` and the API's `CaseInfo` both do)."""
+
+    ok: bool
+    status: str  # "correct", "mismatch", "rejected", ...
+    message: str
+    line: int | None  # 0-based: where the verdict points
+    cases: Sequence[Any]
+    notes: list[str]
+    on_gpu: bool
+
+
+# (path, text) -> the compile problems (KC001-KC007) of every kernel of that text, for the configured targets
+CompileFn = Callable[[str, str], Awaitable[list[Problem]]]
+# (path, text, kernel) -> (its verdict, or None with why the check did not run)
+CheckFn = Callable[[str, str, str], Awaitable[tuple[CheckOutcome | None, str]]]
+# (path, text, kernel, on the GPU) -> (the kernel's latency entries at its specs' bench shapes, the errors). An entry
+# carries kernel, shape, dtype, device, source, us, label, chosen and error, and `to_dict()` (the API's
+# `LatencyEntry`) or `to_json()` (the engine's `KernelLatency`).
+LatencyFn = Callable[[str, str, str, bool], Awaitable[tuple[list[Any], list[str]]]]
+
+
+@dataclass
+class Environment:
+    """Where candidates are verified. `check` and `latency`: the front end's own checks and timing (the language
+    server passes the Python API's, so a candidate gets the verdict and figures the editor shows for the same
+    text); None: the engine's checker and latency engine, run here."""
+
+    root: str
+    targets: tuple[str, ...] = ("sm_90",)
+    check_device: str = "auto"
+    check_timeout_s: float = 60.0
+    compile: CompileFn | None = None  # None: compiling is off (or triton is missing)
+    gpu: bool = False  # checks and timing run on a GPU: latency is measured, not estimated
+    cancel: threading.Event = field(default_factory=threading.Event)
+    check: CheckFn | None = None
+    latency: LatencyFn | None = None
 
 
 @dataclass
@@ -104,19 +133,32 @@ def describe_compile_errors(errors: list[Problem], text: str) -> str:
     return "does not compile: " + "; ".join(out)
 
 
-async def run_check(env: Environment, path: str, text: str, kernel: str):
+async def _cancelling(env: Environment, work: Awaitable):
+    """Await a front end's check or timing; a cancelled action stops its process."""
+    try:
+        return await work
+    except asyncio.CancelledError:
+        env.cancel.set()
+        raise
+
+
+async def run_check(env: Environment, path: str, text: str, kernel: str) -> tuple[CheckOutcome | None, str]:
     """(the verdict for `kernel`, or None with the report's errors)."""
+    if env.check is not None:
+        return await _cancelling(env, env.check(path, text, kernel))
     from ..verify import CheckRequest, run_checks
 
     request = CheckRequest(path, text, (kernel,), device=env.check_device, timeout_s=env.check_timeout_s,
                            root=env.root)
     report = await in_thread(env, run_checks, request, env.cancel)
-    verdict = next((v for v in report.verdicts if v.kernel == kernel), None)
+    v = next((v for v in report.verdicts if v.kernel == kernel), None)
     errors = "; ".join(f"line {line + 1}: {m}" if line is not None else m for line, m in report.errors)
-    return verdict, errors
+    if v is None:
+        return None, errors
+    return CheckOutcome(v.ok, v.status, v.message, v.line, v.cases, list(v.notes), v.on_gpu), errors
 
 
-def describe_verdict(v, text: str) -> str:
+def describe_verdict(v: CheckOutcome, text: str) -> str:
     """What the model is told about a failed check: the message, where, the notes and the failing cases."""
     lines = text.splitlines()
     out = [f"{v.status}: {v.message}"]
@@ -144,12 +186,21 @@ async def latency_report(env: Environment, path: str, text: str, kernel: str, on
     return await in_thread(env, estimate_file, path, text, list(env.targets), [kernel], env.root, cancel=env.cancel)
 
 
+async def latency_entries(env: Environment, path: str, text: str, kernel: str,
+                          on_gpu: bool) -> tuple[list[Any], list[str]]:
+    """(the kernel's latency entries, the errors): measured on the GPU, else estimated for the targets."""
+    if env.latency is not None:
+        return await _cancelling(env, env.latency(path, text, kernel, on_gpu))
+    report = await latency_report(env, path, text, kernel, on_gpu)
+    return report.for_kernel(kernel), list(report.errors)
+
+
 async def timing(env: Environment, path: str, text: str, kernel: str, on_gpu: bool) -> tuple[Timing | None, str]:
     """The kernel's latency at its spec's first bench shape: measured on the GPU, else estimated; or why not."""
-    report = await latency_report(env, path, text, kernel, on_gpu)
-    entries = [e for e in report.for_kernel(kernel) if e.us is not None and e.chosen]
+    found, errors = await latency_entries(env, path, text, kernel, on_gpu)
+    entries = [e for e in found if e.us is not None and e.chosen]
     if not entries:
-        why = "; ".join(report.errors) or next((e.error for e in report.for_kernel(kernel) if e.error), None)
+        why = "; ".join(errors) or next((e.error for e in found if e.error), None)
         return None, why or "no latency figure"
     e = entries[0]
     return Timing(e.us, e.label, e.source == "measured", e.device, (tuple(e.shape), e.dtype, e.device)), ""
