@@ -630,6 +630,23 @@ def _compile_result(full: str, reports: Sequence[Any], stages: Sequence[str] = (
     return CompileResult(full, configs, findings, not_compiled, uncompiled)
 
 
+def _resources_lookup(configs: Sequence[CompiledConfig]) -> Callable[..., Any]:
+    """Registers, shared memory and spills of compiled configurations, for an estimate's occupancy (None: that
+    configuration was not compiled)."""
+
+    def lookup(kernel: str, target: str, constexprs: dict, num_warps: int, num_stages: int) -> Any:
+        from analyzers.roofline import Resources
+
+        for c in configs:
+            if (c.kernel == kernel and c.target == target and c.ok and c.num_warps == num_warps
+                    and c.num_stages == num_stages
+                    and all(c.constexprs.get(k) == _json_value(v) for k, v in constexprs.items())):
+                return Resources(c.registers, c.shared_bytes, c.spill_bytes)
+        return None
+
+    return lookup
+
+
 def _target_names(targets: Sequence[str] | str) -> list[str]:
     """Compile targets as the settings name them (sm_90, gfx942), each once; ApiError for one not known."""
     from analyzers.targets import UnknownTargetError, parse_target
@@ -1190,8 +1207,9 @@ class Workspace:
             raise ApiError("compile_buffer and ir_buffer run on one event loop per Workspace: await "
                            "close_compiles() on the first before calling them from another")
         if self._editor is None:
-            # Caches in the folder when the caller lets its code run (the editor: the workspace's trust).
-            self._editor = (loop, self._new_service(self.may_run, say))
+            # Caches in the folder only when the caller vouches for it (the editor: its session's trust, which a
+            # folder opened without a workspace never has), else in the user's cache.
+            self._editor = (loop, self._new_service(self.allow_run, say))
         return self._editor[1]
 
     async def close_compiles(self) -> None:
@@ -1220,7 +1238,9 @@ class Workspace:
         hears how many jobs were planned, then of each one that finished. `on_partial(result)` hears the results of
         the jobs finished so far, at most every `partial_every` seconds (the first at once), never after this call
         returns. `say` hears where compiles run when not where asked (a Ray cluster lost). Cancelling the call
-        stops its jobs. The offline compile runs none of the workspace's code."""
+        stops its jobs. The offline compile runs none of the workspace's code; its caches go under
+        `<root>/.kernel-lsp` where the Workspace was made with `allow_run` (the caller vouches for the folder, as
+        the editor does once it is trusted), else in the user's cache."""
         from .engine.compile import triton_installed
 
         full, text = self._buffer(path, source, confined)
@@ -1329,19 +1349,18 @@ class Workspace:
         return _scrub(_check_result(full, report, kernels, explain_empty=False), _secret_values())
 
     async def measure_buffer(self, path: str | os.PathLike, source: str, *, kernels: Sequence[str] | None = None,
-                             gpu: bool | None = None, compiled: Sequence[Any] = (),
+                             gpu: bool | None = None, compiled: Sequence[CompiledConfig] = (),
                              cancel: threading.Event | None = None, history: bool = True,
                              confined: bool = True) -> MeasureResult:
         """Time the spec'd kernels of `source`, the text of `path` as an editor holds it (or `kernels`), at their
         bench shapes: the `MeasureResult` that `measure` returns. `gpu`: measure on this machine's GPU (each
         measurement with the roofline fraction of its counted work), or estimate with the roofline model for each
         of the settings' targets, on the settings' hardware table (None: where the checkDevice setting says).
-        `compiled`: the file's compile reports (engine CompileReports), whose registers and shared memory give an
-        estimate's occupancy. `history`: compare with and add to the kernels' timing history under the root.
+        `compiled`: the file's compiled configurations (`CompileResult.configs`), whose registers and shared memory
+        give an estimate's occupancy. `history`: compare with and add to the kernels' timing history under the root.
         Setting `cancel` stops the work's processes. Runs the file's code: needs trust."""
         from analyzers.hardware import parse_hardware_overrides
 
-        from .engine.batch import resources_lookup
         from .engine.gpu import runs_on_gpu
         from .engine.latency import estimate_file, measure_file, record_estimates
 
@@ -1362,7 +1381,7 @@ class Workspace:
             return _scrub(_measure_result(full, report, counted), _secret_values())
         table, _ = parse_hardware_overrides(self.settings.hardware or None)
         report = await asyncio.to_thread(estimate_file, full, text, list(self.settings.targets), names, root,
-                                         hardware=table, resources=resources_lookup(compiled), cancel=cancel)
+                                         hardware=table, resources=_resources_lookup(compiled), cancel=cancel)
         if history and (cancel is None or not cancel.is_set()):
             await asyncio.to_thread(record_estimates, report, root)
         return _scrub(_measure_result(full, report, None), _secret_values())

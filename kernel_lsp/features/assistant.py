@@ -82,17 +82,18 @@ def _environment(ls: KernelLanguageServer, root: str, cancel: threading.Event):
     from ..engine.assistant import Environment
 
     settings = ls.state.settings
-    service = ls.compiles.service()
+    workspace = ls.compiles.workspace()
     compile_fn = None
-    if service is not None:
+    if workspace is not None:
         async def compile_fn(path: str, text: str) -> list:
             from analyzers import analyze_source
 
-            from ..engine.compile.service import compile_problems
+            from .compiling import problems_of
 
-            analysis = analyze_source(text, path)
-            reports = await service.compile_file(path, text, analysis, list(settings.targets), priority=-5)
-            return [p for r in reports for p in compile_problems(r)]
+            result = await workspace.compile_buffer(path, text, analysis=analyze_source(text, path),
+                                                    targets=list(settings.targets), priority=-5,
+                                                    say=ls.compiles.say, confined=False)
+            return problems_of(result)
 
     gpu = runs_on_gpu(settings.check_device)
     return Environment(root, tuple(settings.targets), settings.check_device, float(settings.check_timeout_s),
