@@ -36,12 +36,13 @@ from analyzers.model import Problem, Severity
 
 from .settings import Settings
 
-API_VERSION = "2.2.0"
+API_VERSION = "2.3.0"
 
 __all__ = [
     "API_VERSION", "AnalyzeResult", "ApiError", "BatchResult", "BatchStats", "CandidateResult", "CaseInfo", "CheckErrorInfo",
     "CheckResult", "CompareResult", "CompileResult", "CompiledConfig", "CudaKernelInfo", "Finding", "FixInfo", "HistoryPoint",
-    "KernelInfo", "LatencyEntry", "MeasureResult", "NotTrustedError", "ProposalResult", "RelatedInfo", "TuneResult",
+    "CompiledIR", "KernelInfo", "LatencyEntry", "MeasureResult", "NotTrustedError", "ProposalResult", "RelatedInfo",
+    "TuneResult",
     "TuneRow", "UncompiledKernel", "VerdictInfo", "Workspace",
 ]
 
@@ -161,6 +162,21 @@ class CompileResult(_Result):
     configs: list[CompiledConfig]
     findings: list[Finding]  # compile problems (KC codes) at the user's lines
     not_compiled: list[str] = field(default_factory=list)  # kernel: why it was not compiled
+    uncompiled: list[UncompiledKernel] = field(default_factory=list)  # the same kernels, each with its target
+
+
+@dataclass(frozen=True)
+class CompiledIR(_Result):
+    """One compiled configuration's IR at one stage, as Show IR opens it (`Workspace.ir_buffer`)."""
+
+    path: str
+    kernel: str
+    target: str
+    config: str  # the CompiledConfig's `config`
+    stage: str  # "ttir", "ttgir", "llir", "ptx", "sass", "amdgcn"
+    text: str | None  # its locations naming the user's file and lines; None: the stage is not available
+    lines: dict[int, list[int]]  # IR line -> the lines of the user's file it was compiled from
+    available: list[str]  # the configuration's stages ("sass" on NVIDIA targets, disassembled when asked)
 
 
 @dataclass(frozen=True)
@@ -551,15 +567,28 @@ def _json_value(v: Any) -> Any:
     return v if isinstance(v, (int, float, bool, str, type(None))) else repr(v)
 
 
-def _compiled_configs(report: Any, stages: Sequence[str] = ()) -> list[CompiledConfig]:
+class _Converted:
+    """What converting a running compile's reports produced so far: each showing of its partial results converts
+    only the jobs and reports that finished since (a file can have hundreds of kernels)."""
+
+    def __init__(self) -> None:
+        self.configs: dict[int, tuple[Any, CompiledConfig]] = {}  # id(JobReport) -> (it, its CompiledConfig)
+        self.findings: dict[int, tuple[Any, int, list[Finding]]] = {}  # id(report) -> (it, jobs seen, findings)
+
+
+def _compiled_configs(report: Any, stages: Sequence[str] = (), memo: _Converted | None = None) -> list[CompiledConfig]:
     """A compile report's configurations as plain data; `stages`: the IR texts to include."""
     from .engine.compile.service import config_text
 
     configs = []
     for jr in report.jobs:
+        known = memo.configs.get(id(jr)) if memo is not None else None
+        if known is not None and known[0] is jr:
+            configs.append(known[1])
+            continue
         r, res = jr.result, jr.result.resources
         err = r.error
-        configs.append(CompiledConfig(
+        config = CompiledConfig(
             report.kernel, report.target.name, jr.job.config_label,
             {k: _json_value(v) for k, v in jr.job.constexprs}, jr.job.num_warps, jr.job.num_stages,
             r.ok, jr.cached, round(r.seconds, 3), err.message if err else None,
@@ -569,8 +598,70 @@ def _compiled_configs(report: Any, stages: Sequence[str] = ()) -> list[CompiledC
             list(res.matrix_instructions), list(jr.job.notes),
             {s: r.asm[s] for s in stages if s in r.asm}, report.path, report.span.start_line + 1,
             config_text(jr.job), err.kind if err else None, res.stack_bytes, list(res.load_widths),
-            list(res.store_widths), bool(res.uses_tma)))
+            list(res.store_widths), bool(res.uses_tma))
+        if memo is not None:
+            memo.configs[id(jr)] = (jr, config)
+        configs.append(config)
     return configs
+
+
+def _compile_result(full: str, reports: Sequence[Any], stages: Sequence[str] = (),
+                    memo: _Converted | None = None) -> CompileResult:
+    """The engine's compile reports of a file as the API's result: `compile` and `compile_buffer` (also each partial
+    result of the latter) build it here."""
+    from .engine.compile.service import compile_problems
+
+    configs: list[CompiledConfig] = []
+    findings: list[Finding] = []
+    not_compiled: list[str] = []
+    uncompiled: list[UncompiledKernel] = []
+    for report in reports:
+        if report.plan_error:
+            not_compiled.append(f"{report.kernel} on {report.target.name}: {report.plan_error}")
+            uncompiled.append(UncompiledKernel(report.path, report.kernel, report.span.start_line + 1,
+                                               report.target.name, report.plan_error))
+        found = memo.findings.get(id(report)) if memo is not None else None
+        if found is None or found[0] is not report or found[1] != len(report.jobs):
+            found = (report, len(report.jobs), [_finding(p, full) for p in compile_problems(report)])
+            if memo is not None:
+                memo.findings[id(report)] = found
+        findings += found[2]
+        configs += _compiled_configs(report, stages, memo)
+    return CompileResult(full, configs, findings, not_compiled, uncompiled)
+
+
+def _resources_lookup(configs: Sequence[CompiledConfig]) -> Callable[..., Any]:
+    """Registers, shared memory and spills of compiled configurations, for an estimate's occupancy (None: that
+    configuration was not compiled)."""
+
+    def lookup(kernel: str, target: str, constexprs: dict, num_warps: int, num_stages: int) -> Any:
+        from analyzers.roofline import Resources
+
+        for c in configs:
+            if (c.kernel == kernel and c.target == target and c.ok and c.num_warps == num_warps
+                    and c.num_stages == num_stages
+                    and all(c.constexprs.get(k) == _json_value(v) for k, v in constexprs.items())):
+                return Resources(c.registers, c.shared_bytes, c.spill_bytes)
+        return None
+
+    return lookup
+
+
+def _target_names(targets: Sequence[str] | str) -> list[str]:
+    """Compile targets as the settings name them (sm_90, gfx942), each once; ApiError for one not known."""
+    from analyzers.targets import UnknownTargetError, parse_target
+
+    names: list[str] = []
+    for t in [targets] if isinstance(targets, str) else targets:
+        try:
+            name = parse_target(str(t)).name
+        except UnknownTargetError as exc:
+            raise ApiError(f"targets: {exc}") from None
+        if name not in names:
+            names.append(name)
+    if not names:
+        raise ApiError("targets: give at least one GPU target, such as sm_90")
+    return names
 
 
 def _history(root: str, kernels: Sequence[tuple[str, str]]) -> list[HistoryPoint]:
@@ -614,8 +705,9 @@ class Workspace:
         self._compile_lock = threading.Lock()
         self._parse_caches: dict[str, Any] = {}  # path -> analyzers.source.ParseCache
         self._analyzed: dict[str, tuple[str, Settings, AnalyzeResult]] = {}  # path -> (text, settings, result)
-        self._loop: asyncio.AbstractEventLoop | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None  # `compile`'s own loop, in a thread of its own
         self._service = None
+        self._editor: tuple[asyncio.AbstractEventLoop, Any] | None = None  # compile_buffer's loop and its service
 
     def __enter__(self) -> Self:
         return self
@@ -627,10 +719,21 @@ class Workspace:
         with self._lock:
             loop, service = self._loop, self._service
             self._loop = self._service = None
+            editor, self._editor = self._editor, None
         if loop is not None:
             if service is not None:
                 asyncio.run_coroutine_threadsafe(service.close(), loop).result(timeout=30)
             loop.call_soon_threadsafe(loop.stop)
+        if editor is not None:  # on its own loop `await close_compiles()` waits for it; from elsewhere, wait here
+            editor_loop, editor_service = editor
+            try:
+                running: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+            except RuntimeError:
+                running = None
+            if running is editor_loop:
+                editor_loop.create_task(editor_service.close())
+            elif editor_loop.is_running():
+                asyncio.run_coroutine_threadsafe(editor_service.close(), editor_loop).result(timeout=30)
 
     # --- trust and inputs --------------------------------------------------------------------------------------
 
@@ -742,16 +845,21 @@ class Workspace:
     def _run_async(self, coro):
         with self._lock:
             if self._loop is None:
-                from .engine.compile.service import CompileService
-                from .engine.files import PRIVATE_DIR, untrusted_private_dir
-
                 loop = asyncio.new_event_loop()
                 threading.Thread(target=loop.run_forever, name="kernel-lsp-api-loop", daemon=True).start()
-                private = self.root / PRIVATE_DIR if self.trusted else untrusted_private_dir(self.root)
-                self._service = CompileService(self.root, self.settings, private_dir=private)
+                self._service = self._new_service(self.trusted)
                 self._loop = loop
             loop = self._loop
         return asyncio.run_coroutine_threadsafe(coro, loop).result()
+
+    def _new_service(self, trusted: bool, say: Callable[[str], None] | None = None) -> Any:
+        """A compile service for this workspace: its caches under `<root>/.kernel-lsp` when `trusted`, else in the
+        user's cache (nothing is written into a folder the user has not trusted)."""
+        from .engine.compile.service import CompileService
+        from .engine.files import PRIVATE_DIR, untrusted_private_dir
+
+        private = self.root / PRIVATE_DIR if trusted else untrusted_private_dir(self.root)
+        return CompileService(self.root, self.settings, private_dir=private, say=say)
 
     def compile(self, path: str | os.PathLike | None = None, source: str | None = None, *,
                 kernel: str | None = None, targets: Sequence[str] = ("sm_90",),
@@ -761,23 +869,11 @@ class Workspace:
         and configuration. `config` pins parameter types or constexpr values (the `pins` setting's format, e.g.
         {"BLOCK_SIZE": 256, "x_ptr": "*fp16"}) where the file does not say them. `ir`: stages to return ("ttir",
         "ttgir", "llir", "ptx", "amdgcn"). The offline compile runs none of the workspace's code."""
-        from analyzers.targets import UnknownTargetError, parse_target
-
         from .engine.compile import triton_installed
-        from .engine.compile.service import compile_problems
         from .settings import parse_settings
 
         full, text = self._input(path, source)
-        if isinstance(targets, str):
-            targets = [targets]
-        names = []
-        for t in targets:
-            try:
-                names.append(parse_target(str(t)).name)
-            except UnknownTargetError as exc:
-                raise ApiError(f"targets: {exc}") from None
-        if not names:
-            raise ApiError("targets: give at least one GPU target, such as sm_90")
+        names = _target_names(targets)
         stages = [str(s).lower() for s in ir]
         unknown = sorted(set(stages) - {"ttir", "ttgir", "llir", "ptx", "amdgcn"})
         if unknown:
@@ -814,13 +910,7 @@ class Workspace:
 
         with self._compile_lock:  # one compile call at a time sets the service's pins
             reports = self._run_async(run())
-        configs, findings, not_compiled = [], [], []
-        for report in reports:
-            if report.plan_error:
-                not_compiled.append(f"{report.kernel} on {report.target.name}: {report.plan_error}")
-            findings += [_finding(p, full) for p in compile_problems(report)]
-            configs += _compiled_configs(report, stages)
-        return _scrub(CompileResult(full, configs, findings, not_compiled), _secret_values())
+        return _scrub(_compile_result(full, reports, stages), _secret_values())
 
     # --- check -------------------------------------------------------------------------------------------------
 
@@ -1096,10 +1186,10 @@ class Workspace:
         return _scrub(ProposalResult(full, written.diff_path, diff, verified, verdicts, findings, notes), secrets)
 
     # --- the editor's calls ------------------------------------------------------------------------------------
-    # The language server checks and times the text of an open buffer, on its own event loop, stopping the work
-    # when a newer edit or request supersedes it. Checks and timing return the `CheckResult` and `MeasureResult`
-    # of `check` and `measure`, and the tiling search the `TuneResult` of `tune`, so the editor shows what the
-    # command line and the MCP server print.
+    # The language server compiles, checks and times the text of an open buffer, on its own event loop, stopping
+    # the work when a newer edit or request supersedes it. Compiles return the `CompileResult` of `compile`, checks
+    # and timing the `CheckResult` and `MeasureResult` of `check` and `measure`, and the tiling search the
+    # `TuneResult` of `tune`, so the editor shows what the command line and the MCP server print.
 
     def _buffer(self, path: str | os.PathLike, source: str, confined: bool) -> tuple[str, str]:
         """(absolute path as given, text) of an editor buffer; the path is not resolved, so results and histories
@@ -1108,6 +1198,132 @@ class Workspace:
         if confined:
             self._path(full)
         return full, self._text(source)
+
+    def _editor_service(self, say: Callable[[str], None] | None) -> Any:
+        """The compile service of the editor's calls, on the caller's event loop (made on the first call): the
+        editor's compiles run on its own loop, while `compile` runs its service on a loop thread of its own."""
+        loop = asyncio.get_running_loop()
+        if self._editor is not None and self._editor[0] is not loop:
+            raise ApiError("compile_buffer and ir_buffer run on one event loop per Workspace: await "
+                           "close_compiles() on the first before calling them from another")
+        if self._editor is None:
+            # Caches in the folder only when the caller vouches for it (the editor: its session's trust, which a
+            # folder opened without a workspace never has), else in the user's cache.
+            self._editor = (loop, self._new_service(self.allow_run, say))
+        return self._editor[1]
+
+    async def close_compiles(self) -> None:
+        """Stop the compile service of `compile_buffer` and `ir_buffer` and its worker processes (a compile still
+        running ends cancelled); the next call starts a new one."""
+        editor, self._editor = self._editor, None
+        if editor is not None:
+            await editor[1].close()
+
+    def compile_counts(self) -> dict[str, Any]:
+        """What the compile service of `compile_buffer` did: cache hits and misses, compiles, timeouts, crashes, and
+        its workers' figures under "pool"; empty before its first compile."""
+        return self._editor[1].stats() if self._editor is not None else {}
+
+    async def compile_buffer(self, path: str | os.PathLike, source: str, *, analysis: Any = None,
+                             targets: Sequence[str] | None = None, launches: Sequence[tuple] | None = None,
+                             priority: int = 0, first: str | None = None,
+                             progress: Callable[[int, int], None] | None = None,
+                             on_partial: Callable[[CompileResult], None] | None = None, partial_every: float = 0.0,
+                             say: Callable[[str], None] | None = None, confined: bool = True) -> CompileResult:
+        """Compile the kernels of `source`, the text of `path` as an editor holds it, for `targets` (default: the
+        settings'), on the caller's event loop: the `CompileResult` that `compile` returns (no IR text: `ir_buffer`
+        gives it). `analysis`: the text's `FileAnalysis` where the caller has it. `launches`: (launch site, its
+        file's text, its path) for the workspace's launches of these kernels (default: the file's own). Lower
+        `priority` numbers run first; the jobs of kernel `first` go ahead of the others. `progress(jobs, done)`
+        hears how many jobs were planned, then of each one that finished. `on_partial(result)` hears the results of
+        the jobs finished so far, at most every `partial_every` seconds (the first at once), never after this call
+        returns. `say` hears where compiles run when not where asked (a Ray cluster lost). Cancelling the call
+        stops its jobs. The offline compile runs none of the workspace's code; its caches go under
+        `<root>/.kernel-lsp` where the Workspace was made with `allow_run` (the caller vouches for the folder, as
+        the editor does once it is trusted), else in the user's cache."""
+        from .engine.compile import triton_installed
+
+        full, text = self._buffer(path, source, confined)
+        names = _target_names(list(self.settings.targets) if targets is None else targets)
+        if not triton_installed():
+            raise ApiError("compiling needs triton in the server's Python environment (pip install triton)")
+        if analysis is None:
+            analysis = await asyncio.to_thread(self._analysis, full, text)
+        service = self._editor_service(say)
+        service.pool.prestart()  # a cold worker imports triton while the first kernel is planned
+        memo, secrets = _Converted(), _secret_values()
+        loop = asyncio.get_running_loop()
+        latest: list = []
+        timer: asyncio.TimerHandle | None = None
+        shown_at = float("-inf")
+
+        def show() -> None:
+            nonlocal timer, shown_at
+            timer, shown_at = None, loop.time()
+            if on_partial is not None:
+                on_partial(_scrub(_compile_result(full, latest, (), memo), secrets))
+
+        def partly(reports: list) -> None:  # converted when shown, not after each job
+            nonlocal latest, timer
+            latest = reports
+            if timer is None:
+                wait = shown_at + partial_every - loop.time()
+                if wait <= 0:
+                    show()
+                else:
+                    timer = loop.call_later(wait, show)
+
+        try:
+            reports = await service.compile_file(full, text, analysis, names, launches, priority=priority,
+                                                 progress=progress, first=first,
+                                                 on_result=partly if on_partial is not None else None)
+        finally:
+            if timer is not None:
+                timer.cancel()
+        return _scrub(_compile_result(full, reports, (), memo), secrets)
+
+    async def ir_buffer(self, path: str | os.PathLike, source: str, config: CompiledConfig, stage: str, *,
+                        launches: Sequence[tuple] | None = None, say: Callable[[str], None] | None = None,
+                        confined: bool = True) -> CompiledIR:
+        """The IR at `stage` of `config`, a configuration `compile_buffer` compiled from `source` (with the same
+        `launches`): its locations naming the user's file and lines, and which lines of the file each IR line comes
+        from. The job is planned again from the text (the same text plans the same job) and its result read from
+        the compile cache (compiled where it is not there); SASS is disassembled when asked. `text` is None where
+        the stage is not available. ApiError where the text no longer has that configuration."""
+        from .engine.compile.irmap import STAGES, relabel, source_lines_of_ir
+        from .engine.compile.service import config_text
+        from .engine.compile.specialize import plan_jobs
+
+        full, text = self._buffer(path, source, confined)
+        stage = str(stage).lower()
+        if stage not in STAGES:
+            raise ApiError(f"stage: unknown stage {stage!r} ({', '.join(STAGES)})")
+        service = self._editor_service(say)
+
+        def plan() -> list:
+            sites = (list(launches) if launches is not None
+                     else [(s, text, full) for s in self._analysis(full, text).launch_sites])
+            return plan_jobs(text, config.kernel, [config.target], path=full, launch_sites=sites,
+                             pins=self.settings.pins.get(config.kernel))
+
+        jobs = await asyncio.to_thread(plan)
+        job = next((j for j in jobs if (j.config_label, config_text(j), j.num_warps, j.num_stages)
+                    == (config.config, config.values, config.num_warps, config.num_stages)), None)
+        if job is None:
+            raise ApiError(f"{config.kernel} has no configuration {config.config} ({config.values}) on "
+                           f"{config.target} in this text: compile it again")
+        result, _ = await service.run_job(job, priority=-1)
+        asm = result.asm
+        on_request = {"sass"} if job.target.backend == "cuda" and asm.get("ptx") else set()  # disassembled when asked
+        if stage in on_request and not asm.get(stage):
+            asm = await service.asm_with_sass(job)
+        available = [s for s in STAGES if asm.get(s) or s in on_request]
+        if stage not in available:
+            return CompiledIR(full, config.kernel, config.target, config.config, stage, None, {}, available)
+        ir = asm[stage]
+        lines = {n + 1: [u + 1 for u in users] for n, users in source_lines_of_ir(stage, ir, job).items()}
+        return _scrub(CompiledIR(full, config.kernel, config.target, config.config, stage,
+                                 relabel(stage, ir, job, full), lines, available), _secret_values())
 
     async def check_buffer(self, path: str | os.PathLike, source: str, *, kernels: Sequence[str] | None = None,
                            cancel: threading.Event | None = None, executor: Any = None, key: Any = None,
@@ -1133,20 +1349,19 @@ class Workspace:
         return _scrub(_check_result(full, report, kernels, explain_empty=False), _secret_values())
 
     async def measure_buffer(self, path: str | os.PathLike, source: str, *, kernels: Sequence[str] | None = None,
-                             gpu: bool | None = None, compiled: Sequence[Any] = (),
+                             gpu: bool | None = None, compiled: Sequence[CompiledConfig] = (),
                              cancel: threading.Event | None = None, history: bool = True,
                              confined: bool = True, roofline: bool = True) -> MeasureResult:
         """Time the spec'd kernels of `source`, the text of `path` as an editor holds it (or `kernels`), at their
         bench shapes: the `MeasureResult` that `measure` returns. `gpu`: measure on this machine's GPU (each
         measurement with the roofline fraction of its counted work), or estimate with the roofline model for each
         of the settings' targets, on the settings' hardware table (None: where the checkDevice setting says).
-        `compiled`: the file's compile reports (engine CompileReports), whose registers and shared memory give an
-        estimate's occupancy. `history`: compare with and add to the kernels' timing history under the root.
+        `compiled`: the file's compiled configurations (`CompileResult.configs`), whose registers and shared memory
+        give an estimate's occupancy. `history`: compare with and add to the kernels' timing history under the root.
         `roofline=False`: leave out a measurement's roofline fraction (it counts the kernel's work on the CPU).
         Setting `cancel` stops the work's processes. Runs the file's code: needs trust."""
         from analyzers.hardware import parse_hardware_overrides
 
-        from .engine.batch import resources_lookup
         from .engine.gpu import runs_on_gpu
         from .engine.latency import estimate_file, measure_file, record_estimates
 
@@ -1167,7 +1382,7 @@ class Workspace:
             return _scrub(_measure_result(full, report, counted), _secret_values())
         table, _ = parse_hardware_overrides(self.settings.hardware or None)
         report = await asyncio.to_thread(estimate_file, full, text, list(self.settings.targets), names, root,
-                                         hardware=table, resources=resources_lookup(compiled), cancel=cancel)
+                                         hardware=table, resources=_resources_lookup(compiled), cancel=cancel)
         if history and (cancel is None or not cancel.is_set()):
             await asyncio.to_thread(record_estimates, report, root)
         return _scrub(_measure_result(full, report, None), _secret_values())

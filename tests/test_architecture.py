@@ -172,10 +172,10 @@ def test_the_protocol_object_check_sees_every_spelling(tmp_path):
     assert sorted(protocol_objects_built(path)) == [("CodeLens", 4), ("Hover", 5), ("InlayHint", 6)]
 
 
-# The engine services behind the Python API's checks, timing and tiling search: the language server reaches them
-# through `kernel_lsp.api.Workspace` (check_buffer, measure_buffer, tune_buffer), as the command line and the MCP
-# server do, so the three front ends cannot drift apart. Reading the timing history (latency.history) is the
-# features' own business.
+# The engine services behind the Python API's compiles, checks, timing and tiling search: the language server
+# reaches them through `kernel_lsp.api.Workspace` (compile_buffer, ir_buffer, check_buffer, measure_buffer,
+# tune_buffer), as the command line and the MCP server do, so the three front ends cannot drift apart. Reading the
+# timing history (latency.history) is the features' own business.
 API_WRAPPED_SERVICES = {
     "kernel_lsp.engine.batch",
     "kernel_lsp.engine.verify.runner", "kernel_lsp.engine.verify.process",
@@ -185,6 +185,7 @@ API_WRAPPED_SERVICES = {
     "kernel_lsp.engine.latency.run_worker", "kernel_lsp.engine.latency.roofline",
     "kernel_lsp.engine.latency.timing", "kernel_lsp.engine.latency.counting", "kernel_lsp.engine.latency.worker",
     "kernel_lsp.engine.latency.search_tiling", "kernel_lsp.engine.latency.search",
+    "kernel_lsp.engine.compile.service",
 }
 # The engine's reports of those services, and what reads them: the language server keeps and shows the API's
 # result types (CheckResult, ...), the same the command line and the MCP server print, not these.
@@ -193,6 +194,8 @@ ENGINE_REPORTS = {
     "kernel_lsp.engine.verify.results", "kernel_lsp.engine.verify.findings",
     "kernel_lsp.engine.latency.LatencyReport", "kernel_lsp.engine.latency.KernelLatency",
     "kernel_lsp.engine.latency.TilingProposal", "kernel_lsp.engine.latency.Tried",
+    "kernel_lsp.engine.compile.service.KernelCompileReport", "kernel_lsp.engine.compile.service.JobReport",
+    "kernel_lsp.engine.compile.jobs.CompileResult", "kernel_lsp.engine.compile.jobs.CompileJob",
 }
 LANGUAGE_SERVER = ("kernel_lsp/server.py", "kernel_lsp/background.py", "kernel_lsp/features/")
 

@@ -79,8 +79,9 @@ def _problem_at(ls: KernelLanguageServer, path: str, line: int) -> dict | None:
 
 
 def _api_checks(ls: KernelLanguageServer, path: str, cancel: threading.Event):
-    """The candidates' checks and timing through the Python API's editor calls: a candidate gets the verdict and
-    the figures (the settings' targets and hardware table) the editor's own checks and timing give the same text."""
+    """The candidates' checks and timing through the Python API's editor calls: a candidate gets the verdict the
+    editor's checks give the same text, and figures on the settings' targets and hardware table. Estimates take
+    the model's assumed occupancy for the kernel and its candidates alike (a candidate has no compile to read)."""
     from ..api import ApiError
     from ..engine.assistant.verify import CheckOutcome
 
@@ -117,17 +118,18 @@ def _environment(ls: KernelLanguageServer, root: str, path: str, cancel: threadi
     from ..engine.assistant import Environment
 
     settings = ls.state.settings
-    service = ls.compiles.service()
+    workspace = ls.compiles.workspace()
     compile_fn = None
-    if service is not None:
+    if workspace is not None:
         async def compile_fn(path: str, text: str) -> list:
             from analyzers import analyze_source
 
-            from ..engine.compile.service import compile_problems
+            from .compiling import problems_of
 
-            analysis = analyze_source(text, path)
-            reports = await service.compile_file(path, text, analysis, list(settings.targets), priority=-5)
-            return [p for r in reports for p in compile_problems(r)]
+            result = await workspace.compile_buffer(path, text, analysis=analyze_source(text, path),
+                                                    targets=list(settings.targets), priority=-5,
+                                                    say=ls.compiles.say, confined=False)
+            return problems_of(result)
 
     gpu = runs_on_gpu(settings.check_device)
     check, latency = _api_checks(ls, path, cancel)

@@ -45,7 +45,7 @@ def status(ls: "KernelLanguageServer") -> dict[str, Any]:
         "compile": {
             "mode": state.settings.compile, "targets": list(state.settings.targets),
             "filesCompiled": len(ls.compiles.compiled), "staleDropped": ls.compiles.stale_dropped,
-            **(ls.compiles.compiler.stats() if ls.compiles.compiler is not None else {}),
+            **ls.compiles.counts(),
         },
         "mode": "gpu" if runs_on_gpu(state.settings.check_device) else "cpu",
         "checks": {"when": state.settings.checks, "device": state.settings.check_device, "run": ls.checks.count,

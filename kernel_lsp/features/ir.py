@@ -32,11 +32,12 @@ from analyzers.model import Span
 
 from analyzers.targets import UnknownTargetError
 
+from ..api import ApiError
 from ..commands import COMPARE_IR, POSITION, SHOW_IR, command_arguments
 from ..engine.compile import triton_installed
 from ..engine.compile.irdiff import IRSide, SideError, compare, lines_file, parse_values, side_stem, write_ir
 from ..engine.compile.specialize import make_target
-from ..engine.compile.irmap import STAGES, relabel, source_lines_of_ir
+from ..engine.compile.irmap import STAGES
 from ..engine.files import ensure_ignored_dir
 
 if TYPE_CHECKING:
@@ -110,46 +111,52 @@ async def show_ir(ls: "KernelLanguageServer", uri: Any, line: Any, character: An
     if settings.compile == "off":
         return _fail(ls, f"{kernel.name} has not been compiled: compiling is off (set the `compile` setting to "
                          "\"open\" or \"workspace\")", kernel=kernel.name)
-    if ls.compiles.service() is None:
+    workspace = ls.compiles.workspace()
+    if workspace is None:
         why = ("triton is not installed where kernel-lsp runs" if ls.compiles.unavailable
                else "there is no workspace folder")
         return _fail(ls, f"{kernel.name} has not been compiled: {why}", kernel=kernel.name)
     if target not in configured:
         return _fail(ls, f"target {target!r} is not configured: the `targets` setting has {', '.join(configured)}",
                      kernel=kernel.name)
-    reports = [r for r in ls.compiles.reports(path) if r.kernel == kernel.name and r.target.name == target]
-    if not reports:
+    shown = ls.compiles.shown(path)
+    configs = [c for c in shown.result.configs if c.kernel == kernel.name and c.target == target] if shown else []
+    uncompiled = next((u for u in shown.result.uncompiled if u.kernel == kernel.name and u.target == target), None) \
+        if shown else None
+    if uncompiled is not None:
+        return _fail(ls, f"{kernel.name} could not be compiled for {target}: {uncompiled.reason}", kernel=kernel.name)
+    if not configs:
         if ls.open_document(path) is None and settings.compile != "workspace":
             why = "the file is not open (the `compile` setting is \"open\")"
         else:
             why = "its compile is still running (try again in a moment)"
         return _fail(ls, f"{kernel.name} has not been compiled for {target} yet: {why}", kernel=kernel.name)
-    report = reports[0]
-    if report.plan_error:
-        return _fail(ls, f"{kernel.name} could not be compiled for {target}: {report.plan_error}", kernel=kernel.name)
-    ok = [j for j in report.jobs if j.result.ok]
+    ok = [c for c in configs if c.ok]
     if not ok:
-        failed = next((j for j in report.jobs if j.result.error), None)
-        reason = failed.result.error.message.splitlines()[0] if failed else "no configuration to compile"
+        failed = next((c for c in configs if c.error), None)
+        reason = failed.error.splitlines()[0] if failed and failed.error else "no configuration to compile"
         return _fail(ls, f"{kernel.name} failed to compile for {target}: {reason}", kernel=kernel.name)
     chosen = ok[0]
-    job, asm = chosen.job, ls.compiles.asm(chosen.job, chosen.result)
-    on_request = {"sass"} if job.target.backend == "cuda" and asm.get("ptx") else set()  # disassembled when asked
-    if stage in on_request and not asm.get(stage):
-        asm = await ls.compiles.compiler.asm_with_sass(job)
-    available = [s for s in STAGES if asm.get(s) or s in on_request]
-    if stage not in available:
+    source = ls.current_text(path)
+    if source is None:
+        return _fail(ls, f"{kernel.name}: the file cannot be read", kernel=kernel.name)
+    try:
+        ir = await workspace.ir_buffer(path, source, chosen, stage, launches=_launches_of(ls, path),
+                                       say=ls.compiles.say, confined=False)
+    except ApiError as exc:
+        return _fail(ls, f"{kernel.name} on {target}: {exc}", kernel=kernel.name)
+    available = ir.available
+    if ir.text is None:
         return _fail(ls, f"stage {stage!r} is not available for {kernel.name} on {target}: available stages are "
                          f"{', '.join(available)}", availableStages=available, kernel=kernel.name, target=target)
-    text = asm[stage]
-    sources = source_lines_of_ir(stage, text, job)
+    text = ir.text
+    sources = {n - 1: [u - 1 for u in users] for n, users in ir.lines.items()}
     lines = [i for i, users in sorted(sources.items()) if user_line in users]
-    text = relabel(stage, text, job, path)  # names the user's file and lines, not the compiled module
 
     folder = ls.private_dir() / "ir"
     try:
         ensure_ignored_dir(folder.parent)
-        out = write_ir(folder, f"{_slug(kernel.name)}.{_slug(target)}.{_slug(job.config_label)}", stage, text,
+        out = write_ir(folder, f"{_slug(kernel.name)}.{_slug(target)}.{_slug(chosen.config)}", stage, text,
                        sources, path)
     except OSError as exc:
         return _fail(ls, f"cannot write the IR under {folder}: {exc}", kernel=kernel.name)
@@ -167,7 +174,7 @@ async def show_ir(ls: "KernelLanguageServer", uri: Any, line: Any, character: An
         except Exception:  # noqa: BLE001 - the file is written and returned: the client can still open it
             log.debug("window/showDocument failed", exc_info=True)
 
-    return {"uri": out_uri, "path": str(out), "stage": stage, "target": target, "config": job.config_label,
+    return {"uri": out_uri, "path": str(out), "stage": stage, "target": target, "config": chosen.config,
             "kernel": kernel.name, "lines": lines, "availableStages": available}
 
 

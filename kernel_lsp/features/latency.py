@@ -94,7 +94,7 @@ class Latency:
                 # An estimate's occupancy comes from the registers and shared memory of the file's compiles; the
                 # history is kept under a workspace folder only.
                 report = await workspace.measure_buffer(path, text, kernels=kernels, gpu=gpu,
-                                                        compiled=ls.compiles.reports(path), cancel=job.cancel,
+                                                        compiled=ls.compiles.configs(path), cancel=job.cancel,
                                                         history=bool(ls.state.roots), confined=ls.in_workspace(path))
         except ApiError as exc:  # nobody awaits this run: the user hears why it did not run
             ls.message(f"latency of {os.path.basename(path)}: {exc}")

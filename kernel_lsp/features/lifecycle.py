@@ -213,8 +213,9 @@ async def settings_changed(ls: "KernelLanguageServer", old: Settings) -> None:
         await ls.index_workspace()
         for doc in list(ls.workspace.text_documents.values()):
             documents.analyze(ls, doc.uri)
+    # The compiles' Workspace keeps the settings it was made with, its size limit among them.
     compile_keys = ("targets", "compile", "pins", "compile_workers", "compile_timeout_s", "cache_max_mb",
-                    "executor", "ray_address")
+                    "executor", "ray_address", "max_file_bytes")
     if (old.executor, old.ray_address) != (new.executor, new.ray_address):
         await ls.checks.close_executor()  # the next check connects where the settings now say
     if any(getattr(old, k) != getattr(new, k) for k in compile_keys):

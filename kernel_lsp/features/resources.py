@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from lsprotocol import types
@@ -9,6 +10,7 @@ from lsprotocol import types
 from analyzers.model import Span
 
 from .. import convert
+from ..api import CompiledConfig
 from ..engine.files import is_cuda
 from . import api_docs, latency, profile
 
@@ -22,76 +24,76 @@ def _size(n: int | None) -> str:
     return f"{n / 1024:.0f} KiB" if n >= 1024 else f"{n} B"
 
 
-def _matrix(res) -> str:
-    return "/".join(res.matrix_instructions) if res.matrix_instructions else "-"
+def _matrix(config: CompiledConfig) -> str:
+    return "/".join(config.matrix_instructions) if config.matrix_instructions else "-"
 
 
 # Error kinds that are kernel-lsp's gaps (a timeout, a crash, code it does not run), not the kernel's errors.
 _NOT_THE_KERNELS = ("timeout", "crash", "internal", "offline", "cancelled")
 
 
-def _best(report):
-    """The job a compact hint shows: a failed one first (it matters most), else the one using most registers."""
-    jobs = report.jobs
-    failed = [j for j in jobs if not j.result.ok]
+def _by_target(configs: Sequence[CompiledConfig]) -> dict[str, list[CompiledConfig]]:
+    """One kernel's configurations per target, in the order they were compiled."""
+    out: dict[str, list[CompiledConfig]] = {}
+    for c in configs:
+        out.setdefault(c.target, []).append(c)
+    return out
+
+
+def _best(configs: list[CompiledConfig]) -> CompiledConfig:
+    """The configuration a compact hint shows: a failed one first (it matters most), else the one using most
+    registers."""
+    failed = [c for c in configs if not c.ok]
     if failed:
         return failed[0]
-    return max(jobs, key=lambda j: j.result.resources.registers or 0) if jobs else None
+    return max(configs, key=lambda c: c.registers or 0)
 
 
-def hint_label(reports: list) -> str | None:
+def hint_label(configs: Sequence[CompiledConfig]) -> str | None:
+    """One kernel's compiles, per target, for the inlay hint on its def line."""
     parts = []
-    for report in reports:
-        job = _best(report)
-        if job is None:
-            continue
-        target = report.target.name
-        if not job.result.ok:
-            err = job.result.error
-            mine = err is not None and err.kind in _NOT_THE_KERNELS
+    for target, compiled in _by_target(configs).items():
+        best = _best(compiled)
+        if not best.ok:
+            mine = best.error is not None and best.error_kind in _NOT_THE_KERNELS
             parts.append(f"{target}: {'not compiled' if mine else 'compile failed'}")
             continue
-        res = job.result.resources
-        text = f"{target}: {res.registers} regs"
-        if res.spill_bytes:
-            text += f" · {_size(res.spill_bytes)} spill"
-        text += f" · {_size(res.shared_bytes)} smem"
-        if res.occupancy is not None:
-            text += f" · occ {res.occupancy:.0%}"
-        if res.matrix_instructions:
-            text += f" · {_matrix(res)}"
-        if len(report.jobs) > 1:
-            text += f" (max of {len(report.jobs)} configs)"
-        if job.job.notes:
+        text = f"{target}: {best.registers} regs"
+        if best.spill_bytes:
+            text += f" · {_size(best.spill_bytes)} spill"
+        text += f" · {_size(best.shared_bytes)} smem"
+        if best.occupancy is not None:
+            text += f" · occ {best.occupancy:.0%}"
+        if best.matrix_instructions:
+            text += f" · {_matrix(best)}"
+        if len(compiled) > 1:
+            text += f" (max of {len(compiled)} configs)"
+        if best.notes:
             text += " (assumed)"  # compiled with types or flags kernel-lsp assumed: the hover lists them
         parts.append(text)
     return " | ".join(parts) or None
 
 
-def hover_table(kernel: str, reports: list) -> str:
+def hover_table(kernel: str, configs: Sequence[CompiledConfig]) -> str:
     lines = [f"**{kernel}** compiled ahead of time (no GPU needed)", "",
              "| target | config | regs | spill | smem | warps | stages | occupancy | tensor cores | ld/st bits | TMA |",
              "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- | --- |"]
-    for report in reports:
-        for job in report.jobs:
-            config = job.job.config_label
-            if not job.result.ok:
-                error = job.result.error
-                err = error.message.splitlines()[0] if error else "failed"
-                what = "not compiled" if error is not None and error.kind in _NOT_THE_KERNELS else "compile failed"
-                lines.append(f"| {report.target.name} | {config} | {what}: {err} |||||||||")
-                continue
-            r = job.result.resources
-            ld = "/".join(map(str, sorted(set(r.load_widths)))) or "-"
-            st = "/".join(map(str, sorted(set(r.store_widths)))) or "-"
-            occ = f"{r.occupancy:.0%}" if r.occupancy is not None else "?"
-            lines.append(f"| {report.target.name} | {config} | {r.registers} | {_size(r.spill_bytes)} | "
-                         f"{_size(r.shared_bytes)} | {r.num_warps} | {r.num_stages} | {occ} | {_matrix(r)} | "
-                         f"{ld} / {st} | {'yes' if r.uses_tma else 'no'} |")
-    cached = sum(j.cached for rep in reports for j in rep.jobs)
-    lines += ["", f"{sum(len(r.jobs) for r in reports)} configurations, {cached} from the cache."]
+    for c in configs:
+        if not c.ok:
+            err = c.error.splitlines()[0] if c.error is not None else "failed"
+            what = "not compiled" if c.error is not None and c.error_kind in _NOT_THE_KERNELS else "compile failed"
+            lines.append(f"| {c.target} | {c.config} | {what}: {err} |||||||||")
+            continue
+        ld = "/".join(map(str, sorted(set(c.load_widths)))) or "-"
+        st = "/".join(map(str, sorted(set(c.store_widths)))) or "-"
+        occ = f"{c.occupancy:.0%}" if c.occupancy is not None else "?"
+        lines.append(f"| {c.target} | {c.config} | {c.registers} | {_size(c.spill_bytes)} | "
+                     f"{_size(c.shared_bytes)} | {c.num_warps} | {c.num_stages} | {occ} | {_matrix(c)} | "
+                     f"{ld} / {st} | {'yes' if c.uses_tma else 'no'} |")
+    cached = sum(c.cached for c in configs)
+    lines += ["", f"{len(configs)} configurations, {cached} from the cache."]
     # What the compile had to assume: the figures hold for launches that match it.
-    assumed = list(dict.fromkeys(note for rep in reports for j in rep.jobs for note in j.job.notes))
+    assumed = list(dict.fromkeys(note for c in configs for note in c.notes))
     if assumed:
         lines += ["", "Compiled assuming:"] + [f"- {note}" for note in assumed]
         lines += ["", "Pin types and values with annotations (`x_ptr: \"*bf16\"`) or the `pins` setting."]
@@ -127,11 +129,10 @@ def _cuda_kernels_by_line(ls: "KernelLanguageServer", path: str) -> dict[int, tu
     return out
 
 
-def _reports_by_kernel(ls: "KernelLanguageServer", path: str) -> dict[str, list]:
-    out: dict[str, list] = {}
-    for report in ls.compiles.reports(path):
-        if report.jobs:
-            out.setdefault(report.kernel, []).append(report)
+def _configs_by_kernel(ls: "KernelLanguageServer", path: str) -> dict[str, list[CompiledConfig]]:
+    out: dict[str, list[CompiledConfig]] = {}
+    for config in ls.compiles.configs(path):
+        out.setdefault(config.kernel, []).append(config)
     return out
 
 
@@ -147,7 +148,7 @@ def register(server: "KernelLanguageServer") -> None:
         entry = ls.state.index.get(path) if path else None
         if entry is None or entry.analysis is None:
             return []
-        by_kernel = _reports_by_kernel(ls, path)
+        by_kernel = _configs_by_kernel(ls, path)
         timings = ls.latency.report(path)
         pos = ls.positions(path)
         hints = []
@@ -180,11 +181,11 @@ def register(server: "KernelLanguageServer") -> None:
         for kernel in entry.analysis.kernels:
             s = kernel.name_span
             if s.start_line == at.start_line and s.start_col <= at.start_col <= s.end_col:
-                reports = _reports_by_kernel(ls, path).get(kernel.name)
+                configs = _configs_by_kernel(ls, path).get(kernel.name)
                 timing = latency.hover_section(ls, path, kernel.name)
-                if not reports and not timing:
+                if not configs and not timing:
                     return None
-                text = "\n".join(x for x in (hover_table(kernel.name, reports) if reports else None, timing) if x)
+                text = "\n".join(x for x in (hover_table(kernel.name, configs) if configs else None, timing) if x)
                 return convert.markdown_hover(text, pos, s)
         found = profile.line_hover(ls, path, at.start_line)  # a profiled line's stall breakdown (features/profile.py)
         if found is not None:

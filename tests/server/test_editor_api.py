@@ -1,5 +1,5 @@
-"""The Python API's calls for an editor (`Workspace.check_buffer`, `Workspace.measure_buffer`), which the language
-server's checks and timing go through: they keep the API's rules (trust, the workspace's bounds, the size limit),
+"""The Python API's calls for an editor (`Workspace.compile_buffer`, `ir_buffer`, `check_buffer`, `measure_buffer`),
+which the language server's compiles, checks and timing go through: they keep the API's rules (trust, the workspace's bounds, the size limit),
 return the API's result types, and what they refuse reaches the user as the API's message."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from kernel_lsp.api import ApiError, CheckResult, MeasureResult, NotTrustedError, Workspace
+from kernel_lsp.api import ApiError, CheckResult, CompileResult, MeasureResult, NotTrustedError, Workspace
 from kernel_lsp.engine.trust import TRUST_FILE_ENV
 from kernel_lsp.settings import Settings
 
@@ -87,3 +87,35 @@ async def test_the_editor_gets_the_result_measure_returns(tmp_path):
         [(e.kernel, e.shape, e.dtype, e.device, e.source) for e in measured.entries]
     if edited.source == "estimate":  # an estimate is the same figure each time; two measurements are not
         assert [(e.us, e.label) for e in edited.entries] == [(e.us, e.label) for e in measured.entries]
+
+
+async def test_the_editor_gets_the_result_compile_returns(tmp_path):
+    path = tmp_path / "vector_add.py"
+    path.write_text(EXAMPLE)
+    settings = dataclasses.replace(Settings(), targets=("sm_90",))
+    with Workspace(tmp_path, settings=settings) as ws:  # compiling runs none of the folder's code: no trust needed
+        partial: list[CompileResult] = []
+        edited = await ws.compile_buffer(path, EXAMPLE, on_partial=partial.append)
+        assert ws.compile_counts()["cacheHits"] + ws.compile_counts()["cacheMisses"] == len(edited.configs)
+        chosen = next(c for c in edited.configs if c.ok)
+        ir = await ws.ir_buffer(path, EXAMPLE, chosen, "ttir")
+        missing = await ws.ir_buffer(path, EXAMPLE, chosen, "amdgcn")
+        with pytest.raises(ApiError, match="compile it again"):
+            await ws.ir_buffer(path, EXAMPLE.replace("num_warps=4", "num_warps=8"), chosen, "ttir")
+        await ws.close_compiles()
+        assert ws.compile_counts() == {}
+        compiled = ws.compile(path="vector_add.py", targets=["sm_90"])
+
+    def seen(r: CompileResult) -> tuple:  # all but how long each took and whether the cache answered
+        return ([dataclasses.replace(c, seconds=0.0, cached=False) for c in r.configs], r.findings, r.not_compiled,
+                r.uncompiled)
+
+    assert isinstance(edited, CompileResult) and edited.configs and seen(edited) == seen(compiled)
+    assert all(not c.ir for c in edited.configs)  # IR text comes from ir_buffer
+    # Each job's result was shown as it finished, as a CompileResult too; the last has them all.
+    assert len(partial) == len(edited.configs) and partial[-1] == edited
+    assert [len(p.configs) for p in partial] == list(range(1, len(edited.configs) + 1))
+    assert ir.text is not None and str(path) in ir.text and ir.stage == "ttir" and ir.config == chosen.config
+    load = next(i for i, line in enumerate(EXAMPLE.splitlines(), start=1) if "tl.load(" in line)
+    assert any(load in users for users in ir.lines.values()) and "ttir" in ir.available
+    assert missing.text is None and missing.available == ir.available and "amdgcn" not in missing.available

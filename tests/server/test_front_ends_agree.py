@@ -1,6 +1,6 @@
 """The editor shows what the Python API (and so the command line and the MCP server) reports: the static findings of
-every bundled example, and a file's compile problems and registers, read from a real LSP session and compared with
-`Workspace.analyze` and `Workspace.compile` on the same files."""
+every bundled example, and a file's compile problems, registers and hover table, read from a real LSP session and
+compared with `Workspace.analyze` and `Workspace.compile` on the same files."""
 
 from __future__ import annotations
 
@@ -76,3 +76,14 @@ async def test_compile_problems_and_registers_match_compile(start, tmp_path):
             assert shown and int(shown.group(1)) == max(c.registers or 0 for c in configs), by_line[line]
         else:
             assert by_line[line] == "sm_90: compile failed"
+        # The hover's table: a row per configuration compile reports, with its figures.
+        hover = await s.client.text_document_hover_async(types.HoverParams(
+            text_document=types.TextDocumentIdentifier(uri=uri), position=types.Position(line, 6)))
+        rows = [r for r in hover.contents.value.splitlines() if r.startswith("| sm_90 |")]
+        assert len(rows) == len(configs), hover.contents.value
+        for row, c in zip(rows, configs):
+            if c.ok:
+                assert row.startswith(f"| sm_90 | {c.config} | {c.registers} | ") and \
+                    f" | {c.num_warps} | {c.num_stages} | " in row, (row, c)
+            else:
+                assert row.startswith(f"| sm_90 | {c.config} | compile failed: {c.error.splitlines()[0]}"), (row, c)

@@ -11,6 +11,6 @@ def test_compile_service_is_off_without_triton(monkeypatch, tmp_path):
     shown = []
     monkeypatch.setattr(server, "message", lambda text, kind=None: shown.append(text))
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "triton" else object())
-    assert server.compiles.service() is None
-    assert server.compiles.service() is None
+    assert server.compiles.workspace() is None
+    assert server.compiles.workspace() is None
     assert server.compiles.unavailable and len(shown) == 1 and "pip install triton" in shown[0]
