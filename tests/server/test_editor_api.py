@@ -119,3 +119,16 @@ async def test_the_editor_gets_the_result_compile_returns(tmp_path):
     load = next(i for i, line in enumerate(EXAMPLE.splitlines(), start=1) if "tl.load(" in line)
     assert any(load in users for users in ir.lines.values()) and "ttir" in ir.available
     assert missing.text is None and missing.available == ir.available and "amdgcn" not in missing.available
+
+
+@pytest.mark.gpu
+async def test_a_measurement_without_its_roofline_fraction_counts_no_work(tmp_path):
+    # The assistant compares candidates' figures only: measure_buffer(roofline=False) times them and skips the
+    # work count on the CPU that a roofline fraction needs.
+    (tmp_path / "vector_add.py").write_text(EXAMPLE)
+    with Workspace(tmp_path, allow_run=True) as ws:
+        full = await ws.measure_buffer(tmp_path / "vector_add.py", EXAMPLE, gpu=True, history=False)
+        bare = await ws.measure_buffer(tmp_path / "vector_add.py", EXAMPLE, gpu=True, history=False, roofline=False)
+    assert full.source == bare.source == "measured" and full.entries and len(bare.entries) == len(full.entries)
+    assert any(e.fraction_of_roofline is not None for e in full.entries)
+    assert all(e.us is not None and e.fraction_of_roofline is None and e.roofline_us is None for e in bare.entries)
