@@ -1080,8 +1080,6 @@ class Workspace:
         names its own files); the workspace's root still holds the caches. `history`: every kernel's timing history
         kept in the workspace as well. `progress(what, done, total)` hears of "analysing", "compiling", "checking"
         and "timing"."""
-        from analyzers.targets import UnknownTargetError, parse_target
-
         from .engine.batch import check_paths
         from .engine.files import read_source
 
@@ -1095,14 +1093,7 @@ class Workspace:
                 self._path(p)
             full = str(p) if os.path.isabs(p) else os.path.join(self.root, p)
             given[full] = str(p)
-        names = []
-        for t in [targets] if isinstance(targets, str) else targets:
-            try:
-                name = parse_target(str(t)).name
-            except UnknownTargetError as exc:
-                raise ApiError(f"targets: {exc}") from None
-            if name not in names:
-                names.append(name)
+        names = _target_names(targets) if targets else []  # no targets: nothing compiled
         record = check_paths(list(given), self.settings, names, root=self.root, run_specs=run_checks,
                              latency=run_checks and latency, progress=progress)
         record.missing = [given.get(m, m) for m in record.missing]
