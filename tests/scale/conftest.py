@@ -137,7 +137,7 @@ def check_cli(paths, *extra: str, timeout: float = 900, env: dict | None = None,
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=REPO)
     if on_start is not None:
         on_start(proc)
-    out, err = proc.communicate(timeout=timeout)
+    out, err = proc.communicate(timeout=scaled(timeout))
     assert proc.returncode == 0, err[-3000:]
     return json.loads(out), err
 

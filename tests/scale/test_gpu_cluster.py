@@ -53,10 +53,10 @@ async def test_gpu_jobs_get_a_gpu_each_and_never_more_at_once_than_the_cluster_h
 def test_a_cluster_stopped_mid_run_leaves_complete_local_results(gpu_cluster, local_report):
     stopped: list[bool] = []
 
-    def stop_during_first_check(_proc):
+    def stop_during_first_check(proc):
         def watch():
-            deadline = time.monotonic() + 300
-            while time.monotonic() < deadline:
+            # As long as the command runs: on a busy machine its first check can start minutes after it does.
+            while proc.poll() is None:
                 if session_pids(gpu_cluster, "ray::run_checks"):
                     gpu_cluster.stop()
                     stopped.append(True)
