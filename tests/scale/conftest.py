@@ -165,6 +165,20 @@ def local_report():
     return report
 
 
+def ray_titles(cluster: RayCluster) -> set[str]:
+    """The titles of the cluster's Ray processes ("ray::IDLE", "ray::run_checks", ...): what a failing test says."""
+    found = set()
+    for pid in _pids_in_sessions({p.pid for p in cluster.procs}):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                head = f.read().split(b"\0", 1)[0]
+        except OSError:
+            continue
+        if head.startswith(b"ray::"):
+            found.add(head.decode(errors="replace"))
+    return found
+
+
 def session_pids(cluster: RayCluster, title: str) -> list[int]:
     """The cluster's processes whose title starts with `title` (Ray names a worker after the task it runs)."""
     found = []

@@ -15,7 +15,7 @@ from kernel_lsp.engine.executor import ThreadExecutor, gpu
 from kernel_lsp.engine.pool import Status
 from kernel_lsp.engine.ray_executor import RayExecutor
 
-from .conftest import EXAMPLES, RayCluster, check_cli, comparable, session_pids
+from .conftest import EXAMPLES, RayCluster, check_cli, comparable, ray_titles, session_pids
 
 pytestmark = pytest.mark.timeout(900)
 
@@ -52,11 +52,13 @@ async def test_gpu_jobs_get_a_gpu_each_and_never_more_at_once_than_the_cluster_h
 
 def test_a_cluster_stopped_mid_run_leaves_complete_local_results(gpu_cluster, local_report):
     stopped: list[bool] = []
+    titles: set[str] = set()  # what the cluster's Ray processes were called while the command ran
 
     def stop_during_first_check(proc):
         def watch():
             # As long as the command runs: on a busy machine its first check can start minutes after it does.
             while proc.poll() is None:
+                titles.update(ray_titles(gpu_cluster))
                 if session_pids(gpu_cluster, "ray::run_checks"):
                     gpu_cluster.stop()
                     stopped.append(True)
@@ -68,7 +70,8 @@ def test_a_cluster_stopped_mid_run_leaves_complete_local_results(gpu_cluster, lo
     files = [EXAMPLES / "vector_add.py", EXAMPLES / "fused_softmax.py", EXAMPLES / "layernorm.py"]
     report, err = check_cli(files, "--executor", "ray", "--ray-address", gpu_cluster.address,
                             on_start=stop_during_first_check)
-    assert stopped, "no check started on the cluster; the command said:\n" + err[-3000:]
+    assert stopped, (f"no check started on the cluster; its Ray processes were {sorted(titles)}; the checks ran "
+                     f"on {[c.get('device') for c in report['checks']]}; the command said:\n" + err[-3000:])
     assert f"the Ray cluster at {gpu_cluster.address} stopped answering" in err, err[-2000:]
     assert "run on this machine instead" in err
     assert comparable(report) == comparable(local_report, files)
