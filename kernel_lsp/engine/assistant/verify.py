@@ -105,13 +105,19 @@ def has_spec(text: str, kernel: str) -> bool:
     return kernel in specced_kernels(text)
 
 
-async def in_thread(env: Environment, fn, *args, **kwargs):
-    """Run blocking work (a checking process) in a thread; a cancelled action kills that process."""
+async def _cancelling(env: Environment, work: Awaitable):
+    """Await work that runs a process (a front end's check or timing, or a thread); a cancelled action sets the
+    cancel event, which stops that process."""
     try:
-        return await asyncio.to_thread(fn, *args, **kwargs)
+        return await work
     except asyncio.CancelledError:
         env.cancel.set()
         raise
+
+
+async def in_thread(env: Environment, fn, *args, **kwargs):
+    """Run blocking work (a checking process) in a thread; a cancelled action kills that process."""
+    return await _cancelling(env, asyncio.to_thread(fn, *args, **kwargs))
 
 
 async def compile_errors(env: Environment, path: str, text: str) -> tuple[list[Problem], str]:
@@ -131,15 +137,6 @@ def describe_compile_errors(errors: list[Problem], text: str) -> str:
         source = lines[line].strip() if 0 <= line < len(lines) else ""
         out.append(f"{p.code} at line {line + 1} (`{source}`): {p.message}")
     return "does not compile: " + "; ".join(out)
-
-
-async def _cancelling(env: Environment, work: Awaitable):
-    """Await a front end's check or timing; a cancelled action stops its process."""
-    try:
-        return await work
-    except asyncio.CancelledError:
-        env.cancel.set()
-        raise
 
 
 async def run_check(env: Environment, path: str, text: str, kernel: str) -> tuple[CheckOutcome | None, str]:
