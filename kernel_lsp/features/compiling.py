@@ -91,14 +91,18 @@ def _span(line: int, column: int, end_line: int, end_column: int) -> Span:
     return Span(line - 1, column - 1, end_line - 1, end_column - 1)
 
 
+def text_edit(edit: dict) -> TextEdit:
+    """One of the API's edits (1-based `line`, `column`, `end_line`, `end_column` and `text`) as the analyzers'."""
+    return TextEdit(_span(edit["line"], edit["column"], edit["end_line"], edit["end_column"]), edit["text"])
+
+
 def problem_of(f: Finding, path: str) -> Problem:
     """A compile finding of the file at `path` as the analyzers' problem, which diagnostics filter (suppressions,
     select/ignore, severity overrides) and merge with the static ones: the API's 1-based lines back to 0-based,
     places in the same file without a path, as the compile service made them."""
     fix = None
     if f.fix is not None:
-        fix = Fix(f.fix.title, tuple(TextEdit(_span(e["line"], e["column"], e["end_line"], e["end_column"]),
-                                              e["text"]) for e in f.fix.edits))
+        fix = Fix(f.fix.title, tuple(text_edit(e) for e in f.fix.edits))
     related = tuple(Related(_span(r.line, r.column, r.end_line, r.end_column), r.message,
                             None if r.path == path else r.path) for r in f.related)
     return Problem(f.code, f.message, _SEVERITY.get(f.severity, Severity.INFO),

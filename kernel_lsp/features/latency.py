@@ -12,12 +12,11 @@ import os
 import threading
 from typing import TYPE_CHECKING, Any
 
-from analyzers.model import Span, TextEdit
-
 from .. import convert
 from ..api import ApiError, LatencyEntry, MeasureResult
 from ..background import background_job
 from ..commands import OPTIMIZE_TILING, position_argument
+from .compiling import text_edit
 
 if TYPE_CHECKING:
     from ..server import KernelLanguageServer
@@ -238,8 +237,7 @@ async def optimize_tiling(ls: "KernelLanguageServer", *args: Any) -> dict[str, A
                f"{checked}; {len(found.table)} of {found.space_size} configurations tried "
                f"({found.measured_fraction:.0%} measured)")
     pos = convert.Positions(doc.lines, doc.position_codec)
-    edits = [TextEdit(Span(e["line"] - 1, e["column"] - 1, e["end_line"] - 1, e["end_column"] - 1), e["text"])
-             for e in found.edits]
+    edits = [text_edit(e) for e in found.edits]
     answer = convert.proposal(uri, version, pos, edits, title=f"Optimize tiling of {kernel.name}", summary=summary,
                               table=rows, kernel=kernel.name, source=found.source, verified=bool(found.verified))
     return ls.offer(answer, args[0] if args else None)
