@@ -455,10 +455,8 @@ def _serve(args: argparse.Namespace) -> int:
     # The transport's reader survives bad frames that pygls' own would lose the stream on (transport.py).
     if args.tcp:
         host, port = args.tcp
-        start_tcp(server, host, port)
-    else:
-        start_io(server)
-    return EXIT_OK
+        return start_tcp(server, host, port)
+    return start_io(server)
 
 
 def main(argv: list[str] | None = None) -> int:

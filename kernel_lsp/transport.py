@@ -16,6 +16,7 @@ import os
 import re
 import sys
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
@@ -572,8 +573,8 @@ class _StdinChunks:
         return data
 
 
-def start_io(server: "LanguageServer") -> None:
-    """Serve one client over stdin/stdout."""
+def start_io(server: "LanguageServer") -> int:
+    """Serve one client over stdin/stdout; the exit code (LSP: 0 after `shutdown`, 1 without)."""
     server._stop_event = threading.Event()
     server.protocol.set_writer(StdoutWriter(sys.stdout.buffer))
 
@@ -582,16 +583,15 @@ def start_io(server: "LanguageServer") -> None:
         await run(server, chunks.read)
 
     try:
-        asyncio.run(main())
+        code = _run_loop(main)
     except BrokenPipeError:
         log.error("the connection to the client is lost; shutting down")
-    except (KeyboardInterrupt, SystemExit):
-        pass
-    finally:
-        server.shutdown()
+        code = 1
+    server.shutdown()
+    return _leave(code)
 
 
-def start_tcp(server: "LanguageServer", host: str, port: int) -> None:
+def start_tcp(server: "LanguageServer", host: str, port: int) -> int:
     """Serve clients one connection at a time on a TCP address."""
     server._stop_event = stop = threading.Event()
 
@@ -607,8 +607,63 @@ def start_tcp(server: "LanguageServer", host: str, port: int) -> None:
             await server._server.serve_forever()
 
     try:
-        asyncio.run(listen())
-    except (asyncio.CancelledError, KeyboardInterrupt, SystemExit):
-        pass
+        code = _run_loop(listen)
+    except asyncio.CancelledError:
+        code = 0
+    stop.set()
+    return _leave(code)
+
+
+# After `exit` (or the end of the input), how long work still running may take to end before the process ends
+# anyway. A thread inside a library call cannot be interrupted, and the interpreter would wait for it at exit: an
+# editor would be left with a server that does not go away. Child processes end with their parent (engine/pool.py,
+# engine/ray_executor.py, engine/verify/runner.py), and the disk cache is written by rename, so nothing is lost.
+EXIT_GRACE_S = 10.0
+
+
+def _run_loop(main: Callable[[], Awaitable[None]]) -> int:
+    """Run `main` on a new event loop until it returns or `exit` arrives; then cancel the tasks still running and
+    give them EXIT_GRACE_S. Unlike asyncio.run, never waits without limit for the loop's worker threads."""
+    loop = asyncio.new_event_loop()
+    threads = ThreadPoolExecutor(thread_name_prefix="kernel-lsp-io")
+    loop.set_default_executor(threads)
+    code = 0
+    try:
+        loop.run_until_complete(main())
+    except SystemExit as exc:  # pygls' `exit` handler
+        code = exc.code if isinstance(exc.code, int) else 0
+    except KeyboardInterrupt:
+        code = 130
     finally:
-        stop.set()
+        try:
+            tasks = [t for t in asyncio.all_tasks(loop) if not t.done()]
+            for task in tasks:
+                task.cancel()
+            if tasks:
+                loop.run_until_complete(asyncio.wait(tasks, timeout=EXIT_GRACE_S))
+            loop.run_until_complete(loop.shutdown_asyncgens())
+        except (Exception, SystemExit, KeyboardInterrupt):  # noqa: BLE001 - ending anyway
+            log.debug("while stopping the event loop", exc_info=True)
+        threads.shutdown(wait=False, cancel_futures=True)
+        loop.close()
+    return code
+
+
+def _leave(code: int, grace_s: float = EXIT_GRACE_S) -> int:
+    """`code`, with a watchdog: the interpreter's exit waits for the threads still running (those of thread pools
+    included), and if they have not ended within `grace_s`, the watchdog ends the process."""
+
+    def end_now() -> None:
+        try:
+            names = [t.name for t in threading.enumerate() if not t.daemon and t is not threading.main_thread()]
+            log.warning("exiting: %d background thread(s) still running after %g s are not waited for (%s)",
+                        len(names), grace_s, ", ".join(names))
+            for stream in (sys.stdout, sys.stderr):
+                stream.flush()
+        finally:
+            os._exit(code)
+
+    watchdog = threading.Timer(grace_s, end_now)
+    watchdog.daemon = True  # it must not be one of the threads the exit waits for
+    watchdog.start()
+    return code

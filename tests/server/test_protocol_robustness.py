@@ -28,11 +28,11 @@ def frame(message: Any, length_delta: int = 0) -> bytes:
 
 
 class RawServer:
-    """`kernel-lsp serve` on pipes, written to byte by byte; what it sends back is collected by a reader thread."""
+    """`kernel-lsp serve` (or `argv`) on pipes, written to byte by byte; what it sends back is collected by a reader thread."""
 
-    def __init__(self, root: Path):
+    def __init__(self, root: Path, argv: list[str] | None = None):
         self.root = root
-        self.proc = subprocess.Popen([sys.executable, "-m", "kernel_lsp", "serve"], cwd=root,
+        self.proc = subprocess.Popen(argv or [sys.executable, "-m", "kernel_lsp", "serve"], cwd=root,
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         self.responses: dict[Any, dict] = {}
         self.notifications: list[dict] = []
