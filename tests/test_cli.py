@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -111,6 +112,16 @@ def test_unreadable_files_are_reported_not_fatal(tmp_path, content):
     proc = run("check", str(tmp_path), "--format", "json")
     codes = {p["code"] for p in json.loads(proc.stdout)["problems"]}
     assert codes == {"KL002", "TR007"}
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="named pipes are POSIX")
+def test_a_named_pipe_under_a_source_name_is_reported_not_waited_on(tmp_path):
+    os.mkfifo(tmp_path / "pipe.py")  # nothing ever writes to it: opening it to read would wait forever
+    (tmp_path / "k.py").write_text(KERNEL)
+    proc = run("check", str(tmp_path), "--format", "json", timeout=scaled(120))
+    problems = json.loads(proc.stdout)["problems"]
+    assert {(Path(p["path"]).name, p["code"]) for p in problems} == {("pipe.py", "KL002"), ("k.py", "TR007")}
+    assert "named pipe" in next(p["message"] for p in problems if p["code"] == "KL002")
 
 
 def test_rules_listing():

@@ -18,6 +18,7 @@ from analyzers.rules import make_problem
 from analyzers.targets import parse_target
 
 from .compile.worker import parse_ptxas_log
+from .files import open_regular
 
 CUDA_SUFFIXES = (".cu",)
 _DIAGNOSTIC = re.compile(r"^(?P<file>.+?)\((?P<line>\d+)\): (?P<kind>error|warning)(?: #[\w-]+)?: (?P<msg>.*)$")
@@ -76,8 +77,8 @@ def check_cuda(path: str, targets: list[str], nvcc: str, timeout: float = 120.0,
     report = CudaReport(path)
     if text is None:
         try:
-            with open(path, encoding="utf-8", errors="replace") as fh:
-                text = fh.read()
+            with open_regular(path) as fh:  # a FIFO under a .cu name would block the open
+                text = fh.read().decode("utf-8", errors="replace")
         except OSError as exc:
             report.problems.append(make_problem("KC006", Span.point(0), f"cannot read {path}: {exc}"))
             return report

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import errno
 import fnmatch
 import hashlib
 import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Iterator
+from typing import BinaryIO, Iterable, Iterator
 
 from analyzers.model import Problem, Span
 from analyzers.rules import make_problem
@@ -54,15 +56,44 @@ def is_cuda(path: str | Path) -> bool:
     return str(path).endswith(".cu")
 
 
-def read_source(path: str | Path, max_bytes: int) -> FileText:
-    """Read a source file; binary, non-UTF-8, oversized and vanished files become a FileText with a reason."""
+class NotARegularFile(OSError):
+    """A FIFO, socket or device under a source's name: reading one could block forever or never end."""
+
+
+_KINDS = ((stat.S_ISFIFO, "a named pipe"), (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a character device"),
+          (stat.S_ISBLK, "a block device"))
+
+
+def open_regular(path: str | Path) -> BinaryIO:
+    """`open(path, "rb")` for a regular file only. The open does not block (a FIFO without a writer would), and
+    anything but a regular file raises NotARegularFile (IsADirectoryError for a folder)."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
     try:
-        with open(path, "rb") as fh:
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISDIR(mode):
+            raise IsADirectoryError(errno.EISDIR, "is a folder", str(path))
+        if not stat.S_ISREG(mode):
+            kind = next((name for test, name in _KINDS if test(mode)), "not a regular file")
+            raise NotARegularFile(errno.EINVAL, kind, str(path))
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def read_source(path: str | Path, max_bytes: int) -> FileText:
+    """Read a source file; binary, non-UTF-8, oversized and vanished files and anything but a regular file become
+    a FileText with a reason."""
+    try:
+        with open_regular(path) as fh:
             data = fh.read(max_bytes + 1)
     except FileNotFoundError:
         return FileText(None, missing=True)
     except (IsADirectoryError, NotADirectoryError):
         return FileText(None, missing=True)
+    except NotARegularFile as exc:
+        return FileText(None, make_problem("KL002", Span.point(0), f"not read: the path is {exc.strerror}, not a "
+                                                                     "regular file"))
     except OSError as exc:
         return FileText(None, make_problem("KL002", Span.point(0), f"cannot read the file: {exc.strerror or exc}"))
     if len(data) > max_bytes:
