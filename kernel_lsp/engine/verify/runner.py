@@ -17,6 +17,7 @@ import random
 import secrets
 import signal
 import sys
+import threading
 import time
 import traceback
 from typing import Any
@@ -745,7 +746,18 @@ def _static_verdicts(source: str, label: str, status: str, message: str, line: i
     return out
 
 
+def _end_with_parent(parent: int, getppid=os.getppid, sleep=time.sleep, end=os._exit) -> None:
+    """Ends this process once the process that started it is gone (killed, or ended without cancelling the check):
+    nobody reads its verdicts any more, and the time limit that process enforced no longer applies. The functions
+    are bound before the user's code runs, which could replace them."""
+    while getppid() == parent:
+        sleep(0.5)
+    end(3)
+
+
 def main() -> int:
+    threading.Thread(target=_end_with_parent, args=(os.getppid(),), name="kernel-lsp-parent-watch",
+                     daemon=True).start()
     fd = int(os.environ.pop(FD_ENV))
     out = os.fdopen(fd, "w", buffering=1)
     request = json.loads(sys.stdin.read())
