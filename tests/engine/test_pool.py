@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from kernel_lsp.engine.pool import Status, WorkerPool
+from tests.procs import proc_state
 from tests.slow import scaled
 
 J = "tests.engine.jobs_for_tests:"
@@ -233,13 +234,6 @@ async def test_a_failing_initializer_is_an_error_not_a_restart_loop():
         assert stats["restarts"] == 0 and stats["workersAlive"] == 0
     finally:
         await pool.close()
-
-
-def proc_state(pid: int) -> str | None:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return None
 
 
 def test_workers_exit_when_the_server_is_killed_without_closing(tmp_path):

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from kernel_lsp.engine.proc import cmdline
 from tests.slow import scaled
 
 pytest.importorskip("ray", reason="the scale tests need Ray (pip install kernel-lsp[ray])")
@@ -167,26 +168,15 @@ def local_report():
 
 def ray_titles(cluster: RayCluster) -> set[str]:
     """The titles of the cluster's Ray processes ("ray::IDLE", "ray::run_checks", ...): what a failing test says."""
-    found = set()
-    for pid in _pids_in_sessions({p.pid for p in cluster.procs}):
-        try:
-            with open(f"/proc/{pid}/cmdline", "rb") as f:
-                head = f.read().split(b"\0", 1)[0]
-        except OSError:
-            continue
-        if head.startswith(b"ray::"):
-            found.add(head.decode(errors="replace"))
-    return found
+    return {title for title in _titles(cluster).values() if title.startswith("ray::")}
 
 
 def session_pids(cluster: RayCluster, title: str) -> list[int]:
     """The cluster's processes whose title starts with `title` (Ray names a worker after the task it runs)."""
-    found = []
-    for pid in _pids_in_sessions({p.pid for p in cluster.procs}):
-        try:
-            with open(f"/proc/{pid}/cmdline", "rb") as f:
-                if f.read().startswith(title.encode()):
-                    found.append(pid)
-        except OSError:
-            pass
-    return found
+    return [pid for pid, name in _titles(cluster).items() if name.startswith(title)]
+
+
+def _titles(cluster: RayCluster) -> dict[int, str]:
+    """pid -> the first word of the command line (a Ray worker's title), for every process of the cluster."""
+    return {pid: line.split(" ", 1)[0] for pid in _pids_in_sessions({p.pid for p in cluster.procs})
+            if (line := cmdline(pid))}

@@ -20,6 +20,7 @@ import pytest
 from lsprotocol import types
 
 from kernel_lsp.engine.proc import cmdline, descendants
+from tests.procs import proc_state
 from tests.slow import scaled
 
 from .conftest import until, wait_for
@@ -44,15 +45,8 @@ def profile(request) -> str:
 # --- the server's processes ----------------------------------------------------------------------------------------
 
 
-def state(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return "?"
-
-
 def matching(server: int, marker: str) -> list[int]:
-    return [p for p in descendants(server) if marker in cmdline(p) and state(p) not in ("Z", "?")]
+    return [p for p in descendants(server) if marker in cmdline(p) and proc_state(p) not in ("Z", None)]
 
 
 async def kill_when_running(server: int, marker: str, timeout: float = 120.0) -> int:
@@ -65,7 +59,7 @@ async def kill_when_running(server: int, marker: str, timeout: float = 120.0) ->
 
 async def no_zombies(server: int) -> None:
     """Every dead child gets reaped (a moment after its death: the loop notices it asynchronously)."""
-    await until(lambda: asyncio.sleep(0, [p for p in descendants(server) if state(p) == "Z"]),
+    await until(lambda: asyncio.sleep(0, [p for p in descendants(server) if proc_state(p) == "Z"]),
                 lambda zombies: not zombies, timeout=30)
 
 

@@ -12,36 +12,45 @@ from pathlib import Path
 
 import pytest
 
+from kernel_lsp.engine.proc import cmdline, descendants
 from kernel_lsp.engine.verify import CheckRequest, run_checks
+from kernel_lsp.engine.verify.process import RUNNER
 
+from tests.procs import proc_state
 from tests.slow import scaled
 
 REPO = Path(__file__).resolve().parents[2]
 
-EXITS = textwrap.dedent('''
-    import os
-    import sys
 
-    import torch
-    import triton
-    import triton.language as tl
+def one_spec(launcher: str) -> str:
+    """A file whose one spec checks a copy kernel through `launcher`, the source of `def launch(x)`."""
+    return textwrap.dedent('''
+        import os
+        import sys
 
-    from kernel_lsp.spec import spec
+        import torch
+        import triton
+        import triton.language as tl
 
-    @triton.jit
-    def copy_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
-        offs = tl.arange(0, BLOCK)
-        tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=offs < n), mask=offs < n)
+        from kernel_lsp.spec import spec
 
-    def leave(x):
+        @triton.jit
+        def copy_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+            offs = tl.arange(0, BLOCK)
+            tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=offs < n), mask=offs < n)
+    ''') + textwrap.dedent(launcher) + textwrap.dedent('''
+        @spec(kernel=copy_kernel, launcher=launch, reference=lambda x: x.clone(), shapes=[(100,)], seeds=1)
+        def inputs(shape, dtype, device):
+            return (torch.randn(shape, dtype=dtype, device=device),)
+    ''')
+
+
+EXITS = one_spec('''
+    def launch(x):
         out = torch.empty_like(x)
         copy_kernel[(1,)](x, out, x.numel(), BLOCK=128)
         print("native library: giving up on thread creation", file=sys.stderr, flush=True)
         os._exit(3)
-
-    @spec(kernel=copy_kernel, launcher=leave, reference=lambda x: x.clone(), shapes=[(100,)], seeds=1)
-    def leaving(shape, dtype, device):
-        return (torch.randn(shape, dtype=dtype, device=device),)
 ''')
 
 
@@ -122,58 +131,20 @@ def test_modules_in_the_workspace_do_not_shadow_the_checkers(tmp_path):
     assert not (tmp_path / "__pycache__").exists()  # the check writes nothing into the workspace
 
 
-SPINS = textwrap.dedent('''
-    import torch
-    import triton
-    import triton.language as tl
-
-    from kernel_lsp.spec import spec
-
-    @triton.jit
-    def copy_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
-        offs = tl.arange(0, BLOCK)
-        tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=offs < n), mask=offs < n)
-
-    def spin(x):
+SPINS = one_spec('''
+    def launch(x):
         open(__file__ + ".spinning", "w").close()  # past every event the checker writes before the launch
         while True:
             pass
-
-    @spec(kernel=copy_kernel, launcher=spin, reference=lambda x: x.clone(), shapes=[(100,)], seeds=1)
-    def spinning(shape, dtype, device):
-        return (torch.randn(shape, dtype=dtype, device=device),)
 ''')
 
-# Starts a check of the file named by argv[1] with a time limit of an hour, in a thread of a process the test kills.
+# Starts a check of the file named by argv[1] with a time limit of an hour, in a process the test kills.
 STARTER = textwrap.dedent('''
     import sys
     from kernel_lsp.engine.verify import CheckRequest, run_checks
     path = sys.argv[1]
     run_checks(CheckRequest(path, open(path).read(), timeout_s=3600, device="interpreter"))
 ''')
-
-
-def _children_running(parent: int, module: str) -> list[int]:
-    found = []
-    for entry in os.listdir("/proc"):
-        try:
-            with open(f"/proc/{entry}/stat", "rb") as f:
-                ppid = int(f.read().rsplit(b")", 1)[1].split()[1])
-            with open(f"/proc/{entry}/cmdline", "rb") as f:
-                cmdline = f.read()
-        except (OSError, ValueError, IndexError):
-            continue
-        if ppid == parent and module.encode() in cmdline:
-            found.append(int(entry))
-    return found
-
-
-def _gone(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            return f.read().rsplit(b")", 1)[1].split()[0] == b"Z"  # a zombie has ended
-    except OSError:
-        return True
 
 
 def test_a_checking_process_ends_when_the_process_that_started_it_is_killed(tmp_path):
@@ -185,13 +156,13 @@ def test_a_checking_process_ends_when_the_process_that_started_it_is_killed(tmp_
     try:
         deadline = time.monotonic() + scaled(120)
         while not (Path(str(path) + ".spinning").exists()
-                   and (checking := _children_running(starter.pid, "kernel_lsp.engine.verify.runner"))):
+                   and (checking := [p for p in descendants(starter.pid) if RUNNER in cmdline(p)])):
             assert starter.poll() is None and time.monotonic() < deadline, "the check did not reach its launcher"
             time.sleep(0.2)
         starter.kill()  # no cancel, no cleanup: the check's own time limit (an hour) is what is left
         starter.wait()
         deadline = time.monotonic() + scaled(60)
-        while not _gone(checking[0]):
+        while proc_state(checking[0]) not in (None, "Z"):  # gone, or a zombie of whoever adopted it
             if time.monotonic() > deadline:
                 os.kill(checking[0], 9)
                 raise AssertionError("the checking process outlived the process that started it")
