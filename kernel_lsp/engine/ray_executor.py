@@ -314,6 +314,7 @@ class RayExecutor:
         self._ids = itertools.count()
         self.info: dict[str, Any] = {}
         self.log_path = ""
+        self._keep_log = False  # a message named the log: it outlives the executor
         self.nodes_used: dict[str, int] = {}  # node -> jobs it finished
         self._counts = dict.fromkeys(["onRay", "onLocal", "errors", "timedOut", "crashed", "cancelled"], 0)
 
@@ -406,9 +407,8 @@ class RayExecutor:
                 self._state = "local"
                 self._say("Ray is not installed (pip install kernel-lsp[ray]): running on this machine instead")
                 return
-            handle, log_fd = tempfile.mkstemp(prefix="kernel-lsp-ray-", suffix=".log")
+            handle, self.log_path = tempfile.mkstemp(prefix="kernel-lsp-ray-", suffix=".log")
             os.close(handle)
-            self.log_path = log_fd
             parent_conn, child_conn = _CTX.Pipe()
             self._process = process = _CTX.Process(target=_bridge_main, name="kernel-lsp-ray",
                                                    args=(child_conn, self.address, self.max_retries, self.log_path,
@@ -424,7 +424,7 @@ class RayExecutor:
                 try:
                     kind, detail = parent_conn.recv()  # ("ready", info) or ("init_error", why)
                 except (EOFError, OSError):
-                    why = f"the Ray driver process ended (its log: {self.log_path})"
+                    why = "the Ray driver process ended" + self._log_note()
                 else:
                     if kind == "ready":
                         info = detail
@@ -479,9 +479,20 @@ class RayExecutor:
         self._state = "local"
         unfinished = [p for p in self._pending.values() if not p.future.done()]
         self._stop_bridge()
-        self._say(f"{why}; {len(unfinished)} unfinished job(s) and all later ones run on this machine instead")
+        self._say(f"{why}; {len(unfinished)} unfinished job(s) and all later ones run on this machine instead"
+                  + self._log_note())
         for pending in unfinished:
             pending.future.set_result(_FALLBACK)
+
+    def _log_note(self) -> str:
+        """Where the Ray driver's log is, for a message on a failure, if it says anything; it is then kept."""
+        try:
+            if not self.log_path or os.path.getsize(self.log_path) == 0:
+                return ""
+        except OSError:
+            return ""
+        self._keep_log = True
+        return f" (the Ray driver's log: {self.log_path})"
 
     def _stop_bridge(self) -> None:
         if self._conn is not None:
@@ -535,3 +546,8 @@ class RayExecutor:
             await asyncio.to_thread(self._stop_bridge)
         if self._fallback is not None:
             await self._fallback.close()
+        if self.log_path and not self._keep_log:  # one per executor: they would pile up in the temporary directory
+            try:
+                os.unlink(self.log_path)
+            except OSError:
+                pass

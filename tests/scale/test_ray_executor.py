@@ -9,15 +9,20 @@ import os
 import time
 from pathlib import Path
 
+from kernel_lsp.engine.batch import CHECK_FN
 from kernel_lsp.engine.executor import ThreadExecutor
 from kernel_lsp.engine.pool import Status
+from kernel_lsp.engine.proc import cmdline, descendants
 from kernel_lsp.engine.ray_executor import RayExecutor
+from kernel_lsp.engine.verify import CheckRequest
+from kernel_lsp.engine.verify.process import RUNNER
 
 import pytest
 
 from tests.slow import scaled
+from tests.verify.test_process import SPINS
 
-from .conftest import free_port
+from .conftest import free_port, session_pids
 
 # Each test may start the session's cluster and run the local reference first: minutes on a busy 2-core machine.
 pytestmark = pytest.mark.timeout(900)
@@ -69,6 +74,7 @@ async def test_a_worker_killed_mid_job_is_retried_and_the_job_answers(ray_cluste
         assert executor.stats()["onRay"] == 1
     finally:
         await executor.close()
+    assert executor.log_path and not os.path.exists(executor.log_path), "the Ray driver's log was left behind"
 
 
 async def test_a_hung_job_is_killed_at_its_timeout(ray_cluster, tmp_path):
@@ -103,6 +109,35 @@ async def test_cancelling_a_job_kills_its_ray_task(ray_cluster, tmp_path):
         await executor.close()
 
 
+async def test_a_cancelled_check_leaves_no_checking_process_on_the_node(ray_cluster, tmp_path):
+    """Ray kills the worker of a cancelled task; the check's own process, a child of that worker, must end too,
+    though its time limit (an hour here) was enforced by the worker."""
+    path = tmp_path / "spins.py"
+    path.write_text(SPINS)
+    executor = _executor(ray_cluster, [])
+    checking: list[int] = []
+    try:
+        job = asyncio.create_task(executor.run(
+            CHECK_FN, CheckRequest(str(path), SPINS, timeout_s=3600, device="interpreter"), timeout=3600))
+        deadline = time.monotonic() + scaled(120)
+        while not (Path(str(path) + ".spinning").exists() and (checking := [
+                child for worker in session_pids(ray_cluster, "ray::run_checks") for child in descendants(worker)
+                if RUNNER in cmdline(child)])):
+            assert not job.done() and time.monotonic() < deadline, "the check did not reach its launcher on the node"
+            await asyncio.sleep(0.2)
+        job.cancel()
+        try:
+            await job
+        except asyncio.CancelledError:
+            pass
+        assert await _gone(checking[0], 60), "the checking process outlived its cancelled Ray task"
+    finally:
+        await executor.close()
+        for pid in checking:
+            if _alive(pid):
+                os.kill(pid, 9)
+
+
 async def test_an_unreachable_cluster_runs_the_jobs_here_and_says_so(tmp_path):
     said: list[str] = []
     port = free_port()
@@ -115,3 +150,4 @@ async def test_an_unreachable_cluster_runs_the_jobs_here_and_says_so(tmp_path):
         assert not executor.on_ray and executor.stats()["onLocal"] == 1
     finally:
         await executor.close()
+    assert not os.path.exists(executor.log_path), "the Ray driver's log was left behind"
