@@ -72,6 +72,18 @@ class RayCluster:
     def log(self, name: str) -> str:
         return (self.logs / f"{name}.log").read_text(errors="replace")[-3000:]
 
+    def ray_logs(self, chars: int = 2000) -> str:
+        """The ends of the cluster's own logs (control store, raylets, Ray workers' errors): what a failing test
+        says of a cluster that did not run what it was given. Read before `stop`, which removes them."""
+        parts = []
+        for path in sorted(self.temp_dir.glob("session_*/logs/*")):
+            if path.name.startswith(("gcs_server", "raylet")) and path.suffix in (".out", ".err") or (
+                    path.name.startswith("python-core-worker") and path.suffix == ".log"):
+                text = path.read_text(errors="replace").strip()
+                if text and (not path.name.startswith("python-core-worker") or " E " in text or " W " in text):
+                    parts.append(f"--- {path.name}\n{text[-chars:]}")
+        return "\n".join(parts)[-6 * chars:] or "(no Ray logs)"
+
     def stop(self) -> None:
         """Every process of the cluster's sessions (head, raylets, Ray workers), by id."""
         sessions = {p.pid for p in self.procs}

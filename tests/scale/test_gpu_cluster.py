@@ -71,9 +71,10 @@ def test_a_cluster_stopped_mid_run_leaves_complete_local_results(gpu_cluster, lo
     report, err = check_cli(files, "--executor", "ray", "--ray-address", gpu_cluster.address,
                             on_start=stop_during_first_check)
     assert stopped, (f"no check started on the cluster; its Ray processes were {sorted(titles)}; the checks were "
-                     f"{[(c['spec'], c['status'], c.get('device')) for c in report['checks']]}; what the report "
-                     f"says of checks not run: {[p['message'] for p in report['problems'] if 'not run' in p['message']]}"
-                     "; the command said:\n" + err[-3000:])
+                     f"{[(c['spec'], c['status'], c.get('device')) for c in report.get('checks', [])]}; what the "
+                     f"report says of checks not run: "
+                     f"{[p['message'] for p in report['problems'] if 'not run' in p['message']]}; the command said:\n"
+                     + err[-3000:] + "\nthe cluster's logs:\n" + gpu_cluster.ray_logs())
     assert f"the Ray cluster at {gpu_cluster.address} stopped answering" in err, err[-2000:]
     assert "run on this machine instead" in err
     assert comparable(report) == comparable(local_report, files)
