@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
 from types import ModuleType
-from typing import Any
+from typing import Any, NoReturn
 
 from .executor import CPU, Executor, Resources
 from .pool import Outcome, Status, _call
@@ -111,6 +111,11 @@ def _answers(address: tuple[str, int]) -> bool:
         return False
 
 
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else ""
+
+
 def _exit_with(parent: BaseProcess) -> None:
     parent.join()
     os._exit(1)
@@ -138,7 +143,7 @@ def _bridge_main(conn: Connection, address: str | None, max_retries: int, log_pa
         watched = explicit or _host_port(ray.get_runtime_context().gcs_address)
         capacity = _capacity(ray.nodes())
     except BaseException as exc:  # noqa: BLE001 - told to the front end, which runs locally instead
-        conn.send(("init_error", f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"))
+        conn.send(("init_error", f"{type(exc).__name__}: {_first_line(exc)}"))
         return
     conn.send(("ready", {"address": "%s:%d" % watched if watched else target,
                          "nodes": sum(1 for n in ray.nodes() if n.get("Alive")), "capacity": capacity}))
@@ -172,8 +177,7 @@ class _Bridge:
                 self.next_beat = now + HEARTBEAT_S
                 self.misses = 0 if self.watched is None or _answers(self.watched) else self.misses + 1
                 if self.misses >= LOST_AFTER and self.watched is not None:
-                    self._send(("lost", f"the Ray cluster at {self.watched[0]}:{self.watched[1]} stopped answering"))
-                    os._exit(0)  # ray.shutdown() could wait on the lost cluster
+                    self._lose(self._stopped_answering(self.watched))
             # ray.nodes() blocks for a minute once the control store is gone: only ask while its address answers.
             if now >= self.next_census and (self.watched is None or _answers(self.watched)):
                 self.next_census = now + 5.0
@@ -186,8 +190,7 @@ class _Bridge:
                 try:
                     ready, _ = self.ray.wait(list(self.running), num_returns=len(self.running), timeout=0.05)
                 except Exception as exc:  # noqa: BLE001 - a client connection that broke
-                    self._send(("lost", f"the Ray cluster connection broke: {type(exc).__name__}: {exc}"))
-                    os._exit(0)
+                    self._lose(f"the Ray cluster connection broke: {type(exc).__name__}: {_first_line(exc)}")
                 for ref in ready:
                     self._finish(self.running.pop(ref))
                 now = time.monotonic()
@@ -262,11 +265,39 @@ class _Bridge:
                 reply = ("done", task.id, Status.CANCELLED.value, None, "cancelled", "", 0.0, None)
             elif isinstance(exc, ray.exceptions.RayTaskError):
                 reply = ("done", task.id, Status.ERROR.value, None, "the job failed", str(exc), 0.0, None)
-            else:
+            elif isinstance(exc, ray.exceptions.LocalRayletDiedError):
+                # The node this driver goes through is gone (the cluster stopping, as a rule): every task in
+                # flight fails the same way, though nothing went wrong with the job. The job runs locally.
+                watched = self.watched
+                self._lose(self._stopped_answering(watched) if watched and self._falls_silent(watched)
+                           else "the Ray node on this machine that the driver goes through ended")
+            elif isinstance(exc, (ray.exceptions.WorkerCrashedError, ray.exceptions.NodeDiedError)):
                 reply = ("done", task.id, Status.CRASHED.value, None,
                          f"its Ray worker died {self.max_retries + 1} times ({type(exc).__name__}); not retried again",
                          "", 0.0, None)
+            else:
+                reply = ("done", task.id, Status.CRASHED.value, None,
+                         f"Ray did not run it: {type(exc).__name__}: {_first_line(exc)}", "", 0.0, None)
         self._send(reply)
+
+    @staticmethod
+    def _falls_silent(address: tuple[str, int]) -> bool:
+        """Whether the cluster's address stops answering within the time the heartbeat gives it."""
+        deadline = time.monotonic() + LOST_AFTER * HEARTBEAT_S
+        while _answers(address):
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(HEARTBEAT_S / 4)
+        return True
+
+    @staticmethod
+    def _stopped_answering(address: tuple[str, int]) -> str:
+        return f"the Ray cluster at {address[0]}:{address[1]} stopped answering"
+
+    def _lose(self, why: str) -> NoReturn:
+        """The front end runs every unfinished job and every later one locally, after telling the user why."""
+        self._send(("lost", why))
+        os._exit(0)  # ray.shutdown() could wait on the lost cluster
 
     def _send(self, message: tuple) -> None:
         try:
