@@ -60,8 +60,8 @@ def test_a_cluster_stopped_mid_run_leaves_complete_local_results(gpu_cluster, lo
             while proc.poll() is None:
                 titles.update(ray_titles(gpu_cluster))
                 if session_pids(gpu_cluster, "ray::run_checks"):
+                    stopped.append(True)  # before stopping, which takes seconds: the command may end first
                     gpu_cluster.stop()
-                    stopped.append(True)
                     return
                 time.sleep(0.1)
 
