@@ -84,10 +84,14 @@ def killed_from_outside(returncode: int | None, what: str, again: str) -> str | 
 def descendants(pid: int) -> list[int]:
     """Every process below `pid`, from Linux's /proc (empty elsewhere): to account for each worker a process left."""
     def children(of: int) -> list[int]:
+        try:
+            tasks = os.listdir(f"/proc/{of}/task")
+        except OSError:  # gone while we looked
+            return []
         found = []
-        for task in Path(f"/proc/{of}/task").glob("*"):
+        for task in tasks:
             try:
-                found += [int(c) for c in (task / "children").read_text().split()]
+                found += [int(c) for c in Path(f"/proc/{of}/task/{task}/children").read_text().split()]
             except OSError:
                 pass
         return found

@@ -44,6 +44,9 @@ def stand_in_timing(job: dict) -> dict:
     """In place of the engine's timing job, on a CPU: each point's `stand_in_us` times this node's slowdown
     (`KLSP_TEST_SLOWDOWN` in the node's environment), in the answer format of `cluster.time_on_node`."""
     slowdown = float(os.environ.get("KLSP_TEST_SLOWDOWN", "1"))
-    time.sleep(0.2)  # a timing takes a while: the round's tasks overlap
+    # A timing takes a while, so the round's tasks overlap. At 0.2 s, once on a busy machine, every task of a
+    # search ran on the head, one after another: Ray places a task by the head's view of the other node's free
+    # GPU, which lags behind it.
+    time.sleep(2.0)
     return {"us": [stand_in_us(p["overrides"]) * slowdown for p in job["points"]],
             "errors": [None] * len(job["points"]), "device": f"stand-in GPU (x{slowdown:g})", "error": None}
