@@ -12,13 +12,13 @@ from pathlib import Path
 from kernel_lsp.engine.batch import CHECK_FN
 from kernel_lsp.engine.executor import ThreadExecutor
 from kernel_lsp.engine.pool import Status
-from kernel_lsp.engine.proc import cmdline, descendants
 from kernel_lsp.engine.ray_executor import RayExecutor
 from kernel_lsp.engine.verify import CheckRequest
 from kernel_lsp.engine.verify.process import RUNNER
 
 import pytest
 
+from tests.procs import alive, running_below
 from tests.slow import scaled
 from tests.verify.test_process import SPINS
 
@@ -26,14 +26,6 @@ from .conftest import free_port, session_pids
 
 # Each test may start the session's cluster and run the local reference first: minutes on a busy 2-core machine.
 pytestmark = pytest.mark.timeout(900)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().split()[2] != "Z"
-    except OSError:
-        return False
 
 
 async def _file_appears(folder: Path, pattern: str, timeout: float = 40) -> Path:
@@ -49,7 +41,7 @@ async def _file_appears(folder: Path, pattern: str, timeout: float = 40) -> Path
 async def _gone(pid: int, timeout: float = 20) -> bool:
     deadline = time.monotonic() + scaled(timeout)
     while time.monotonic() < deadline:
-        if not _alive(pid):
+        if not alive(pid):
             return True
         await asyncio.sleep(0.2)
     return False
@@ -121,8 +113,8 @@ async def test_a_cancelled_check_leaves_no_checking_process_on_the_node(ray_clus
             CHECK_FN, CheckRequest(str(path), SPINS, timeout_s=3600, device="interpreter"), timeout=3600))
         deadline = time.monotonic() + scaled(120)
         while not (Path(str(path) + ".spinning").exists() and (checking := [
-                child for worker in session_pids(ray_cluster, "ray::run_checks") for child in descendants(worker)
-                if RUNNER in cmdline(child)])):
+                child for worker in session_pids(ray_cluster, "ray::run_checks")
+                for child in running_below(worker, RUNNER)])):
             assert not job.done() and time.monotonic() < deadline, "the check did not reach its launcher on the node"
             await asyncio.sleep(0.2)
         job.cancel()
@@ -134,7 +126,7 @@ async def test_a_cancelled_check_leaves_no_checking_process_on_the_node(ray_clus
     finally:
         await executor.close()
         for pid in checking:
-            if _alive(pid):
+            if alive(pid):
                 os.kill(pid, 9)
 
 

@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 from lsprotocol import types
 
-from kernel_lsp.engine.proc import cmdline, descendants
-from tests.procs import proc_state
+from kernel_lsp.engine.proc import descendants
+from tests.procs import proc_state, running_below
 from tests.slow import scaled
 
 from .conftest import until, wait_for
@@ -45,14 +45,10 @@ def profile(request) -> str:
 # --- the server's processes ----------------------------------------------------------------------------------------
 
 
-def matching(server: int, marker: str) -> list[int]:
-    return [p for p in descendants(server) if marker in cmdline(p) and proc_state(p) not in ("Z", None)]
-
-
 async def kill_when_running(server: int, marker: str, timeout: float = 120.0) -> int:
     """SIGKILL the first descendant of the server whose command line holds `marker`, as soon as one runs."""
     found: list[int] = []
-    await wait_for(lambda: bool(found.extend(matching(server, marker)) or found), timeout, interval=0.02)
+    await wait_for(lambda: bool(found.extend(running_below(server, marker)) or found), timeout, interval=0.02)
     os.kill(found[0], signal.SIGKILL)
     return found[0]
 

@@ -12,11 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from kernel_lsp.engine.proc import cmdline, descendants
 from kernel_lsp.engine.verify import CheckRequest, run_checks
 from kernel_lsp.engine.verify.process import RUNNER
 
-from tests.procs import proc_state
+from tests.procs import alive, running_below
 from tests.slow import scaled
 
 REPO = Path(__file__).resolve().parents[2]
@@ -156,13 +155,13 @@ def test_a_checking_process_ends_when_the_process_that_started_it_is_killed(tmp_
     try:
         deadline = time.monotonic() + scaled(120)
         while not (Path(str(path) + ".spinning").exists()
-                   and (checking := [p for p in descendants(starter.pid) if RUNNER in cmdline(p)])):
+                   and (checking := running_below(starter.pid, RUNNER))):
             assert starter.poll() is None and time.monotonic() < deadline, "the check did not reach its launcher"
             time.sleep(0.2)
         starter.kill()  # no cancel, no cleanup: the check's own time limit (an hour) is what is left
         starter.wait()
         deadline = time.monotonic() + scaled(60)
-        while proc_state(checking[0]) not in (None, "Z"):  # gone, or a zombie of whoever adopted it
+        while alive(checking[0]):  # until gone, or a zombie of whoever adopted it
             if time.monotonic() > deadline:
                 os.kill(checking[0], 9)
                 raise AssertionError("the checking process outlived the process that started it")
