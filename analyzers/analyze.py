@@ -14,6 +14,7 @@ from .sizes import launch_tensor_sizes, launch_values, spec_sizes
 from .rules import FILE_CHECKS, LAUNCH_CHECKS, FileContext, LaunchContext, load_rule_modules, make_problem
 from .source import ImportMap, ParseCache, SourceText, StatementMemo, parse_recovering
 from .suppression import find_suppressions
+from .values import ModuleIndex
 
 log = logging.getLogger(__name__)
 load_rule_modules()
@@ -50,7 +51,7 @@ def _analyze(src: SourceText, path: str, parsed, memo: StatementMemo | None = No
         skipped = ", ".join(f"{a + 1}-{b}" for a, b in parsed.skipped_lines)
         note = f"; lines {skipped} are not analysed until it is fixed" if skipped else ""
         result.problems.append(make_problem("KL001", Span(line, col, line, col + 1), f"syntax error: {msg}{note}"))
-    imports = ImportMap(parsed.body)
+    imports = ImportMap(parsed.body, memo)
     # Each discovery is guarded on its own: a bug in one must not hide what the other found.
     try:
         triton = discover_triton(src, imports, parsed.body, memo)
@@ -72,9 +73,14 @@ def _analyze(src: SourceText, path: str, parsed, memo: StatementMemo | None = No
         except Exception as exc:  # noqa: BLE001
             ctx.problems.append(_internal_error(f"{check.__module__}.{check.__name__}", exc))
     try:
-        result.launch_values = launch_values(parsed.body, result.launch_sites)
-        result.spec_values, result.tensor_sizes = spec_sizes(src, imports, parsed.body, result.launch_sites)
-        for kernel, shown in launch_tensor_sizes(src, imports, parsed.body, result.launch_sites).items():
+        # One index of the module for every launch site and spec; with a memo each top-level statement's values
+        # are read once per parse and reused while the module names they read keep their bindings.
+        index = ModuleIndex(parsed.body, memo)
+        imports_key = tuple(sorted(imports.names.items())) if memo is not None else None
+        sites = result.launch_sites
+        result.launch_values = launch_values(parsed.body, sites, index, memo)
+        result.spec_values, result.tensor_sizes = spec_sizes(src, imports, parsed.body, sites, index, memo, imports_key)
+        for kernel, shown in launch_tensor_sizes(src, imports, parsed.body, sites, index, memo, imports_key).items():
             known = result.tensor_sizes.get(kernel)
             if known is None or shown.values[-1] > known.values[-1]:
                 result.tensor_sizes[kernel] = shown

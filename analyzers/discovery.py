@@ -412,8 +412,7 @@ def _local_kinds(fn: _Scope | None, imports: ImportMap) -> dict[str, str]:
 
 
 def _launch_sites(
-    src: SourceText, imports: ImportMap, body: list[ast.stmt], kernel_names: set[str],
-    memo: StatementMemo | None = None,
+    src: SourceText, imports: ImportMap, body: list[ast.stmt], memo: StatementMemo | None = None,
 ) -> list[LaunchSite]:
     sites: list[LaunchSite] = []
 
@@ -439,9 +438,7 @@ def _launch_sites(
         if isinstance(callee_node, ast.Name):
             callee = callee_node.id
             full = imports.names.get(callee)
-            if callee in kernel_names and full is None:
-                target, module = callee, None
-            elif full and "." in full:
+            if full and "." in full:
                 module, target = full.rsplit(".", 1)
             else:
                 target, module = callee, None
@@ -471,8 +468,9 @@ def _launch_sites(
     if memo is None:
         visit(None, body)
     else:
-        # A statement's launch sites depend on it, the imports and the kernel names only.
-        context = (tuple(sorted(imports.names.items())), frozenset(kernel_names))
+        # A statement's launch sites depend on it and the imports only (not on which kernels the file defines: a
+        # kernel hidden for a moment by a half-typed line leaves every launcher's sites as they were).
+        context = tuple(sorted(imports.names.items()))
         for stmt in body:
             found, moved = memo.get("launch_sites", stmt, context)
             if isinstance(found, tuple):  # the statement's sites, put below by an earlier analysis
@@ -569,5 +567,5 @@ def discover_triton(
         kernel.rebound = _assignment_count(body, target) > 1
         found.kernels.append(KernelSyntax(kernel, fn))
         found.plain_functions.pop(fn.name, None)
-    found.launch_sites = _launch_sites(src, imports, body, {k.kernel.name for k in found.kernels}, memo)
+    found.launch_sites = _launch_sites(src, imports, body, memo)
     return found

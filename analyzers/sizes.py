@@ -12,11 +12,12 @@ import ast
 import functools
 import math
 from dataclasses import dataclass
+from typing import Any, Callable
 
 from .model import LaunchSite, ShownSizes, Span
-from .source import ImportMap, SourceText, literal_value, parse_python
+from .source import ImportMap, SourceText, StatementMemo, literal_value, parse_python
 from .specs import SPEC_DECORATOR
-from .values import UNKNOWN, Resolver, assigned, evaluate
+from .values import UNKNOWN, ModuleIndex, Resolver, assigned, evaluate
 
 _PLAIN = (int, float, bool, str)
 # Tensor methods that return a tensor of the same shape.
@@ -30,25 +31,75 @@ def _parse_expr(text: str) -> ast.expr | None:
         return None
 
 
-def launch_values(body: list[ast.stmt], sites: list[LaunchSite]) -> dict[Span, object]:
+def launch_values(body: list[ast.stmt], sites: list[LaunchSite], index: ModuleIndex | None = None,
+                  memo: StatementMemo | None = None) -> dict[Span, object]:
     """Launch arguments that are not literals but whose value the launcher's code shows, by argument span.
 
     A parameter's default is not taken for its value: a caller may pass another one."""
+    index = index if index is not None else ModuleIndex(body, memo)
+    tree = ast.Module(body=body, type_ignores=[])
     out: dict[Span, object] = {}
-    tree: ast.Module | None = None
-    for site in sites:
-        for arg in site.args + site.kwargs:
-            if arg.kind not in ("name", "expr"):
-                continue
-            node = _parse_expr(arg.text)
-            if node is None:
-                continue
-            if tree is None:
-                tree = ast.Module(body=body, type_ignores=[])
-            value = evaluate(node, Resolver(tree, site.span.start_line + 1, defaults=False).lookup)
-            if value is not UNKNOWN and isinstance(value, _PLAIN):
-                out[arg.span] = value
+    for stmt, group in by_statement(body, sites):
+        def compute(group=group) -> tuple:
+            found = []
+            for site in group:
+                for arg in site.args + site.kwargs:
+                    if arg.kind not in ("name", "expr"):
+                        continue
+                    node = _parse_expr(arg.text)
+                    if node is None:
+                        continue
+                    value = evaluate(node, Resolver(tree, site.span.start_line + 1, False, index).lookup)
+                    if value is not UNKNOWN and isinstance(value, _PLAIN):
+                        found.append((arg.span, value))
+            return tuple(found)
+
+        found, moved = memoized(memo, "launch_values", stmt, _sites_key(group, stmt), index, compute)
+        out.update((span.shifted(moved), value) for span, value in found)
     return out
+
+
+def by_statement(body: list[ast.stmt], sites: list[LaunchSite]) -> list[tuple[ast.stmt | None, list[LaunchSite]]]:
+    """The launch sites (sorted, as discovery gives them) grouped by the top-level statement around them, in
+    order; a site outside every statement (none in practice) comes alone with None."""
+    out: list[tuple[ast.stmt | None, list[LaunchSite]]] = []
+    i = 0
+    for stmt in body:
+        first = min([d.lineno for d in getattr(stmt, "decorator_list", ())] + [stmt.lineno]) - 1
+        last = (stmt.end_lineno or stmt.lineno) - 1
+        while i < len(sites) and sites[i].span.start_line < first:
+            out.append((None, [sites[i]]))
+            i += 1
+        group = []
+        while i < len(sites) and sites[i].span.start_line <= last:
+            group.append(sites[i])
+            i += 1
+        if group:
+            out.append((stmt, group))
+    out.extend((None, [site]) for site in sites[i:])
+    return out
+
+
+def _sites_key(sites: list[LaunchSite], stmt: ast.stmt | None) -> tuple:
+    """What the values read of a statement's launch sites, apart from its tree: positions relative to it."""
+    base = stmt.lineno if stmt is not None else 0
+    return tuple((s.target, s.span.start_line - base, tuple((a.kind, a.text) for a in s.args + s.kwargs))
+                 for s in sites)
+
+
+def memoized(memo: StatementMemo | None, kind: str, stmt: ast.stmt | None, context: object, index: ModuleIndex,
+             compute: Callable[[], Any]) -> tuple[Any, int]:
+    """(compute(), 0), or what it gave for this statement and context in an earlier analysis and how many lines
+    the statement moved since, while the module-level names it resolved still resolve to the same bindings."""
+    if memo is None or stmt is None:
+        return compute(), 0
+    known, moved = memo.get(kind, stmt, context)
+    if known is not StatementMemo.MISSING and index.unchanged(known[0]):  # type: ignore[index]
+        return known[1], moved  # type: ignore[index]
+    with index.recording() as deps:
+        value = compute()
+    memo.put(kind, stmt, context, (deps, value))
+    return value, 0
 
 
 @dataclass
@@ -69,11 +120,12 @@ def _shape(value: object) -> tuple[int, ...] | None:
     return None
 
 
-def _shapes(node: ast.expr | None, tree: ast.Module) -> list[tuple[int, ...]] | None:
+def _shapes(node: ast.expr | None, tree: ast.Module, index: ModuleIndex | None = None
+            ) -> list[tuple[int, ...]] | None:
     """A spec's `shapes=`/`bench_shapes=` list when every shape is a constant the code shows, else None."""
     if not isinstance(node, (ast.List, ast.Tuple)):
         return None
-    resolver = Resolver(tree, 0)
+    resolver = Resolver(tree, 0, index=index)
     out = []
     for elt in node.elts:
         value = (tuple(evaluate(e, resolver.lookup) for e in elt.elts) if isinstance(elt, ast.Tuple)
@@ -121,32 +173,48 @@ def _name(node: ast.expr | None) -> str | None:
     return None
 
 
-def _specs(src: SourceText, imports: ImportMap, body: list[ast.stmt]) -> list[_Spec]:
+def _specs(src: SourceText, imports: ImportMap, body: list[ast.stmt], index: ModuleIndex | None = None,
+           memo: StatementMemo | None = None, imports_key: tuple | None = None) -> list[_Spec]:
+    index = index if index is not None else ModuleIndex(body, memo)
     tree = ast.Module(body=body, type_ignores=[])
     functions = {s.name: s for s in body if isinstance(s, ast.FunctionDef)}
+    if memo is not None and imports_key is None:
+        imports_key = tuple(sorted(imports.names.items()))
     out = []
     for fn in functions.values():
-        for dec in fn.decorator_list:
-            if not (isinstance(dec, ast.Call) and imports.resolve(dec.func) == SPEC_DECORATOR):
-                continue
-            kw = {k.arg: k.value for k in dec.keywords if k.arg}
-            shapes: list[tuple[int, ...]] = []
-            spans = []
-            for field in ("shapes", "bench_shapes"):
-                if field in kw:
-                    found = _shapes(kw[field], tree)
-                    if found is None:
-                        continue
-                    shapes += found
-                    spans.append(src.span(kw[field]))
-            params = [a.arg for a in fn.args.posonlyargs + fn.args.args]
-            returned = _returned(fn)
-            if not shapes or not params or returned is None:
-                continue
-            shaped = [i for i, e in enumerate(returned) if _made_from_shape(e, params[0], fn)]
-            launcher = functions.get(_name(kw.get("launcher")) or "")
-            out.append(_Spec(fn.name, _name(kw.get("kernel")), launcher, shapes, spans[0], shaped))
+        # What a def's spec decorations show depends on it, the imports and the module names its shapes read.
+        def compute(fn: ast.FunctionDef = fn) -> tuple:
+            return tuple(_spec_decorations(src, imports, fn, tree, index))
+
+        found, moved = memoized(memo, "specs", fn, imports_key, index, compute)
+        for name, kernel, launcher, shapes, span, shaped in found:
+            out.append(_Spec(name, kernel, functions.get(launcher), list(shapes), span.shifted(moved), list(shaped)))
     return out
+
+
+def _spec_decorations(src: SourceText, imports: ImportMap, fn: ast.FunctionDef, tree: ast.Module,
+                      index: ModuleIndex):
+    """(name, kernel, launcher name, shapes, span of the shapes, shaped inputs) of each spec decorating fn."""
+    for dec in fn.decorator_list:
+        if not (isinstance(dec, ast.Call) and imports.resolve(dec.func) == SPEC_DECORATOR):
+            continue
+        kw = {k.arg: k.value for k in dec.keywords if k.arg}
+        shapes: list[tuple[int, ...]] = []
+        spans = []
+        for field in ("shapes", "bench_shapes"):
+            if field in kw:
+                found = _shapes(kw[field], tree, index)
+                if found is None:
+                    continue
+                shapes += found
+                spans.append(src.span(kw[field]))
+        params = [a.arg for a in fn.args.posonlyargs + fn.args.args]
+        returned = _returned(fn)
+        if not shapes or not params or returned is None:
+            continue
+        shaped = [i for i, e in enumerate(returned) if _made_from_shape(e, params[0], fn)]
+        yield (fn.name, _name(kw.get("kernel")), _name(kw.get("launcher")) or "", tuple(shapes), spans[0],
+               tuple(shaped))
 
 
 def _keeps_shape(value: ast.AST | None, name: str) -> bool:
@@ -165,8 +233,9 @@ class _ShapeLookup:
         self.fn = launcher
         # A parameter the launcher rebinds (`x = x.view(-1, n)`) no longer has the spec's shape, unless every
         # rebinding keeps it (`x = x.contiguous()`).
+        self.local = fallback.index.local(launcher)
         self.tensors = {name: shape for name, shape in tensors.items()
-                        if all(_keeps_shape(b, name) for b in assigned(launcher.body, name))}
+                        if all(_keeps_shape(b, name) for b in self.local.get(name, ()))}
         self.fallback = fallback
         self.seen: set[str] = set()
 
@@ -213,7 +282,7 @@ class _ShapeLookup:
                 return math.prod(shape) if method == "numel" else len(shape) if method == "dim" else UNKNOWN
             return UNKNOWN
         if isinstance(node, ast.Name) and node.id not in self.seen:
-            bound = assigned(self.fn.body, node.id)
+            bound = self.local.get(node.id, [])
             self.seen.add(node.id)
             try:
                 if len(bound) == 1 and bound[0] is not None:
@@ -249,35 +318,51 @@ def _allocated_elements(node: ast.expr, imports: ImportMap, fn: ast.AST, resolve
     return math.prod(values)  # type: ignore[arg-type]
 
 
-def launch_tensor_sizes(src: SourceText, imports: ImportMap, body: list[ast.stmt], sites: list[LaunchSite]
-                        ) -> dict[str, ShownSizes]:
+def launch_tensor_sizes(src: SourceText, imports: ImportMap, body: list[ast.stmt], sites: list[LaunchSite],
+                        index: ModuleIndex | None = None, memo: StatementMemo | None = None,
+                        imports_key: tuple | None = None) -> dict[str, ShownSizes]:
     """Kernel name -> the largest tensor with a constant shape that a launch in this file passes to it."""
     if "torch" not in src.text:
         return {}
+    index = index if index is not None else ModuleIndex(body, memo)
+    if memo is not None and imports_key is None:
+        imports_key = tuple(sorted(imports.names.items()))
     out: dict[str, ShownSizes] = {}
     tree = ast.Module(body=body, type_ignores=[])
-    for site in sites:
-        resolver = Resolver(tree, site.span.start_line + 1, defaults=False)
-        for arg in site.args + site.kwargs:
-            node = _parse_expr(arg.text) if arg.kind in ("name", "tensor", "expr") else None
-            count = _allocated_elements(node, imports, resolver.scope, resolver) if node is not None else None
-            known = out.get(site.target)
-            if count is not None and (known is None or count > known.values[-1]):
-                out[site.target] = ShownSizes((count,), f"the launch at line {site.span.start_line + 1} passes a tensor of",
-                                              arg.value_span or arg.span)
+    for stmt, group in by_statement(body, sites):
+        def compute(group=group) -> tuple:
+            found = []  # (kernel, elements, launch line, argument span), in the order of the arguments
+            for site in group:
+                resolver = Resolver(tree, site.span.start_line + 1, False, index)
+                for arg in site.args + site.kwargs:
+                    node = _parse_expr(arg.text) if arg.kind in ("name", "tensor", "expr") else None
+                    count = _allocated_elements(node, imports, resolver.scope, resolver) if node is not None else None
+                    if count is not None:
+                        found.append((site.target, count, site.span.start_line, arg.value_span or arg.span))
+            return tuple(found)
+
+        found, moved = memoized(memo, "launch_tensors", stmt, (imports_key, _sites_key(group, stmt)), index, compute)
+        for target, count, line, span in found:
+            known = out.get(target)
+            if known is None or count > known.values[-1]:
+                out[target] = ShownSizes((count,), f"the launch at line {line + moved + 1} passes a tensor of",
+                                         span.shifted(moved))
     return out
 
 
-def spec_sizes(src: SourceText, imports: ImportMap, body: list[ast.stmt], sites: list[LaunchSite]
-               ) -> tuple[dict[Span, ShownSizes], dict[str, ShownSizes]]:
+def spec_sizes(src: SourceText, imports: ImportMap, body: list[ast.stmt], sites: list[LaunchSite],
+               index: ModuleIndex | None = None, memo: StatementMemo | None = None,
+               imports_key: tuple | None = None) -> tuple[dict[Span, ShownSizes], dict[str, ShownSizes]]:
     """What the file's specs show: the values each launch argument takes over a spec's shapes (where they
     differ), and per kernel the element counts of the tensors a spec makes for it."""
     if "spec" not in src.text:
         return {}, {}
+    index = index if index is not None else ModuleIndex(body, memo)
     values: dict[Span, ShownSizes] = {}
     tensor_sizes: dict[str, ShownSizes] = {}
     tree = ast.Module(body=body, type_ignores=[])
-    for spec in _specs(src, imports, body):
+    launchers: dict[int, int] = {}
+    for spec in _specs(src, imports, body, index, memo, imports_key):
         source = f"the spec `{spec.name}`"
         if spec.kernel and spec.shaped:
             counts = tuple(sorted({math.prod(s) for s in spec.shapes}))
@@ -287,27 +372,40 @@ def spec_sizes(src: SourceText, imports: ImportMap, body: list[ast.stmt], sites:
         fn = spec.launcher
         if fn is None or not spec.shaped:
             continue
-        positional = [a.arg for a in fn.args.posonlyargs + fn.args.args]
         inside = [s for s in sites if fn.lineno - 1 <= s.span.start_line <= (fn.end_lineno or 0) - 1]
-        for site in inside:
-            fallback = Resolver(tree, site.span.start_line + 1, defaults=False)
-            for arg in site.args + site.kwargs:
-                if literal_value(_parse_expr(arg.text)) is not None:
-                    continue
-                node = _parse_expr(arg.text)
-                if node is None:
-                    continue
-                seen = []
-                for shape in spec.shapes:
-                    tensors = {positional[i]: shape for i in spec.shaped if i < len(positional)}
-                    v = evaluate(node, _ShapeLookup(fn, tensors, fallback).lookup)
-                    if not isinstance(v, int) or isinstance(v, bool):
-                        break
-                    seen.append(v)
-                else:
-                    distinct = tuple(sorted(set(seen)))
-                    if len(distinct) > 1 and arg.span not in values:
-                        values[arg.span] = ShownSizes(distinct, source, spec.span)
+
+        def compute(spec=spec, fn=fn, inside=inside) -> tuple:
+            positional = [a.arg for a in fn.args.posonlyargs + fn.args.args]
+            found = []  # (argument span, the distinct values it takes over the shapes)
+            for site in inside:
+                fallback = Resolver(tree, site.span.start_line + 1, False, index)
+                for arg in site.args + site.kwargs:
+                    if literal_value(_parse_expr(arg.text)) is not None:
+                        continue
+                    node = _parse_expr(arg.text)
+                    if node is None:
+                        continue
+                    seen = []
+                    for shape in spec.shapes:
+                        tensors = {positional[i]: shape for i in spec.shaped if i < len(positional)}
+                        v = evaluate(node, _ShapeLookup(fn, tensors, fallback).lookup)
+                        if not isinstance(v, int) or isinstance(v, bool):
+                            break
+                        seen.append(v)
+                    else:
+                        distinct = tuple(sorted(set(seen)))
+                        if len(distinct) > 1:
+                            found.append((arg.span, distinct))
+            return tuple(found)
+
+        # Keyed by the launcher, where the launches are (the spec's part is in the context), and by how many
+        # specs before this one run the same launcher: each keeps its own entry.
+        nth = launchers[id(fn)] = launchers.get(id(fn), -1) + 1
+        context = (tuple(spec.shapes), tuple(spec.shaped), _sites_key(inside, fn))
+        found, moved = memoized(memo, f"spec_values:{nth}", fn, context, index, compute)
+        for span, distinct in found:
+            if span.shifted(moved) not in values:
+                values[span.shifted(moved)] = ShownSizes(distinct, source, spec.span)
     return values, tensor_sizes
 
 

@@ -322,25 +322,45 @@ def statements(body: list[ast.stmt]):
 class ImportMap:
     """Maps local names to the dotted names they were imported as, e.g. tl -> triton.language."""
 
-    def __init__(self, body: list[ast.stmt]):
+    def __init__(self, body: list[ast.stmt], memo: StatementMemo | None = None):
         self.names: dict[str, str] = {}
+        if memo is None:
+            self._bind(self._imports(body))
+            return
+        for stmt in body:  # what each top-level statement imports is read once per parse
+            found = memo.get("imports", stmt, None)[0]
+            if found is _MISSING:
+                found = tuple(self._imports([stmt]))
+                memo.put("imports", stmt, None, found)
+            self._bind(found)  # type: ignore[arg-type]
+
+    def _bind(self, imports) -> None:
+        for local, full, keep in imports:
+            if keep:
+                self.names.setdefault(local, full)
+            else:
+                self.names[local] = full
+
+    @staticmethod
+    def _imports(body: list[ast.stmt]) -> Iterator[tuple[str, str, bool]]:
+        """(local name, dotted name, whether an earlier binding of the name wins), in source order."""
         for sub in statements(body):
             if isinstance(sub, ast.Import):
                 for alias in sub.names:
                     if alias.asname:
-                        self.names[alias.asname] = alias.name
+                        yield alias.asname, alias.name, False
                     else:
                         top = alias.name.split(".")[0]
-                        self.names.setdefault(top, top)
+                        yield top, top, True
             elif isinstance(sub, ast.ImportFrom) and sub.module and sub.level == 0:
                 for alias in sub.names:
                     if alias.name != "*":
-                        self.names[alias.asname or alias.name] = f"{sub.module}.{alias.name}"
+                        yield alias.asname or alias.name, f"{sub.module}.{alias.name}", False
             elif isinstance(sub, ast.ImportFrom) and sub.level > 0:
                 mod = "." * sub.level + (sub.module or "")
                 for alias in sub.names:
                     if alias.name != "*":
-                        self.names[alias.asname or alias.name] = f"{mod}.{alias.name}"
+                        yield alias.asname or alias.name, f"{mod}.{alias.name}", False
 
     def resolve(self, node: ast.AST) -> str | None:
         """The dotted name an expression refers to, through aliases; None for anything but names and attributes."""

@@ -8,10 +8,14 @@ values with it, and the launch rules read the block sizes a launch passes.
 from __future__ import annotations
 
 import ast
+import bisect
 import math
-from typing import Any, Callable
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator
 
-from .source import literal_value, statements
+from .source import StatementMemo, literal_value, statements
+
+_MISSING = StatementMemo.MISSING
 
 UNKNOWN = object()
 TENSOR_SIZE_METHODS = frozenset({"size", "numel", "dim", "stride"})
@@ -102,11 +106,15 @@ def evaluate(node: ast.AST, lookup=None, depth: int = 0) -> object:
 
 def scope_at(tree: ast.Module, line: int) -> ast.AST:
     """The innermost function around a (1-based) line, else the module."""
-    scope: ast.AST = tree
-    for node in statements(tree.body):  # functions are statements: no need to walk every expression
+    return ModuleIndex(tree.body).scope_at(line) or tree
+
+
+def _innermost(stmts: list[ast.stmt], line: int) -> ast.AST | None:
+    scope: ast.AST | None = None
+    for node in statements(stmts):  # functions are statements: no need to walk every expression
         encloses = isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and (
             node.lineno <= line <= (node.end_lineno or 0))
-        if encloses and (scope is tree or node.lineno >= scope.lineno):  # type: ignore[attr-defined]
+        if encloses and (scope is None or node.lineno >= scope.lineno):  # type: ignore[attr-defined]
             scope = node
     return scope
 
@@ -114,25 +122,109 @@ def scope_at(tree: ast.Module, line: int) -> ast.AST:
 def assigned(body: list[ast.stmt], name: str) -> list[ast.AST | None]:
     """What `name` is bound to in a body: one expression per binding (None where it is not a plain value:
     `+=`, a loop, an unpacked call). `A, B = 16, 128` binds A to 16."""
-    out: list[ast.AST | None] = []
+    return bindings(body).get(name, [])
+
+
+def bindings(body: list[ast.stmt]) -> dict[str, list[ast.AST | None]]:
+    """`assigned(body, name)` for every name bound in a body, in one walk."""
+    out: dict[str, list[ast.AST | None]] = {}
     for sub in statements(body):
         if isinstance(sub, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
             targets = sub.targets if isinstance(sub, ast.Assign) else [sub.target]
             for t in targets:
-                if isinstance(t, ast.Name) and t.id == name:
-                    out.append(None if isinstance(sub, ast.AugAssign) else sub.value)
-                elif isinstance(t, (ast.Tuple, ast.List)) and any(isinstance(e, ast.Name) and e.id == name
-                                                                   for e in t.elts):
-                    i = next(i for i, e in enumerate(t.elts) if isinstance(e, ast.Name) and e.id == name)
+                if isinstance(t, ast.Name):
+                    out.setdefault(t.id, []).append(None if isinstance(sub, ast.AugAssign) else sub.value)
+                elif isinstance(t, (ast.Tuple, ast.List)):
                     value = sub.value
                     same = isinstance(value, (ast.Tuple, ast.List)) and len(value.elts) == len(t.elts)
-                    out.append(value.elts[i] if same else None)  # type: ignore[union-attr]
+                    named: set[str] = set()
+                    for i, e in enumerate(t.elts):
+                        if isinstance(e, ast.Name) and e.id not in named:  # `a, a = ...` binds a once, to the first
+                            named.add(e.id)
+                            out.setdefault(e.id, []).append(value.elts[i] if same else None)  # type: ignore[union-attr]
         elif isinstance(sub, (ast.For, ast.AsyncFor, ast.With, ast.AsyncWith)):
             targets = [sub.target] if isinstance(sub, (ast.For, ast.AsyncFor)) else [
                 i.optional_vars for i in sub.items if i.optional_vars is not None]
-            if any(isinstance(n, ast.Name) and n.id == name for t in targets for n in ast.walk(t)):
-                out.append(None)
+            for name in {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}:
+                out.setdefault(name, []).append(None)
     return out
+
+
+class ModuleIndex:
+    """What resolving names in a module reads, built once per analysis instead of walking the module for each
+    launch site and name: the top-level statements by line (a function around a line lies inside the top-level
+    statement around it), the module's bindings (nested ones included, as `assigned(module.body, name)` counts
+    them) and its classes. With a StatementMemo, each top-level statement's bindings are read once per parse.
+
+    `recording()` collects the module-level names a computation resolved and what they resolved to, so a result
+    memoised per statement can be reused while `unchanged(deps)` holds (bindings are compared by identity: the
+    parse cache keeps the nodes of unchanged statements).
+    """
+
+    def __init__(self, body: list[ast.stmt], memo: StatementMemo | None = None):
+        self.body = body
+        self.memo = memo
+        self._lines = [s.lineno for s in body]
+        self.classes = {n.name: n for n in body if isinstance(n, ast.ClassDef)}
+        self._module: dict[str, list[ast.AST | None]] | None = None
+        self._local: dict[int, tuple[ast.AST, dict[str, list[ast.AST | None]]]] = {}
+        self._deps: dict[str, ast.AST | None] | None = None
+
+    def scope_at(self, line: int) -> ast.AST | None:
+        """The innermost function around a (1-based) line, None at module level."""
+        i = bisect.bisect_right(self._lines, line)
+        around: list[ast.stmt] = []
+        while i > 0 and (self.body[i - 1].end_lineno or 0) >= line:  # end lines never decrease along a body
+            i -= 1
+            around.append(self.body[i])
+        return _innermost(around[::-1], line) if around else None
+
+    def local(self, node: ast.AST) -> dict[str, list[ast.AST | None]]:
+        """The bindings of a function's or class's body."""
+        known = self._local.get(id(node))
+        if known is None or known[0] is not node:
+            known = self._local[id(node)] = (node, bindings(node.body))  # type: ignore[attr-defined]
+        return known[1]
+
+    def _module_bindings(self) -> dict[str, list[ast.AST | None]]:
+        if self._module is None:
+            merged: dict[str, list[ast.AST | None]] = {}
+            for stmt in self.body:
+                part = self.memo.get("bindings", stmt, None)[0] if self.memo is not None else _MISSING
+                if part is _MISSING:
+                    part = bindings([stmt])
+                    if self.memo is not None:
+                        self.memo.put("bindings", stmt, None, part)
+                for name, values in part.items():  # type: ignore[attr-defined]
+                    merged.setdefault(name, []).extend(values)
+            self._module = merged
+        return self._module
+
+    def _resolve(self, name: str) -> ast.AST | None:
+        if name in self.classes:
+            return self.classes[name]
+        values = self._module_bindings().get(name, ())
+        return values[0] if len(values) == 1 else None
+
+    def module_binding(self, name: str) -> ast.AST | None:
+        """The class or the one expression `name` is bound to at module level, None if unknown."""
+        found = self._resolve(name)
+        if self._deps is not None:
+            self._deps.setdefault(name, found)
+        return found
+
+    @contextmanager
+    def recording(self) -> Iterator[dict[str, ast.AST | None]]:
+        outer, self._deps = self._deps, {}
+        try:
+            yield self._deps
+        finally:
+            if outer is not None:  # a nested computation's dependencies are the outer one's too
+                outer.update({k: v for k, v in self._deps.items() if k not in outer})
+            self._deps = outer
+
+    def unchanged(self, deps: dict[str, ast.AST | None]) -> bool:
+        return all(self._resolve(name) is found for name, found in deps.items())
 
 
 class Resolver:
@@ -140,19 +232,20 @@ class Resolver:
     assignments, parameter defaults, module constants), `cfg["BLOCK"]` of a dict literal, `cfg.BLOCK` of a call
     with literal keywords or of a class attribute, and arithmetic, min/max, triton.next_power_of_2 of those."""
 
-    def __init__(self, tree: ast.Module, line: int, defaults: bool = True):
+    def __init__(self, tree: ast.Module, line: int, defaults: bool = True, index: ModuleIndex | None = None):
         # defaults=False: a parameter's default is not its value (a caller may pass another one)
         self.defaults = defaults
         self.tree = tree
-        self.scope = scope_at(tree, line)
-        self.classes = {n.name: n for n in tree.body if isinstance(n, ast.ClassDef)}
+        self.index = index if index is not None else ModuleIndex(tree.body)
+        self.scope = self.index.scope_at(line) or tree
+        self.classes = self.index.classes
         self.seen: set[str] = set()
 
     def binding(self, name: str) -> ast.AST | None:
         """The one expression `name` is bound to, None if unknown (several bindings, a parameter)."""
         scope = self.scope
         if isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            values = assigned(scope.body, name)
+            values = self.index.local(scope).get(name, [])
             a = scope.args
             positional = a.posonlyargs + a.args
             defaults = dict(zip([x.arg for x in positional[len(positional) - len(a.defaults):]], a.defaults))
@@ -163,10 +256,7 @@ class Resolver:
                 return defaults[name]
             if name in [x.arg for x in positional + a.kwonlyargs]:
                 return None  # a parameter without a default: the caller decides
-        if name in self.classes:
-            return self.classes[name]
-        values = assigned(self.tree.body, name)
-        return values[0] if len(values) == 1 else None
+        return self.index.module_binding(name)
 
     def value(self, node: ast.AST) -> object:
         return evaluate(node, self.lookup)
@@ -201,7 +291,7 @@ class Resolver:
                     if kw.arg == node.attr:
                         return self.value(kw.value)
             if isinstance(bound, ast.ClassDef):
-                values = assigned(bound.body, node.attr)
+                values = self.index.local(bound).get(node.attr, [])
                 if len(values) == 1 and values[0] is not None:
                     return self.value(values[0])
         return UNKNOWN

@@ -19,6 +19,7 @@ def _snapshot(analysis):
         [(k.name, k.span, k.name_span, [p.name for p in k.params]) for k in analysis.kernels],
         [(s.target, s.span) for s in analysis.launch_sites],
         [(k.name, k.span) for k in analysis.nki_kernels],
+        analysis.launch_values, analysis.spec_values, analysis.tensor_sizes,
     )
 
 
