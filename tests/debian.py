@@ -3,13 +3,18 @@ user may, so that CI on a fresh Debian machine runs those tests instead of skipp
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 import subprocess
+import tempfile
+from pathlib import Path
 
 
 def ensure(program: str, packages: list[str]) -> tuple[str | None, str]:
-    """The path of `program`, installing `packages` first where it is missing; else None and why not."""
+    """The path of `program`, installing `packages` first where it is missing; else None and why not.
+    pytest-xdist workers may ask at once (Chromium on one, Emacs on another): apt-get holds dpkg's lock, so a second
+    install would fail at once. They take turns on one lock file and look again once it is theirs."""
     found = shutil.which(program)
     if found:
         return found, ""
@@ -17,6 +22,15 @@ def ensure(program: str, packages: list[str]) -> tuple[str | None, str]:
         return None, f"{program} is not installed and there is no apt-get to install it ({' '.join(packages)})"
     if os.geteuid() != 0:
         return None, f"{program} is not installed; installing it needs root: apt-get install {' '.join(packages)}"
+    with open(Path(tempfile.gettempdir()) / "kernel-lsp-tests-apt.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        found = shutil.which(program)
+        if found:
+            return found, ""
+        return _install(program, packages)
+
+
+def _install(program: str, packages: list[str]) -> tuple[str | None, str]:
     env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
     for cmd in (["apt-get", "update", "-qq"], ["apt-get", "install", "-y", "-qq", "--no-install-recommends",
                                                 *packages]):

@@ -16,21 +16,22 @@ from tests.server.kernels import TYPO, TYPO_LINE
 pytestmark = pytest.mark.emacs
 
 ROOT = Path(__file__).resolve().parents[2]
-# Debian's emacs-nox and elpa-eglot, installed when missing where the tests may (tests/debian.py).
-EMACS, _WHY_NOT = ensure("emacs", ["emacs-nox", "elpa-eglot"])
 
 
-def _has_eglot() -> bool:
-    if EMACS is None:
-        return False
-    probe = subprocess.run([EMACS, "--batch", "--eval", "(progn (package-initialize) (require 'eglot))"],
+@pytest.fixture(scope="module")
+def emacs() -> str:
+    """Debian's emacs-nox with eglot, installed when missing where the tests may (tests/debian.py); else a skip.
+    Decided when the test runs, not at collection: every pytest-xdist worker must collect the same tests, and an
+    install under way on one worker must not make another one skip the module."""
+    found, why_not = ensure("emacs", ["emacs-nox", "elpa-eglot"])
+    if found is None:
+        pytest.skip(why_not)
+    probe = subprocess.run([found, "--batch", "--eval", "(progn (package-initialize) (require 'eglot))"],
                            check=False, capture_output=True, timeout=60)
-    return probe.returncode == 0
+    if probe.returncode != 0:
+        pytest.skip("emacs is installed but eglot is not (apt-get install elpa-eglot)")
+    return found
 
-
-if not _has_eglot():
-    pytest.skip(_WHY_NOT or "emacs is installed but eglot is not (apt-get install elpa-eglot)",
-                allow_module_level=True)
 
 DRIVER = r"""
 (package-initialize)
@@ -65,7 +66,7 @@ DRIVER = r"""
 """
 
 
-def test_eglot_shows_the_server_diagnostics_through_flymake(tmp_path: Path):
+def test_eglot_shows_the_server_diagnostics_through_flymake(emacs: str, tmp_path: Path):
     (tmp_path / ".git").mkdir()  # the project root eglot uses
     kernel = tmp_path / "kernels.py"
     kernel.write_text(TYPO)
@@ -73,7 +74,7 @@ def test_eglot_shows_the_server_diagnostics_through_flymake(tmp_path: Path):
     driver.write_text(DRIVER)
     env = {"KERNEL_LSP_EL": str(ROOT / "editors" / "emacs"), "KERNEL_LSP_PYTHON": sys.executable,
            "KERNEL_LSP_FILE": str(kernel), "HOME": str(tmp_path), "PATH": "/usr/bin:/bin"}
-    run = subprocess.run([EMACS, "--batch", "-l", str(driver)], check=False, capture_output=True, text=True,
+    run = subprocess.run([emacs, "--batch", "-l", str(driver)], check=False, capture_output=True, text=True,
                          timeout=90, env=env, cwd=tmp_path, stdin=subprocess.DEVNULL)
     # The server's one-time trust question leaves its minibuffer prompt in front of the printed result.
     lines = [line[line.index('{"server"'):] for line in run.stdout.splitlines() if '{"server"' in line]
