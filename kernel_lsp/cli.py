@@ -34,6 +34,10 @@ def _host_port(text: str) -> tuple[str, int]:
     return host, value
 
 
+def _tcp_address(text: str) -> tuple[str, int]:
+    return _host_port(text if ":" in text else f"127.0.0.1:{text}")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="kernel-lsp", description="Language server and checker for GPU kernels.")
     parser.add_argument("--version", action="version", version=f"kernel-lsp {__version__}")
@@ -42,7 +46,15 @@ def build_parser() -> argparse.ArgumentParser:
     serve = sub.add_parser("serve", help="run the language server (stdio by default)")
     mode = serve.add_mutually_exclusive_group()
     mode.add_argument("--stdio", action="store_true", help="talk LSP over stdin/stdout (the default)")
-    mode.add_argument("--tcp", type=_host_port, metavar="HOST:PORT", help="listen on a TCP address instead")
+    mode.add_argument("--tcp", type=_tcp_address, metavar="[HOST:]PORT",
+                      help="listen on a TCP address instead (HOST defaults to 127.0.0.1); one client, which must "
+                      "pass the session token as initializationOptions.token (docs/editors.md)")
+    serve.add_argument("--token-file", metavar="FILE",
+                       help="with --tcp: the session token's file; read when it exists, else a new token is written "
+                       "there (owner-only). Default: a new token in the user's runtime folder, named on stderr")
+    serve.add_argument("--allow-remote", action="store_true",
+                       help="with --tcp: listen on an address other than loopback (the token then crosses the "
+                       "network in clear text: prefer an SSH tunnel to a loopback port)")
     serve.add_argument("--log-file", help="also write the server log to this file")
     serve.add_argument("--log-level", choices=["debug", "info", "warning", "error"], default=None)
 
@@ -454,9 +466,72 @@ def _serve(args: argparse.Namespace) -> int:
 
     # The transport's reader survives bad frames that pygls' own would lose the stream on (transport.py).
     if args.tcp:
-        host, port = args.tcp
-        return start_tcp(server, host, port)
+        return _serve_tcp(server, start_tcp, *args.tcp, token_file=args.token_file, allow_remote=args.allow_remote)
     return start_io(server)
+
+
+def _tcp_token(token_file: str | None, port: int) -> tuple[str, str | None, bool] | str:
+    """The session token, the file it is in (None: from the environment) and whether this process wrote that
+    file; or why there is none."""
+    import secrets
+
+    from .transport import MIN_TOKEN_CHARS, TOKEN_ENV
+
+    given = os.environ.get(TOKEN_ENV)
+    if given is not None:
+        given = given.strip()
+        return (given, None, False) if len(given) >= MIN_TOKEN_CHARS else \
+            f"{TOKEN_ENV} must hold at least {MIN_TOKEN_CHARS} characters"
+    if token_file and os.path.exists(token_file):
+        try:
+            with open(token_file, encoding="utf-8") as fh:
+                text = fh.read().strip()
+        except OSError as exc:
+            return f"cannot read --token-file {token_file}: {exc}"
+        if len(text) < MIN_TOKEN_CHARS:
+            return f"--token-file {token_file} must hold a token of at least {MIN_TOKEN_CHARS} characters"
+        return text, token_file, False
+    if token_file is None:
+        base = os.environ.get("XDG_RUNTIME_DIR") or os.path.join(os.path.expanduser("~"), ".cache")
+        folder = os.path.join(base, "kernel-lsp")
+        os.makedirs(folder, mode=0o700, exist_ok=True)
+        token_file = os.path.join(folder, f"tcp-{port}.token")
+    token = secrets.token_urlsafe(32)
+    try:
+        if os.path.exists(token_file):
+            os.unlink(token_file)  # a stale one of an earlier server on this port
+        fd = os.open(token_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(token + "\n")
+    except OSError as exc:
+        return f"cannot write the session token to {token_file}: {exc}"
+    return token, token_file, True
+
+
+def _serve_tcp(server, start_tcp, host: str, port: int, token_file: str | None, allow_remote: bool) -> int:
+    from .transport import is_loopback
+
+    if not is_loopback(host) and not allow_remote:
+        print(f"kernel-lsp: --tcp {host}:{port} is not a loopback address; anyone who reaches it could try the "
+              "token, which crosses the network in clear text. Use an SSH tunnel to a loopback port, or pass "
+              "--allow-remote", file=sys.stderr)
+        return EXIT_USAGE
+    made = _tcp_token(token_file, port)
+    if isinstance(made, str):
+        print(f"kernel-lsp: {made}", file=sys.stderr)
+        return EXIT_USAGE
+    token, where, written = made
+    source = f"in {where}" if where else "the one in $KERNEL_LSP_TOKEN"
+    print(f"kernel-lsp: listening on {host}:{port} for one client; its session token is {source} (pass it as "
+          "initializationOptions.token)", file=sys.stderr, flush=True)
+    try:
+        return start_tcp(server, host, port, token)
+    finally:
+        if written and where:
+            try:
+                os.unlink(where)
+            except OSError:
+                pass
 
 
 def main(argv: list[str] | None = None) -> int:

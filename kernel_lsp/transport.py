@@ -194,12 +194,16 @@ class FrameParser:
                 out.append(Problem(f"a message body that is not JSON ({_json_error(exc)}); skipping to the next "
                                    "Content-Length header", PARSE_ERROR, _request_id(body)))
                 # A length that overstates a broken body may cover the next message's header, or its start only:
-                # resume at a header that begins inside the length.
-                inside = _HEADER_START.search(buf, 1)
-                if inside is not None and inside.start() >= n:
-                    inside = None
-                del buf[:inside.start() if inside is not None else n]
-                self._state = _HEADERS if inside is not None else _SKIP  # a short length leaves the rest ahead
+                # resume at a header that begins inside the length (at its first byte too: a header block with no
+                # body at all, whose length then covers the next message).
+                # Otherwise the skip searches these bytes too, as more arrive: a header may begin in them that is
+                # not whole yet (a length shorter than the message, or than the next message's header).
+                inside = _HEADER_START.search(buf)
+                if inside is not None and inside.start() < n:
+                    del buf[:inside.start()]
+                    self._state = _HEADERS
+                else:
+                    self._state = _SKIP
                 return True
             del buf[:n]
             out.append(Message(payload))
@@ -502,11 +506,12 @@ def _describe(exc: Exception) -> str:
 
 # -- serving -------------------------------------------------------------------------------------------------
 
-async def run(server: "LanguageServer", read: Callable[[], Awaitable[bytes]]) -> None:
+async def run(server: "LanguageServer", read: Callable[[], Awaitable[bytes]],
+              parser: FrameParser | None = None) -> None:
     """Read until the input ends or the server stops, handing each message to the protocol."""
     protocol = server.protocol
     assert isinstance(protocol, KernelProtocol), "build the server with protocol_cls=KernelProtocol"
-    parser = FrameParser()
+    parser = parser or FrameParser()
     stop = server._stop_event
     while stop is None or not stop.is_set():
         data = await read()
@@ -591,20 +596,155 @@ def start_io(server: "LanguageServer") -> int:
     return _leave(code)
 
 
-def start_tcp(server: "LanguageServer", host: str, port: int) -> int:
-    """Serve clients one connection at a time on a TCP address."""
+# -- TCP ------------------------------------------------------------------------------------------------------
+#
+# A TCP port on this machine can be reached by every local program, and by every web page the user opens: a
+# browser's no-preflight POST to 127.0.0.1:PORT arrives as an HTTP request line, headers and a body of the page's
+# choosing. So a connection is served only once its first bytes are an LSP frame holding `initialize` with the
+# session's token (docs/editors.md, "Connecting over TCP"); anything else closes that connection and nothing else.
+# One client is served; its session is the server's, and the server ends when that client leaves.
+
+TOKEN_ENV = "KERNEL_LSP_TOKEN"
+TOKEN_OPTION = "token"  # initializationOptions.token
+MIN_TOKEN_CHARS = 16
+AUTH_TIMEOUT_S = 10.0  # how long a new connection may take to send its initialize
+MAX_WAITING = 8  # connections not yet authenticated at once; more are closed at once
+FIRST_FRAME_LIMIT = 1024 * 1024  # an initialize is a few KiB; a larger first frame is not an editor's
+
+
+def is_loopback(host: str) -> bool:
+    import ipaddress
+
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def token_matches(given: Any, token: str) -> bool:
+    import hmac
+
+    return isinstance(given, str) and hmac.compare_digest(given.encode(), token.encode())
+
+
+def _frame(payload: dict) -> bytes:
+    body = json.dumps(payload).encode()
+    return b"Content-Length: %d\r\n\r\n" % len(body) + body
+
+
+class _Refused(Exception):
+    """Why a connection is closed before it is served; `answer` is written to it first where it is an LSP client."""
+
+    def __init__(self, why: str, answer: bytes = b""):
+        super().__init__(why)
+        self.answer = answer
+
+
+async def _authenticate(reader: asyncio.StreamReader, token: str, peer: str,
+                        ) -> tuple[FrameParser, dict, list[Message | Problem]]:
+    """Read the connection's first frame: an `initialize` request with the session's token, or `_Refused`.
+    Returns the parser (holding what arrived after it), the initialize message without its token, and the
+    events that came with it."""
+    parser = FrameParser(limit=FIRST_FRAME_LIMIT)
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + AUTH_TIMEOUT_S
+    while True:
+        left = deadline - loop.time()
+        if left <= 0:
+            raise _Refused("sent no initialize within %g s" % AUTH_TIMEOUT_S)
+        try:
+            data = await asyncio.wait_for(reader.read(CHUNK), left)
+        except asyncio.TimeoutError:
+            raise _Refused("sent no initialize within %g s" % AUTH_TIMEOUT_S) from None
+        if not data:
+            raise _Refused("closed before initialize")
+        events = parser.feed(data)
+        if not events:
+            continue
+        first, rest = events[0], events[1:]
+        if isinstance(first, Problem):  # not LSP from its first byte (an HTTP request, a port scan, garbage)
+            raise _Refused(f"did not speak LSP ({first.text.split(';')[0]})")
+        payload = first.payload
+        if not (isinstance(payload, dict) and payload.get("method") == types.INITIALIZE and _is_id(payload.get("id"))):
+            raise _Refused("sent something other than initialize first")
+        params = payload.get("params")
+        options = params.get("initializationOptions") if isinstance(params, dict) else None
+        given = options.pop(TOKEN_OPTION, None) if isinstance(options, dict) else None
+        if not token_matches(given, token):
+            why = "sent no session token" if given is None else "sent a wrong session token"
+            answer = _frame({"jsonrpc": "2.0", "id": payload["id"], "error": {
+                "code": INVALID_REQUEST,
+                "message": f"kernel-lsp: this connection {why}: pass the token that `kernel-lsp serve --tcp` wrote "
+                           "as initializationOptions.token (docs/editors.md, \"Connecting over TCP\")"}})
+            raise _Refused(why, answer)
+        parser.limit = MAX_MESSAGE_BYTES
+        return parser, payload, rest
+
+
+def start_tcp(server: "LanguageServer", host: str, port: int, token: str, on_listen: Callable[[int], None] | None = None,
+              ) -> int:
+    """Serve one authenticated client on a TCP address (see above); the exit code."""
     server._stop_event = stop = threading.Event()
+    state = {"client": None, "waiting": 0}
 
     async def connection(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        server.protocol.set_writer(writer)  # type: ignore[arg-type]
-        await run(server, lambda: reader.read(CHUNK))
+        peer = str(writer.get_extra_info("peername"))
+        if state["client"] is not None or state["waiting"] >= MAX_WAITING:
+            log.warning("closed a connection from %s: %s", peer,
+                        "a client is already connected" if state["client"] else "too many connections waiting")
+            writer.close()
+            return
+        state["waiting"] += 1
+        try:
+            parser, initialize, rest = await _authenticate(reader, token, peer)
+        except _Refused as refused:
+            log.warning("closed a connection from %s: it %s", peer, refused)
+            try:
+                if refused.answer:
+                    writer.write(refused.answer)
+                    await asyncio.wait_for(writer.drain(), 2)
+            except (OSError, asyncio.TimeoutError):
+                pass
+            writer.close()
+            return
+        except OSError as exc:
+            log.warning("closed a connection from %s: %s", peer, exc)
+            writer.close()
+            return
+        finally:
+            state["waiting"] -= 1
+        if state["client"] is not None:  # another one got in while this one was read
+            writer.write(_frame({"jsonrpc": "2.0", "id": initialize["id"], "error": {
+                "code": INVALID_REQUEST, "message": "kernel-lsp: another client is connected to this server"}}))
+            writer.close()
+            return
+        state["client"] = peer
+        log.info("serving %s", peer)
+        protocol = server.protocol
+        assert isinstance(protocol, KernelProtocol), "build the server with protocol_cls=KernelProtocol"
+        protocol.set_writer(writer)  # type: ignore[arg-type]
+        for event in [Message(initialize), *rest]:
+            _deliver(server, protocol, event)
+            await asyncio.sleep(0)
+        await run(server, lambda: reader.read(CHUNK), parser)
+        # The session was this client's: the server ends with it (a stray connection never gets this far).
         server.shutdown()
+        if server._server is not None:
+            server._server.close()
 
     async def listen() -> None:
         server._server = await asyncio.start_server(connection, host, port)
-        log.info("serving on %s", ", ".join(str(s.getsockname()) for s in server._server.sockets))
+        addresses = [s.getsockname() for s in server._server.sockets]
+        log.info("serving on %s", ", ".join(str(a) for a in addresses))
+        if on_listen is not None:
+            on_listen(addresses[0][1])
         async with server._server:
-            await server._server.serve_forever()
+            try:
+                await server._server.serve_forever()
+            except asyncio.CancelledError:
+                pass
 
     try:
         code = _run_loop(listen)

@@ -150,8 +150,10 @@ def test_serve_over_tcp():
     import time
 
     port = _free_port()
+    token = "a-session-token-of-the-test"
     proc = subprocess.Popen([sys.executable, "-m", "kernel_lsp", "serve", "--tcp", f"127.0.0.1:{port}"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            env={**os.environ, "KERNEL_LSP_TOKEN": token})
     try:
         deadline = time.monotonic() + scaled(20)
         while True:
@@ -162,7 +164,8 @@ def test_serve_over_tcp():
                 assert time.monotonic() < deadline and proc.poll() is None, "server did not listen"
                 time.sleep(0.05)
         body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize",
-                           "params": {"processId": None, "rootUri": None, "capabilities": {}}}).encode()
+                           "params": {"processId": None, "rootUri": None, "capabilities": {},
+                                      "initializationOptions": {"token": token}}}).encode()
         conn.sendall(b"Content-Length: %d\r\n\r\n" % len(body) + body)
         data = b""
         while b"\r\n\r\n" not in data or len(data.split(b"\r\n\r\n", 1)[1]) < int(

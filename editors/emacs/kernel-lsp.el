@@ -46,6 +46,17 @@ When nil: `kernel-lsp-python' when set, else `kernel-lsp serve' when kernel-lsp 
 For example (:ignore [\"TR009\"] :severity (:NK \"hint\") :compile \"off\").  Use vectors for lists."
   :type 'plist)
 
+(defcustom kernel-lsp-tcp nil
+  "Connect to a running `kernel-lsp serve --tcp' instead of starting the server: a list (HOST PORT).
+The server's session token is read from `kernel-lsp-token-file' and sent with initialize (docs/editors.md)."
+  :type '(choice (const :tag "Start the server (stdio)" nil) (list string integer)))
+
+(defcustom kernel-lsp-token-file nil
+  "The file holding the session token of the server `kernel-lsp-tcp' names.
+When nil: $XDG_RUNTIME_DIR/kernel-lsp/tcp-PORT.token, else ~/.cache/kernel-lsp/tcp-PORT.token, where the server
+writes it by default."
+  :type '(choice (const :tag "The server's default" nil) file))
+
 (defcustom kernel-lsp-auto-start 'kernels
   "When `kernel-lsp-setup' starts eglot in Python buffers by itself.
 `kernels': in buffers that contain Triton or NKI kernels; `always': in every Python buffer; nil: never (run
@@ -64,8 +75,20 @@ For example (:ignore [\"TR009\"] :severity (:NK \"hint\") :compile \"off\").  Us
 (defclass kernel-lsp-server (eglot-lsp-server) ()
   "The kernel-lsp language server.")
 
+(defun kernel-lsp--token ()
+  "The session token of the TCP server `kernel-lsp-tcp' names."
+  (let ((file (or kernel-lsp-token-file
+                  (expand-file-name (format "kernel-lsp/tcp-%d.token" (cadr kernel-lsp-tcp))
+                                    (or (getenv "XDG_RUNTIME_DIR") "~/.cache")))))
+    (with-temp-buffer
+      (insert-file-contents file)
+      (string-trim (buffer-string)))))
+
 (cl-defmethod eglot-initialization-options ((_server kernel-lsp-server))
-  (or kernel-lsp-settings eglot--{}))
+  (let ((settings (copy-sequence kernel-lsp-settings)))
+    (when kernel-lsp-tcp  ; the token goes with initialize only: it is not a setting
+      (setq settings (plist-put settings :token (kernel-lsp--token))))
+    (or settings eglot--{})))
 
 (defun kernel-lsp--command ()
   (cond (kernel-lsp-command kernel-lsp-command)
@@ -74,8 +97,8 @@ For example (:ignore [\"TR009\"] :severity (:NK \"hint\") :compile \"off\").  Us
         (t (list (or (executable-find "python3") "python") "-P" "-m" "kernel_lsp" "serve"))))
 
 (defun kernel-lsp-contact (&optional _interactive)
-  "The eglot contact for kernel-lsp: its server class and command line."
-  (cons 'kernel-lsp-server (kernel-lsp--command)))
+  "The eglot contact for kernel-lsp: its server class and command line (or TCP address)."
+  (cons 'kernel-lsp-server (or kernel-lsp-tcp (kernel-lsp--command))))
 
 (defun kernel-lsp-buffer-has-kernels-p ()
   "Whether the current buffer contains Triton or NKI kernel code."

@@ -103,6 +103,7 @@ def register(server: "KernelLanguageServer") -> None:
         if isinstance(options, dict):  # the client's own word on trust is not a setting
             options = dict(options)
             state.client_trusted = options.pop("workspaceTrusted", None) is True
+            options.pop("token", None)  # the TCP session token (transport.py), checked before this
         _apply_settings(ls, options, "initializationOptions")
         state.initial_settings = state.requested
         log.info("initialize: roots=%s diagnostics=%s", state.roots, "pull" if state.pull else "push")

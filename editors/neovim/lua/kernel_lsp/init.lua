@@ -3,7 +3,9 @@
 ---
 --- ```lua
 --- require("kernel_lsp").setup({
----   cmd = nil,            -- how to start the server; default: `kernel-lsp serve` (or `python -m kernel_lsp serve`)
+---   cmd = nil,            -- how to start the server; default: `kernel-lsp serve` (or `python -m kernel_lsp serve`);
+---                         -- vim.lsp.rpc.connect(host, port) for a `kernel-lsp serve --tcp` (then pass `token`)
+---   token = nil,          -- the session token of a `kernel-lsp serve --tcp` (docs/editors.md), sent only with initialize
 ---   python = nil,         -- a Python interpreter that has kernel-lsp installed, e.g. ".venv/bin/python"
 ---   settings = {},        -- the `kernelLsp` settings (docs/configuration.md), e.g. { ignore = { "TR009" } }
 ---   inlay_hints = true,   -- show the server's inlay hints (registers, spills, shared memory) in attached buffers
@@ -1100,7 +1102,8 @@ function M.setup(opts)
     cmd = opts.cmd or default_cmd(opts.python),
     filetypes = { "python", "cuda" }, -- .cu files are compiled with nvcc where it is installed
     root_markers = { "pyproject.toml", "setup.py", ".git" },
-    init_options = settings,
+    -- The TCP session token goes with initialize only: it is not a setting (workspace/configuration omits it).
+    init_options = opts.token and vim.tbl_extend("force", vim.deepcopy(settings), { token = opts.token }) or settings,
     settings = { [M.section] = settings },
     capabilities = capabilities,
     handlers = handlers,
