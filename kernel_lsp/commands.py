@@ -44,8 +44,8 @@ COMMANDS: tuple[ServerCommand, ...] = (
     ServerCommand(STATUS, "Show status", "What the server is doing: indexed files, queued work, compile and "
                   "check counters, memory."),
     ServerCommand(TRUST, "Trust this workspace", "Let kernel-lsp run this workspace's code (compile, check and time "
-                  "its kernels as the settings say), remembered for its folders in your user configuration; "
-                  "`kernel-lsp untrust PATH` takes it back."),
+                  "its kernels as the settings say), remembered for its folders in your user configuration, once "
+                  "you answer the server's question with Trust; `kernel-lsp untrust PATH` takes it back."),
     ServerCommand(REINDEX, "Re-index the workspace", "Forget what is known of closed files and read the workspace "
                   "again."),
     ServerCommand(SHOW_IR, "Show IR", "Open the TTIR, TTGIR, LLIR, PTX, SASS or AMDGCN of the kernel under the "

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from .. import __version__
 from ..commands import REINDEX, STATUS, TRUST
 from ..engine.gpu import runs_on_gpu
-from .lifecycle import grant_trust, workspace_trusted
+from .lifecycle import confirm_trust, workspace_trusted
 
 if TYPE_CHECKING:
     from ..server import KernelLanguageServer
@@ -65,7 +65,11 @@ def register(server: "KernelLanguageServer") -> None:
     async def trust_command(ls, *args) -> dict[str, Any]:
         if not ls.state.roots:
             return {"error": "there is no workspace folder to trust"}
-        return {"trusted": await grant_trust(ls)}
+        trusted = await confirm_trust(ls)
+        if trusted is None:
+            return {"trusted": [], "error": "the workspace was not trusted: the question was not answered with "
+                    "Trust (`kernel-lsp trust PATH` in a shell trusts a folder)"}
+        return {"trusted": trusted}
 
     @server.command(REINDEX)
     async def reindex_command(ls, *args) -> dict[str, Any]:

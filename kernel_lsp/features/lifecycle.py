@@ -168,18 +168,35 @@ async def ask_for_trust(server: "KernelLanguageServer") -> None:
     if state.trust_asked or not state.roots:
         return
     state.trust_asked = True
-    folders = ", ".join(state.roots)
+    if await _person_says_trust(server, [r for r in state.roots if not trust.is_trusted(r)] or state.roots):
+        await grant_trust(server)
+
+
+async def _person_says_trust(server: "KernelLanguageServer", folders: list[str]) -> bool:
+    """Whether the person at the editor answers the trust question with Trust (the editor shows it to them)."""
     try:
         answer = await server.window_show_message_request_async(types.ShowMessageRequestParams(
             type=types.MessageType.Warning,
             message=f"kernel-lsp: checking and timing kernels runs this folder's code (its specs, launchers and "
-                    f"references). Trust {folders}? Until then only the static rules and the offline compile run.",
+                    f"references). Trust {', '.join(folders)}? Until then only the static rules and the offline "
+                    "compile run.",
             actions=[types.MessageActionItem(title=TRUST), types.MessageActionItem(title=NOT_NOW)]))
     except Exception as exc:  # noqa: BLE001 - a client that cannot ask: the static rules carry on
         log.info("could not ask for trust: %s", exc)
-        return
-    if answer is not None and answer.title == TRUST:
-        await grant_trust(server)
+        return False
+    return answer is not None and answer.title == TRUST
+
+
+async def confirm_trust(server: "KernelLanguageServer") -> list[str] | None:
+    """The `kernel-lsp.trust` command. A message alone never grants trust (over a socket it may come from any
+    program): folders the user already trusted (`kernel-lsp trust PATH` in a shell) take effect at once; the others
+    are trusted only when the person answers the server's question with Trust. Returns the folders trusted, or
+    None when the answer was not Trust."""
+    state = server.state
+    pending = [r for r in state.roots if not trust.is_trusted(r)]
+    if pending and not await _person_says_trust(server, pending):
+        return None
+    return await grant_trust(server)
 
 
 async def grant_trust(server: "KernelLanguageServer") -> list[str]:

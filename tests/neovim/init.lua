@@ -12,10 +12,11 @@ vim.opt.runtimepath:prepend(vim.fs.joinpath(here, "..", "..", "editors", "neovim
 
 _G.kernel_lsp_test = { messages = {}, notes = {}, questions = {} }
 -- A question (window/showMessageRequest, the server's trust prompt) would wait for a keypress: record it and
--- dismiss it, as a user pressing <Esc> would.
+-- dismiss it, as a user pressing <Esc> would, or pick the action a scenario put in `answer`.
 vim.lsp.handlers["window/showMessageRequest"] = function(_, params)
   table.insert(_G.kernel_lsp_test.questions, params.message)
-  return vim.NIL
+  local answer = _G.kernel_lsp_test.answer
+  return answer and { title = answer } or vim.NIL
 end
 local show_message = vim.lsp.handlers["window/showMessage"]
 vim.lsp.handlers["window/showMessage"] = function(err, params, ctx)

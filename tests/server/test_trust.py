@@ -124,12 +124,40 @@ async def test_trusting_turns_on_what_the_settings_ask_for_and_is_remembered(cli
     assert {"module level", "spec inputs", "launch"} <= set(ran), ran
 
 
-async def test_the_trust_command(start, tmp_path, untrusted):
+async def test_the_trust_command_trusts_once_the_person_answers_trust(client, start, tmp_path, untrusted):
     s = await start({"k.py": "x = 1\n"}, options={"checks": "save"})
     assert (await s.command("kernel-lsp.status"))["trusted"] is False
+    client.answer_questions = "Trust"
+    asked = len(client.questions)
     assert (await s.command("kernel-lsp.trust"))["trusted"] == [str(tmp_path.resolve())]
+    assert len(client.questions) == asked + 1  # the command asked the person
     status = await s.command("kernel-lsp.status")
     assert status["trusted"] is True and status["checks"]["when"] == "save"
+
+
+@pytest.mark.parametrize("answer", [None, "Not now"])
+async def test_the_trust_command_alone_grants_nothing(client, start, tmp_path, untrusted, answer):
+    """A message can arrive from any program that reaches the server: without the person's Trust it trusts nothing."""
+    s = await start({"k.py": "x = 1\n"}, options={"checks": "save"})
+    client.answer_questions = answer
+    result = await s.command("kernel-lsp.trust")
+    assert result["trusted"] == [] and "kernel-lsp trust" in result["error"]
+    assert (await s.command("kernel-lsp.status"))["trusted"] is False
+    assert not untrusted.exists() or json.loads(untrusted.read_text())["trusted"] == []
+
+
+async def test_the_trust_command_takes_up_trust_given_in_a_shell(client, start, tmp_path, untrusted):
+    """`kernel-lsp trust PATH` is the user's own action: the command then needs no question."""
+    import subprocess
+    import sys
+
+    s = await start({"k.py": "x = 1\n"}, options={"checks": "save"})
+    subprocess.run([sys.executable, "-m", "kernel_lsp", "trust", str(tmp_path)], check=True, capture_output=True)
+    client.answer_questions = None
+    asked = len(client.questions)
+    assert (await s.command("kernel-lsp.trust"))["trusted"] == [str(tmp_path.resolve())]
+    assert len(client.questions) == asked
+    assert (await s.command("kernel-lsp.status"))["checks"]["when"] == "save"
 
 
 async def test_the_editor_vouching_for_the_workspace_is_enough(start):
@@ -146,11 +174,15 @@ async def test_a_workspace_setting_cannot_grant_trust(start):
 async def test_a_folder_added_later_needs_trust_of_its_own(client, start, tmp_path, untrusted, tmp_path_factory):
     client.answer_questions = None
     s = await start({"k.py": "x = 1\n"}, options={"checks": "save"})
+    client.answer_questions = "Trust"
     assert (await s.command("kernel-lsp.trust"))["trusted"] == [str(tmp_path.resolve())]
+    client.answer_questions = None
+    asked = len(client.questions)
     other = tmp_path_factory.mktemp("other")
     client.workspace_did_change_workspace_folders(types.DidChangeWorkspaceFoldersParams(
         event=types.WorkspaceFoldersChangeEvent(
             added=[types.WorkspaceFolder(uri=other.as_uri(), name="other")], removed=[])))
     status = await until(lambda: s.command("kernel-lsp.status"), lambda st: len(st["roots"]) == 2, timeout=10)
     assert status["trusted"] is False and status["checks"]["when"] == "off"
-    await wait_for(lambda: bool(client.questions), timeout=10)
+    await wait_for(lambda: len(client.questions) > asked, timeout=10)
+    assert str(other) in client.questions[-1].message and str(tmp_path) not in client.questions[-1].message

@@ -13,7 +13,7 @@ return {
     user = "KernelTrust",
     argument = "none",
     title = "Trust this workspace",
-    description = "Let kernel-lsp run this workspace's code (compile, check and time its kernels as the settings say), remembered for its folders in your user configuration; `kernel-lsp untrust PATH` takes it back.",
+    description = "Let kernel-lsp run this workspace's code (compile, check and time its kernels as the settings say), remembered for its folders in your user configuration, once you answer the server's question with Trust; `kernel-lsp untrust PATH` takes it back.",
   },
   {
     name = "kernel-lsp.reindex",
