@@ -83,8 +83,13 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("--output", "-o", metavar="FILE", default="kernel-lsp-report.html",
                         help="the page to write (default: kernel-lsp-report.html)")
     _common_options(report)
-    report.add_argument("--no-checks", dest="run_checks", action="store_false",
-                        help="do not run the correctness specs nor time the kernels (they run the files' code)")
+    checks = report.add_mutually_exclusive_group()
+    checks.add_argument("--run-checks", dest="run_checks", action="store_true", default=None,
+                        help="also run the correctness specs and time the kernels, as check --run-checks does: "
+                        "this runs the files' code. Without it they run only when every path is in a trusted "
+                        "folder (kernel-lsp trust), which the output says")
+    checks.add_argument("--no-checks", dest="run_checks", action="store_false",
+                        help="do not run the specs nor time the kernels, even in a trusted folder")
 
     rules = sub.add_parser("rules", help="list the rules, or explain one")
     rules.add_argument("code", nargs="?")
@@ -390,11 +395,24 @@ def _report(args: argparse.Namespace) -> int:
     if not targets:
         not_run.append("nothing was compiled: triton is not installed in this Python environment")
     run_checks = args.run_checks
+    if run_checks is None:
+        # Running the files' code is asked for by name (--run-checks) or by trust: every path in a trusted folder.
+        untrusted = _untrusted_folders(args.paths)
+        run_checks = not untrusted
+        if untrusted:
+            not_run.append(f"no spec was checked and no kernel timed: that runs the files' code, and "
+                           f"{', '.join(untrusted)} {'is' if len(untrusted) == 1 else 'are'} not trusted. Pass "
+                           "--run-checks, or trust the folder (kernel-lsp trust PATH)")
+        else:
+            note = ("the specs are run and the kernels timed because every path is in a trusted folder "
+                    "(kernel-lsp trust --list); --no-checks turns that off")
+            not_run.append(note)
+            print(f"kernel-lsp: {note}", file=sys.stderr)
     if run_checks and not (triton_installed() and _importable("torch")):
         run_checks = False
         not_run.append("no spec was checked and no kernel timed: that needs torch and triton in this Python "
                        "environment")
-    elif not run_checks:
+    elif args.run_checks is False:
         not_run.append("no spec was checked and no kernel timed (--no-checks)")
     with _Progress(_show_progress(args)) as progress:
         result = _check_files(args, settings, targets, run_checks, progress, history=True)
@@ -409,6 +427,15 @@ def _report(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     print(f"wrote {args.output}", file=sys.stderr)
     return EXIT_USAGE if result.missing else EXIT_OK
+
+
+def _untrusted_folders(paths: list[str]) -> list[str]:
+    """The folders of `paths` (a file's own folder, from its real path) that no trusted folder covers."""
+    from .engine import trust
+
+    folders = dict.fromkeys(os.path.realpath(p if os.path.isdir(p) else os.path.dirname(os.path.abspath(p)))
+                            for p in paths)
+    return [f for f in folders if not trust.is_trusted(f)]
 
 
 def _importable(module: str) -> bool:

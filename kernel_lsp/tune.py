@@ -3,7 +3,8 @@ API (`kernel_lsp.api.Workspace.tune`, the same operation `kernel-lsp mcp` serves
 
 Prints the table of configurations (estimated, and measured where this machine has a GPU) and the winner; with
 `--format json`, `{"winner": {each tunable by name}, "measured": true|false, "table": [...], ...}` for scripts.
-The search runs the file's launcher and spec (in separate processes), as `check --run-checks` does. With
+The search runs the file's launcher and spec (in separate processes), as `check --run-checks` does: only in a
+trusted folder (`kernel-lsp trust`) or with `--allow-run`. With
 `--executor ray` the candidates are timed on a Ray cluster's GPUs, one task per GPU at a time, each candidate
 against the current configuration timed on the same GPU (engine/latency/cluster.py); the table names the node that
 timed each candidate and the report gives the spread of the reference's time between nodes.
@@ -36,6 +37,8 @@ def add_parser(sub) -> None:
                       help="compile the model's N best-ranked candidates (and the current configuration) for their "
                       "registers, shared memory and spills; the others are ranked on assumed resources. 0: none "
                       "(default 12, as the editor's searchCompileBudget setting)")
+    tune.add_argument("--allow-run", action="store_true",
+                      help="run the file's launcher and spec although its folder is not trusted (kernel-lsp trust)")
     tune.add_argument("--no-verify", action="store_true", help="do not check the winner against the reference")
     tune.add_argument("--no-cache", action="store_true", help="search again even if this search was run before")
     tune.add_argument("--quiet", "-q", action="store_true", help="no progress messages on stderr")
@@ -124,7 +127,7 @@ def run(args: argparse.Namespace) -> int:
     except (OSError, UnicodeDecodeError) as exc:
         print(f"kernel-lsp tune: cannot read {path}: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    from .api import ApiError, Workspace
+    from .api import ApiError, NotTrustedError, Workspace
     from .engine.latency.search import DEFAULT_COMPILE_BUDGET
 
     def progress(message: str, fraction: float) -> None:
@@ -136,14 +139,18 @@ def run(args: argparse.Namespace) -> int:
     def say(line: str) -> None:
         print(f"kernel-lsp tune: {line}", file=sys.stderr, flush=True)
 
-    # Running this command is the consent to run the file's launcher and spec, as `check --run-checks` is.
+    # The search runs the file's launcher and spec: only in a trusted folder, or with --allow-run (the consent
+    # asked for by name, as `check --run-checks` is). The API refuses otherwise, before anything runs.
     try:
         with cluster_timer(args.ray_address, say, wanted=args.executor == "ray" and not args.estimate_only) as timer, \
-                Workspace(workspace_root(path), allow_run=True) as workspace:
+                Workspace(workspace_root(path), allow_run=args.allow_run) as workspace:
             found = workspace.tune(os.path.abspath(path), source, kernel=kernel, target=args.device,
                                    measure=False if args.estimate_only else None, verify=not args.no_verify,
                                    cache=not args.no_cache, progress=progress, timer=timer,
                                    compile_budget=DEFAULT_COMPILE_BUDGET if budget is None else budget)
+    except NotTrustedError as exc:
+        print(f"kernel-lsp tune: {str(exc).replace('an explicit allow-run flag', '--allow-run')}", file=sys.stderr)
+        return EXIT_USAGE
     except ApiError as exc:
         print(f"kernel-lsp tune: {exc}", file=sys.stderr)
         return EXIT_USAGE

@@ -40,7 +40,7 @@ def page(tmp_path_factory) -> Path:
     for name in ("vector_add.py", "fused_softmax.py"):
         shutil.copy(EXAMPLES / name, ws / name)
     out = ws / "report.html"
-    done = subprocess.run([sys.executable, "-m", "kernel_lsp", "report", ".", "-o", str(out), "--check-device",
+    done = subprocess.run([sys.executable, "-m", "kernel_lsp", "report", ".", "-o", str(out), "--run-checks", "--check-device",
                            "interpreter", "--target", "sm_90,sm_80"], cwd=ws, capture_output=True, text=True,
                           timeout=600, check=False)
     assert done.returncode == 0, done.stderr[-3000:]

@@ -128,8 +128,10 @@ local function default_cmd(python)
 end
 
 --- `:KernelReport`: `kernel-lsp report` on the server's root folder, with the command that runs the server, then the
---- page opened in the browser (`vim.ui.open`, or `opts.open(path)`). The report compiles, checks and times the
---- folder's kernels, so it runs in the background; a message says where the page is or why it failed.
+--- page opened in the browser (`vim.ui.open`, or `opts.open(path)`). The report compiles the folder's kernels and,
+--- where the server says the workspace is trusted, checks and times them (`--run-checks`: that runs the folder's
+--- code); untrusted, it says so and the page has no verdicts. It runs in the background; a message says where the
+--- page is or why it failed.
 function M.report(opts)
   opts = opts or {}
   local client = vim.lsp.get_clients({ name = M.name })[1]
@@ -145,7 +147,17 @@ function M.report(opts)
   local file = vim.fs.joinpath(vim.fn.tempname(), "report.html")
   vim.fn.mkdir(vim.fs.dirname(file), "p")
   vim.list_extend(cmd, { "report", root, "-o", file, "--quiet" })
-  vim.notify("kernel-lsp: writing the report of " .. root .. " (compiling, checking and timing its kernels)")
+  -- Checks run the folder's code: only where the server (which holds the user's trust) says it is trusted.
+  local status = client:request_sync("workspace/executeCommand", { command = M.commands.status, arguments = {} }, 5000)
+  local trusted = status and status.result and status.result.trusted == true
+  if trusted then
+    table.insert(cmd, "--run-checks")
+    vim.notify("kernel-lsp: writing the report of " .. root .. " (compiling, checking and timing its kernels)")
+  else
+    table.insert(cmd, "--no-checks")
+    vim.notify("kernel-lsp: writing the report of " .. root .. " without checks or timing: the workspace is not "
+      .. "trusted (:KernelTrust)", vim.log.levels.WARN)
+  end
   vim.system(cmd, { cwd = root, text = true }, vim.schedule_wrap(function(done)
     if done.code ~= 0 or vim.fn.filereadable(file) == 0 then
       local why = vim.trim(done.stderr or ""):match("([^\n]*)$")
