@@ -400,14 +400,19 @@ class KernelLanguageServer(LanguageServer):
         inside = next((r for r in self.state.roots if path == r or path.startswith(r.rstrip(os.sep) + os.sep)), None)
         return inside or self.compile_root() or os.path.dirname(path)
 
-    def api_workspace(self, path: str) -> "Workspace":
+    def api_workspace(self, path: str, runs_code: bool = True) -> "Workspace":
         """The Python API's Workspace for a file's folder (`workspace_root`), with the settings in effect and the
         workspace's trust: the editor's checks and timing reach the engine through it, as the command line and the
         MCP server do. A new one replaces it when the settings or the trust change (it starts nothing of its own
-        for these calls, so there is nothing to stop). Raises the API's ApiError for a folder that is gone."""
-        from .api import Workspace
-        from .features.lifecycle import workspace_trusted
+        for these calls, so there is nothing to stop). Raises the API's ApiError for a folder that is gone, and
+        its NotTrustedError when `runs_code` and the file itself may not run (`why_file_may_not_run`)."""
+        from .api import NotTrustedError, Workspace
+        from .features.lifecycle import why_file_may_not_run, workspace_trusted
 
+        if runs_code and workspace_trusted(self):
+            refused = why_file_may_not_run(self, path)
+            if refused is not None:
+                raise NotTrustedError(refused)
         root = self.workspace_root(path)
         trusted = workspace_trusted(self)
         found = self.state.workspaces.get(root)

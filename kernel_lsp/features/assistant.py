@@ -161,6 +161,11 @@ async def run_action(ls: KernelLanguageServer, action: str, args: tuple) -> dict
     if ls.state.settings.checks == "off":  # even Explain times or estimates the kernel by running it
         return {"error": "the assistant verifies every candidate by running the kernel's check, and checks are off "
                          "(the `checks` setting; untrusted VS Code workspaces turn it off)"}
+    from .lifecycle import why_file_may_not_run
+
+    refused = why_file_may_not_run(ls, path)
+    if refused is not None:  # before the model is asked: its candidates would be run
+        return {"error": refused}
     instruction = given.get("instruction")
     if action == "refine" and (not isinstance(instruction, str)):
         return {"error": "refine needs an instruction: \"go\" to accept the plan, an edited plan, or a request"}

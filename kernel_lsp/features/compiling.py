@@ -155,7 +155,7 @@ class Compiles:
                            "(pip install triton); the static checks keep working", types.MessageType.Info)
                 return None
             try:
-                self.api = ls.api_workspace(root)
+                self.api = ls.api_workspace(root, runs_code=False)  # the offline compile runs none
             except ApiError as exc:  # the folder is gone
                 log.info("no compiles: %s", exc)
                 return None

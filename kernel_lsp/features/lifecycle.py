@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+import os
 from typing import TYPE_CHECKING, Any
 
 from lsprotocol import types
@@ -31,6 +32,25 @@ def workspace_trusted(server: "KernelLanguageServer") -> bool:
     folder is in the user's trust file (engine/trust.py). Nothing inside the workspace can make this true."""
     state = server.state
     return state.client_trusted or (bool(state.roots) and all(trust.is_trusted(r) for r in state.roots))
+
+
+def why_file_may_not_run(server: "KernelLanguageServer", path: str) -> str | None:
+    """Why this file's code may not run, or None when it may. Trust is decided per file from its real path (a
+    link into another folder is that folder's file): the file must lie in a folder of the user's trust file, or in
+    a workspace folder the client vouches for. What else the session trusts does not matter: a file opened from
+    outside the workspace, or one of a folder since removed, is not run."""
+    if not workspace_trusted(server):
+        return "the workspace is not trusted"
+    real = os.path.realpath(path)
+    folder = real if os.path.isdir(real) else os.path.dirname(real)
+    if trust.is_trusted(folder):
+        return None
+    state = server.state
+    if state.client_trusted and any(real == r or real.startswith(r.rstrip(os.sep) + os.sep)
+                                    for r in (os.path.realpath(root) for root in state.roots)):
+        return None
+    return (f"{os.path.basename(real)} is outside every trusted folder, so its code is not run. Trust its folder "
+            f"with `kernel-lsp trust {folder}` (or open that folder as a trusted workspace)")
 
 
 def _effective(server: "KernelLanguageServer", settings: Settings) -> Settings:

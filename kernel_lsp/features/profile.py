@@ -170,6 +170,11 @@ async def profile_lines(ls: KernelLanguageServer, *args: Any) -> dict[str, Any]:
     if isinstance(found, dict):
         return found
     path, text, kernels = found
+    from .lifecycle import why_file_may_not_run
+
+    refused = why_file_may_not_run(ls, path)
+    if refused is not None:
+        return {"error": refused}
     report = await ls.profiles.run(path, text, kernels)
     if report is None:
         return {"error": "the profile was superseded by a newer one"}

@@ -186,3 +186,53 @@ async def test_a_folder_added_later_needs_trust_of_its_own(client, start, tmp_pa
     assert status["trusted"] is False and status["checks"]["when"] == "off"
     await wait_for(lambda: len(client.questions) > asked, timeout=10)
     assert str(other) in client.questions[-1].message and str(tmp_path) not in client.questions[-1].message
+
+
+def _open(client, path: Path) -> str:
+    uri = path.as_uri()
+    client.text_document_did_open(types.DidOpenTextDocumentParams(
+        types.TextDocumentItem(uri=uri, language_id="python", version=1, text=path.read_text())))
+    return uri
+
+
+@pytest.mark.parametrize("how", ["trust file", "editor's trust", "folder swap"])
+async def test_a_file_outside_every_trusted_folder_is_never_run(client, start, tmp_path, untrusted, tmp_path_factory,
+                                                                 how):
+    """Trust is decided per file from its real path: whatever else the session trusts, a file of an untrusted
+    folder is not run, and the user hears why and how to trust its folder."""
+    pytest.importorskip("torch")
+    options = {"checks": "save", "latency": "off"}
+    if how == "editor's trust":
+        options["workspaceTrusted"] = True
+    else:
+        untrusted.write_text(json.dumps({"trusted": [str(tmp_path.resolve())]}))
+    other = tmp_path_factory.mktemp("elsewhere")
+    (other / "hostile.py").write_text(HOSTILE)
+    s = await start({"k.py": "x = 1\n"}, options=options)
+    if how == "folder swap":  # the untrusted folder joins the workspace, then leaves it with its file still open
+        folder = types.WorkspaceFolder(uri=other.as_uri(), name="other")
+        client.workspace_did_change_workspace_folders(types.DidChangeWorkspaceFoldersParams(
+            event=types.WorkspaceFoldersChangeEvent(added=[folder], removed=[])))
+        await until(lambda: s.command("kernel-lsp.status"), lambda st: len(st["roots"]) == 2, timeout=10)
+        uri = _open(client, other / "hostile.py")
+        client.workspace_did_change_workspace_folders(types.DidChangeWorkspaceFoldersParams(
+            event=types.WorkspaceFoldersChangeEvent(added=[], removed=[folder])))
+        await until(lambda: s.command("kernel-lsp.status"), lambda st: len(st["roots"]) == 1, timeout=10)
+    else:
+        uri = _open(client, other / "hostile.py")
+    status = await s.command("kernel-lsp.status")
+    assert status["trusted"] is True and status["checks"]["when"] == "save"
+    checked = await s.command("kernel-lsp.runChecks", {"uri": uri, "line": 36, "character": 0})
+    assert "outside every trusted folder" in checked.get("error", ""), checked
+    assert f"kernel-lsp trust {other.resolve()}" in checked["error"]
+    _save(s, uri)
+    await wait_for(lambda: any("outside every trusted folder" in m.message for m in client.messages), timeout=30)
+    profiled = await s.command("kernel-lsp.profileLines", {"uri": uri, "line": 36, "character": 0})
+    assert "error" in profiled
+    assert not (other / "marks").exists()
+    # A file of the trusted folder still runs.
+    (tmp_path / "hostile.py").write_text(HOSTILE)
+    mine = s.open("hostile.py")
+    checked = await s.command("kernel-lsp.runChecks", {"uri": mine, "line": 36, "character": 0})
+    assert "outside every trusted folder" not in str(checked)
+    assert (tmp_path / "marks").exists()
