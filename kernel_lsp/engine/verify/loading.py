@@ -49,20 +49,63 @@ def user_line(tb: types.TracebackType | None, path: str) -> int | None:
     return line
 
 
+# kernel-lsp's own top-level packages. A project may hold folders of the same names (`analyzers/` is a common
+# one): imported before any user folder joins sys.path, ours are the ones in sys.modules, and every later import of
+# their submodules (the latency counter's `analyzers.hardware`, ...) searches only their own folders. An editable
+# install's finder comes after sys.path's, so the order of sys.path alone would not be enough.
+OWN_PACKAGES = ("kernel_lsp", "analyzers")
+
+
+def _is_stdlib(entry: str) -> bool:
+    """Whether a sys.path entry is the standard library's (its folder, lib-dynload below it, or its zip)."""
+    stdlib = os.path.realpath(os.path.dirname(os.__file__))
+    if entry.endswith(".zip"):
+        return os.path.dirname(entry) == os.path.dirname(stdlib)
+    parts = set(entry.split(os.sep))
+    return (entry == stdlib or entry.startswith(stdlib + os.sep)) and not parts & {"site-packages", "dist-packages"}
+
+
+def user_path_index() -> int:
+    """Where the user's folders go in sys.path: after the standard library and after every entry that holds
+    kernel-lsp's own packages, so that a project's `json.py` or `kernel_lsp/` never stands in for them; before
+    the other installed packages, as Python puts a script's folder."""
+    import importlib
+
+    ours = {os.path.realpath(os.path.dirname(os.path.dirname(importlib.import_module(n).__file__ or "")))
+            for n in OWN_PACKAGES}
+    index = 0
+    for i, entry in enumerate(sys.path):
+        real = os.path.realpath(entry or os.getcwd())  # "" is the current folder
+        if _is_stdlib(real) or real in ours:
+            index = i + 1
+    return index
+
+
+def add_user_folders(*folders: str | None) -> None:
+    """Put the user's folders on sys.path at `user_path_index` (never before the standard library or kernel-lsp's
+    packages), kernel-lsp's own packages imported first."""
+    import importlib
+
+    for name in OWN_PACKAGES:
+        importlib.import_module(name)
+    wanted = [os.path.abspath(f) for f in folders if f]
+    for folder in wanted:
+        while folder in sys.path:
+            sys.path.remove(folder)
+    at = user_path_index()
+    sys.path[at:at] = list(dict.fromkeys(wanted))
+
+
 def load_user_module(path: str, source: str, root: str | None = None) -> types.ModuleType:
     """Execute `source` as the module of file `path` under a unique module name and return it.
 
-    The file's folder and `root` go to the front of sys.path so that sibling imports work. Raises
-    UserModuleError (with the 0-based line where known) when the text does not compile or its top level raises.
+    The file's folder, then `root`, join sys.path so that sibling imports work, after the standard library and
+    kernel-lsp's own packages (`add_user_folders`). Raises UserModuleError (with the 0-based line where known)
+    when the text does not compile or its top level raises.
     """
     path = os.path.abspath(path)
     register_source(path, source)
-    for folder in (root, os.path.dirname(path)):
-        if folder:
-            folder = os.path.abspath(folder)
-            if folder in sys.path:
-                sys.path.remove(folder)
-            sys.path.insert(0, folder)
+    add_user_folders(os.path.dirname(path), root)
     stem = "".join(c if c.isalnum() else "_" for c in os.path.splitext(os.path.basename(path))[0])
     name = f"_kernel_lsp_user_{stem}_{next(_counter)}"
     try:
