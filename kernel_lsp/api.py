@@ -423,29 +423,34 @@ class BatchResult(_Result):
 
 _SEVERITY = {Severity.ERROR: "error", Severity.WARNING: "warning", Severity.INFO: "information",
              Severity.HINT: "hint"}
-_SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSW|CREDENTIAL|AUTH", re.IGNORECASE)
 _RANK_WORST = ("correct", "not-checked", "timeout", "out-of-memory", "crashed", "error", "out-of-bounds",
                "mismatch", "rejected")
 
 
 def _secret_values() -> list[str]:
-    """Values of environment variables named like secrets, longest first (short values would blank common words)."""
-    values = {v for k, v in os.environ.items() if _SECRET_NAME.search(k) and len(v) >= 8}
-    return sorted(values, key=len, reverse=True)
+    """Values of environment variables named like secrets (and keys given in settings), longest first."""
+    from .engine.redact import secret_values
+
+    return secret_values()
 
 
-def _scrub(obj: Any, secrets: list[str]) -> Any:
+def _scrub(obj: Any, secrets: list[str] | Callable[[str], str]) -> Any:
+    """`obj` with every secret blanked out, whole or in a simple transform (engine/redact.py)."""
     if not secrets:
         return obj
+    if not callable(secrets):
+        from .engine.redact import scrubber
+
+        secrets = scrubber(secrets)
     if isinstance(obj, str):
-        for s in secrets:
-            obj = obj.replace(s, "<redacted>")
-        return obj
+        return secrets(obj)
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
         return dataclasses.replace(obj, **{f.name: _scrub(getattr(obj, f.name), secrets)
                                            for f in dataclasses.fields(obj)})
     if isinstance(obj, list):
         return [_scrub(x, secrets) for x in obj]
+    if type(obj) is tuple:
+        return tuple(_scrub(x, secrets) for x in obj)
     if isinstance(obj, dict):
         return {k: _scrub(v, secrets) for k, v in obj.items()}
     return obj
@@ -1170,10 +1175,15 @@ class Workspace:
         header = f"# Proposed change to {rel} by {proposer}: {'verified' if verified else 'NOT verified'}\n"
         header += "".join(f"# {' '.join(n.split())}\n" for n in notes)
         header += "".join(f"# {v.kernel}/{v.spec}: {v.status}: {' '.join(v.message.split())}\n" for v in verdicts)
-        secrets = _secret_values()
+        from .engine.redact import scrubber
+
+        secrets = scrubber(_secret_values())
+        # The proposal's files are read by people and agents: a secret in the new source or the diff is blanked
+        # there as everywhere else (accepting it writes the blank, never the secret).
         written = proposals.write(self.root, full, old, new, proposer=_scrub(str(proposer), secrets),
                                   verified=verified, verdict=_scrub(" ".join(verdict.split()), secrets),
-                                  header=_scrub(header, secrets))
+                                  header=_scrub(header, secrets), scrub=secrets)
+        diff = secrets(diff)
         return _scrub(ProposalResult(full, written.diff_path, diff, verified, verdicts, findings, notes), secrets)
 
     # --- the editor's calls ------------------------------------------------------------------------------------

@@ -15,6 +15,7 @@ import json
 import logging
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -63,10 +64,16 @@ def unified_diff(old: str, new: str, rel: str) -> str:
 
 
 def write(root: str | os.PathLike, path: str, old: str, new: str, *, proposer: str, verified: bool, verdict: str,
-          header: str = "") -> Proposal:
-    """Write a proposal for `path` (now `old`) to become `new`; `header`: comment lines put before the diff."""
+          header: str = "", scrub: Callable[[str], str] | None = None) -> Proposal:
+    """Write a proposal for `path` (now `old`) to become `new`; `header`: comment lines put before the diff.
+    `scrub` blanks secrets out of the new source and the diff (engine/redact.py); the base's digest is the
+    file's own."""
     rel = os.path.relpath(path, root)
+    if scrub is not None:
+        new = scrub(new)
     diff = unified_diff(old, new, rel)
+    if scrub is not None:
+        diff = scrub(diff)
     added = sum(1 for line in diff.splitlines() if line.startswith("+") and not line.startswith("+++"))
     removed = sum(1 for line in diff.splitlines() if line.startswith("-") and not line.startswith("---"))
     where = folder(root)

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from lsprotocol import types
 from pygls.uris import to_fs_path
 
-from ..engine import trust
+from ..engine import redact, trust
 from ..settings import SECTION, Settings, parse_settings
 from . import documents
 
@@ -73,6 +73,7 @@ def _apply_settings(server: "KernelLanguageServer", raw: Any, source: str, base:
     for m in messages:
         server.message(f"{m} ({source})")
     state.requested = settings
+    redact.remember(settings.assistant_api_key)  # scrubbed out of every result, as the environment's key is
     settings = _effective(server, settings)
     changed = settings != state.settings
     state.settings = settings

@@ -71,11 +71,13 @@ def test_secrets_in_the_environment_never_reach_a_result(workspace: Path, monkey
     secret = "sk-test-0123456789abcdef"
     monkeypatch.setenv("SOME_SERVICE_API_KEY", secret)
     leaky = (workspace / "vector_add.py").read_text(encoding="utf-8").replace(
-        "    return x + y\n", "    import os\n    raise RuntimeError('key is ' + os.environ['SOME_SERVICE_API_KEY'])\n")
+        "    return x + y\n", "    import os\n    raise RuntimeError('key is ' + os.environ.get('SOME_SERVICE_API_KEY', "
+        "'absent') + ', as text ' + " + repr(secret) + ")\n")
     with Workspace(workspace, allow_run=True) as ws:
         result = ws.check(source=leaky)
     text = json.dumps(result.to_dict())
-    assert "key is <redacted>" in text
+    # Not in the checking process's environment, and blanked where the code knew it some other way.
+    assert "key is absent, as text <redacted>" in text
     assert secret not in text
 
 

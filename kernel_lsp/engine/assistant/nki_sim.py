@@ -20,6 +20,7 @@ import threading
 from pathlib import Path
 
 from ..proc import Stopped, killed_from_outside, run_group
+from ..redact import user_code_env
 
 REPO_ROOT = str(Path(__file__).resolve().parents[3])
 SIMULATOR = "nki.simulate"
@@ -36,7 +37,7 @@ def simulate(path: str, source: str, kernel: str, nki_kernel: str, root: str | N
     request = json.dumps({"path": path, "source": source, "kernel": kernel, "nki_kernel": nki_kernel, "root": root})
     try:
         done = run_group([sys.executable, "-P", "-B", "-m", __name__], timeout=timeout, cancel=cancel, input=request.encode(),
-                         cwd=REPO_ROOT)
+                         cwd=REPO_ROOT, env=user_code_env())  # the user's code runs there: no API key
     except Stopped:  # a cancel reads the same as a timeout here
         return {"ok": False, "message": f"the NKI simulation ran longer than {timeout:g} s"}
     outside = killed_from_outside(done.returncode, "the NKI simulation", "ask again")

@@ -35,6 +35,7 @@ from analyzers.roofline import label as estimate_label
 from analyzers.tiling import format_config
 
 from ..proc import Stopped, killed_from_outside, run_group
+from ..redact import user_code_env
 from .history import history_dir, history_name, load_history, record_history
 from .timing import Timing, suspicious
 
@@ -119,7 +120,7 @@ class LatencyReport:
 
 def run_worker(request: dict, *, interpret: bool, timeout: float, cancel: threading.Event | None = None) -> dict:
     """Run the latency worker on one request in a fresh process; raise WorkerError on timeout, cancel or crash."""
-    env = dict(os.environ)
+    env = user_code_env()  # the user's code runs here: no API key, no token (engine/redact.py)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (REPO_ROOT, env.get("PYTHONPATH")) if p)
     env["TRITON_DEFAULT_FP_FUSION"] = env.get("TRITON_DEFAULT_FP_FUSION", "1")
     if interpret:

@@ -32,6 +32,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ..proc import Stopped, killed_from_outside, run_group
+from ..redact import user_code_env
 from . import ncu_csv
 from .ncu_csv import Advice, LineStat
 
@@ -120,7 +121,7 @@ def gpu_present() -> bool:
 
 
 def _env() -> dict[str, str]:
-    env = dict(os.environ)
+    env = user_code_env()  # the user's code runs here: no API key, no token (engine/redact.py)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (REPO_ROOT, env.get("PYTHONPATH")) if p)
     env.pop("TRITON_INTERPRET", None)  # a real launch is the point
     env.pop("TRITON_DISABLE_LINE_INFO", None)  # without line info ncu cannot name the user's lines

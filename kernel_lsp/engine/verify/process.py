@@ -27,6 +27,7 @@ from typing import Any
 
 from ..gpu import runs_on_gpu
 from ..proc import killed_from_outside
+from ..redact import user_code_env
 from .results import CheckReport, CheckRequest, Verdict, verdict_from_dict
 
 RUNNER = "kernel_lsp.engine.verify.runner"
@@ -100,7 +101,7 @@ class _Run:
         self.forged = 0  # lines in the pipe without the nonce: written by the user's code, ignored
         self.stderr = tempfile.TemporaryFile(mode="w+b")  # noqa: SIM115 - closed in close()
         read_fd, write_fd = os.pipe()
-        env = dict(os.environ)
+        env = user_code_env()  # the user's code runs here: no API key, no token (engine/redact.py)
         env.pop("TRITON_INTERPRET", None)  # the runner decides, before importing triton
         env["KERNEL_LSP_VERIFY_FD"] = str(write_fd)
         env["PYTHONPATH"] = os.pathsep.join(p for p in (_PACKAGE_ROOT, env.get("PYTHONPATH")) if p)
