@@ -118,6 +118,11 @@ def _add_mcp_parser(sub) -> None:
     mcp.add_argument("--allow-run", action="store_true",
                      help="run the workspace's code (check, measure, tune, compare) although the folder is not "
                      "trusted (kernel-lsp trust)")
+    mcp.add_argument("--auth-token", metavar="TOKEN|@FILE",
+                     help="with --http: every request must send Authorization: Bearer TOKEN (@FILE reads it from "
+                     "FILE). Needed for an address other than loopback")
+    mcp.add_argument("--allowed-host", action="append", default=[], metavar="NAME[:PORT]",
+                     help="with --http: a Host name clients use besides the address served (repeatable)")
     mcp.add_argument("--max-parallel", type=int, default=2, metavar="N",
                      help="tool calls that run at once (default: 2)")
     mcp.add_argument("--memory-mb", type=int, default=4096, metavar="MB",
@@ -131,12 +136,35 @@ def _mcp(args: argparse.Namespace) -> int:
     if not _importable("mcp"):
         print("kernel-lsp: the MCP server needs the mcp package (pip install 'mcp>=2.3,<3')", file=sys.stderr)
         return EXIT_USAGE
+    token = args.auth_token
+    if token is not None and token.startswith("@"):
+        try:
+            with open(token[1:], encoding="utf-8") as fh:
+                token = fh.read().strip()
+        except OSError as exc:
+            print(f"kernel-lsp: cannot read --auth-token {token}: {exc}", file=sys.stderr)
+            return EXIT_USAGE
+    if token is not None and len(token) < 16:
+        print("kernel-lsp: --auth-token must be at least 16 characters", file=sys.stderr)
+        return EXIT_USAGE
+    if args.http:
+        from .transport import is_loopback
+
+        if not is_loopback(args.http[0]) and token is None:
+            print(f"kernel-lsp: mcp --http {args.http[0]}:{args.http[1]} is reachable from other machines, and "
+                  "anyone who reaches it could use the tools (and run code where that is allowed): pass "
+                  "--auth-token TOKEN (or @FILE), or serve on 127.0.0.1 (docs/agents.md)", file=sys.stderr)
+            return EXIT_USAGE
+    elif token is not None or args.allowed_host:
+        print("kernel-lsp: --auth-token and --allowed-host apply to --http only", file=sys.stderr)
+        return EXIT_USAGE
     from .mcp_server import run
 
     root = os.path.realpath(args.root)
     # As for `serve`: nothing relative may resolve in the workspace; workers get their folders explicitly.
     os.chdir(tempfile.gettempdir())
-    run(root, http=args.http, allow_run=args.allow_run, max_parallel=args.max_parallel, memory_mb=args.memory_mb)
+    run(root, http=args.http, allow_run=args.allow_run, max_parallel=args.max_parallel, memory_mb=args.memory_mb,
+        auth_token=token, hosts=args.allowed_host)
     return EXIT_OK
 def _common_options(parser: argparse.ArgumentParser) -> None:
     """The options `check` and `report` share: what is reported, the settings, the targets, where checks run."""

@@ -223,15 +223,79 @@ def _client_name(ctx: Context) -> str:
     return name or "an MCP client"
 
 
+class HttpGuard:
+    """ASGI middleware in front of the streamable HTTP app: a request is served only when its Host is one this
+    server answers to (a DNS-rebinding page sends its own name), it carries no Origin (agents are not web pages;
+    a browser sends one with every cross-site request) and, when the server has a token, it sends
+    `Authorization: Bearer TOKEN`. Anything else gets 403 (or 401) and reaches no tool."""
+
+    def __init__(self, app: Any, hosts: set[str] | None, token: str | None):
+        self.app, self.hosts, self.token = app, hosts, token
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        if scope.get("type") != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers") or []}
+        host = headers.get("host", "").lower()
+        refused = None
+        if self.hosts is not None and host not in self.hosts:
+            refused = 403, f"Host {host or '(none)'} is not this server's"
+        elif "origin" in headers:
+            refused = 403, "requests from web pages (with an Origin header) are refused"
+        elif self.token is not None and not _bearer_matches(headers.get("authorization"), self.token):
+            refused = 401, "this server needs Authorization: Bearer <the --auth-token>"
+        if refused is None:
+            await self.app(scope, receive, send)
+            return
+        status, text = refused
+        body = f"kernel-lsp mcp: {text}\n".encode()
+        await send({"type": "http.response.start", "status": status,
+                    "headers": [(b"content-type", b"text/plain; charset=utf-8"),
+                                (b"content-length", str(len(body)).encode())]})
+        await send({"type": "http.response.body", "body": body})
+
+
+def _bearer_matches(header: str | None, token: str) -> bool:
+    import hmac
+
+    return header is not None and hmac.compare_digest(header.encode(), f"Bearer {token}".encode())
+
+
+def allowed_hosts(host: str, port: int, extra: list[str] = ()) -> set[str] | None:
+    """The Host header values a server bound to `host`:`port` answers to: the loopback names for a loopback
+    address, the address itself otherwise, and `extra` (names clients use for a wildcard address). None: any
+    (a wildcard address without `extra`, where the token is what keeps others out)."""
+    from .transport import is_loopback
+
+    # NAME or NAME:PORT (a client behind a proxy may use another port).
+    names = {h.lower() if h.rpartition(":")[2].isdigit() and not h.endswith("]") else f"{h.lower()}:{port}"
+             for h in extra}
+    if is_loopback(host):
+        return names | {f"127.0.0.1:{port}", f"localhost:{port}", f"[::1]:{port}"}
+    if host in ("0.0.0.0", "::", ""):
+        return names or None
+    return names | {f"{host}:{port}" if ":" not in host else f"[{host}]:{port}"}
+
+
 def run(root: str, *, http: tuple[str, int] | None = None, allow_run: bool = False, max_parallel: int = 2,
-        memory_mb: int = 4096) -> None:
-    """Serve over stdio, or streamable HTTP at `http` (host, port), until the client goes away."""
+        memory_mb: int = 4096, auth_token: str | None = None, hosts: list[str] = ()) -> None:
+    """Serve over stdio, or streamable HTTP at `http` (host, port), until the client goes away. Over HTTP every
+    request passes `HttpGuard` (Host, Origin, and the bearer token when `auth_token` is given)."""
     with Workspace(root, allow_run=allow_run, max_parallel=max_parallel, memory_mb=memory_mb) as workspace:
         server = build_server(workspace, max_parallel=max_parallel)
-        if http:
-            server.run("streamable-http", host=http[0], port=http[1])
-        else:
+        if not http:
             server.run("stdio")
+            return
+        import uvicorn
+        from mcp.server.transport_security import TransportSecuritySettings
+
+        host, port = http
+        # The SDK's own Host check knows only loopback names; HttpGuard makes the same check for every address.
+        app = server.streamable_http_app(
+            host=host, transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False))
+        guarded = HttpGuard(app, allowed_hosts(host, port, list(hosts)), auth_token)
+        uvicorn.Server(uvicorn.Config(guarded, host=host, port=port, log_level="warning")).run()
 
 
 __all__ = ["API_VERSION", "Candidate", "build_server", "run"]
