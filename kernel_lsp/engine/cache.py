@@ -64,7 +64,33 @@ def _user_key() -> bytes:
     return key
 
 
+PROBE_BYTES = 64 * 1024  # written and removed to tell a full disk or a read-only folder from a usable one
+
+
+def unwritable(folder: Path) -> str | None:
+    """Why `folder` cannot hold cache files (it cannot be made, written or is full), or None when it can."""
+    folder = Path(folder)
+    probe = folder / f".probe.{os.getpid()}.{threading.get_ident()}.tmp"
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        with open(probe, "wb") as fh:
+            fh.write(b"\0" * PROBE_BYTES)
+            fh.flush()
+            os.fsync(fh.fileno())
+    except OSError as exc:
+        return exc.strerror or str(exc)
+    finally:
+        try:
+            probe.unlink()
+        except OSError:
+            pass
+    return None
+
+
 class ResultCache:
+    """Results on disk by key. An optimisation only: when the disk refuses a write (read-only, full), the cache
+    turns itself off for the rest of the process (`off`, the reason) instead of failing every write again."""
+
     def __init__(self, root: Path, max_bytes: int = 512 * 2**20, *, secret: bytes | None = None):
         self.root = Path(root)
         self.max_bytes = max_bytes
@@ -74,6 +100,7 @@ class ResultCache:
         self._size: int | None = None  # bytes on disk as this process believes; counted on the first put
         self._lock = threading.Lock()
         self.hits = self.misses = self.writes = self.evictions = self.corrupt = 0
+        self.off: str | None = None  # why writing stopped (the disk's error), None while it works
 
     @classmethod
     def for_workspace(cls, workspace: Path, max_bytes: int = 512 * 2**20, **kwargs: Any) -> ResultCache:
@@ -125,7 +152,7 @@ class ResultCache:
             log.warning("cannot cache a %s: not picklable", type(value).__name__, exc_info=True)
             return False
         data = MAGIC + self._mac(key, payload) + payload
-        if len(data) > self.max_bytes:
+        if len(data) > self.max_bytes or self.off is not None:
             return False
         path = self.path(key)
         # Unique per writer, so that two writers of one key never share a temporary file.
@@ -137,8 +164,12 @@ class ResultCache:
                 fh.write(data)
             os.replace(temp, path)
         except OSError as exc:
-            log.warning("cannot write cache entry %s: %s", path, exc)
-            temp.unlink(missing_ok=True)
+            self.off = exc.strerror or str(exc)
+            log.info("caching is off: %s cannot be written (%s)", self.root, self.off)
+            try:
+                temp.unlink(missing_ok=True)
+            except OSError:
+                pass
             return False
         with self._lock:
             self.writes += 1
@@ -160,6 +191,7 @@ class ResultCache:
             "writes": self.writes,
             "evictions": self.evictions,
             "corrupt": self.corrupt,
+            **({"off": self.off} if self.off else {}),
         }
 
     def _mac(self, key: str, payload: bytes) -> bytes:

@@ -14,6 +14,7 @@ import asyncio
 import logging
 import multiprocessing
 import re
+import shutil
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from collections.abc import Sequence
@@ -26,7 +27,7 @@ from analyzers.rules import RULES
 from analyzers.targets import TargetSpec, parse_target
 
 from ...settings import Settings
-from ..cache import WORKSPACE_DIR, ResultCache
+from ..cache import WORKSPACE_DIR, ResultCache, unwritable
 from ..executor import make_executor
 from ..pool import Outcome, Status, WorkerPool
 from .jobs import NOT_COMPILED, CompileError, CompileJob, CompileResult, Target
@@ -326,10 +327,47 @@ class CompileService:
         self._looked_up: dict[int, tuple[CompileJob, CompileResult | None]] = {}  # id(job) -> (job, cached result)
         self._inflight: dict[str, asyncio.Future] = {}
         self.counts = dict.fromkeys(["cacheHits", "cacheMisses", "compiles", "timeouts", "crashes"], 0)
+        self._temporary_cache: Path | None = None  # the triton cache used when ours cannot be written
+        self._cache_off_said = False
+
+    def _usable_triton_cache(self) -> None:
+        """Triton writes every compile into its cache folder: where ours cannot be written (read-only, full),
+        compile in a temporary one instead, and turn the result cache off, with one message. Caching is an
+        optimisation; compiling must not fail for it (KC006 on every compile)."""
+        why = unwritable(self.triton_cache_dir)
+        if why is None:
+            return
+        import tempfile
+
+        for base in (None, "/dev/shm"):
+            try:
+                folder = Path(tempfile.mkdtemp(prefix="kernel-lsp-triton-", dir=base))
+            except OSError:
+                continue
+            if unwritable(folder) is None:
+                break
+            shutil.rmtree(folder, ignore_errors=True)
+        else:
+            return  # nowhere to write: the compiles will say what failed
+        self._temporary_cache = folder
+        self.triton_cache_dir = folder
+        self.cache.off = self.cache.off or why
+        self._say_cache_off(why)
+
+    def _say_cache_off(self, why: str) -> None:
+        if self._cache_off_said:
+            return
+        self._cache_off_said = True
+        text = (f"caching is off: {self.private_dir} cannot be written ({why}); kernels are compiled without it "
+                "(nothing is kept between runs)")
+        log.info("%s", text)
+        if self.say is not None:
+            self.say(text)
 
     @property
     def pool(self) -> WorkerPool | RayExecutor:
         if self._pool is None:
+            self._usable_triton_cache()
             env: dict[str, str | None] = {CACHE_DIR_ENV: str(self.triton_cache_dir),
                                           "TRITON_CACHE_DIR": str(self.triton_cache_dir), "TRITON_INTERPRET": None}
             def local() -> WorkerPool:
@@ -359,6 +397,9 @@ class CompileService:
             self._planner = None
         if self._pool is not None:
             await self._pool.close()
+        if self._temporary_cache is not None:
+            shutil.rmtree(self._temporary_cache, ignore_errors=True)
+            self._temporary_cache = None
 
     async def compile_file(
         self, path: str, text: str, analysis: FileAnalysis, targets: Sequence[str | Target],
@@ -502,6 +543,8 @@ class CompileService:
             result = self._result(job, outcome)
             if job.key and (result.error is None or result.error.kind not in _UNCACHED_KINDS):
                 await asyncio.to_thread(self.cache.put, job.key, result)
+                if self.cache.off:
+                    self._say_cache_off(self.cache.off)
             future.set_result(result)
         except BaseException as exc:
             future.set_exception(exc)

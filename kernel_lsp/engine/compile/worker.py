@@ -153,8 +153,15 @@ def _clean_message(msg: str) -> str:
 # Environment and module import
 
 
+# Errors of a cache folder that cannot be written; a compile that fails with one is tried again in a folder of
+# this process's own (caching is an optimisation: it must not make compiling fail).
+_CACHE_ERRORS = ("No space left on device", "Read-only file system", "Permission denied", "Disk quota exceeded",
+                 "Not a directory")
+_fallback_cache: str | None = None
+
+
 def _prepare_env(cache_dir: str | None) -> None:
-    cache = cache_dir or os.environ.get(CACHE_DIR_ENV)
+    cache = _fallback_cache or cache_dir or os.environ.get(CACHE_DIR_ENV)
     if cache:
         os.environ["TRITON_CACHE_DIR"] = cache  # triton's knobs read the environment at each access
     # A process that interprets cannot compile; the interpreter flag may leak in from the user's environment.
@@ -624,18 +631,40 @@ def run_job(job: CompileJob, cache_dir: str | None = None, *, sass: bool = True)
         import triton
 
         version = triton.__version__
-        result = _compile(triton, job, mod_path, mod_name, sass)
-    except Exception as exc:  # noqa: BLE001 - a worker must answer, whatever happened
-        import traceback
-
-        tail = "".join(traceback.format_exception(exc)[-3:]).strip()
-        result = CompileResult(job_key=job.key, ok=False,
-                               error=CompileError(f"internal error: {tail}", None, None, "internal"))
+        result = _answered(triton, job, mod_path, mod_name, sass)
+        if _cache_failed(result):
+            global _fallback_cache
+            _fallback_cache = tempfile.mkdtemp(prefix="kernel-lsp-triton-")
+            _prepare_env(None)
+            result = _answered(triton, job, mod_path, mod_name, sass)
+    except Exception as exc:  # noqa: BLE001 - a worker must answer, whatever happened (triton not importable)
+        result = _internal(job, exc)
     finally:
         sys.modules.pop(mod_name, None)
         shutil.rmtree(workdir, ignore_errors=True)
         linecache.checkcache(str(mod_path))  # drop the module's lines: a long-lived worker sees many modules
     return replace(result, seconds=time.perf_counter() - started, triton_version=version)
+
+
+def _internal(job: CompileJob, exc: BaseException) -> CompileResult:
+    import traceback
+
+    tail = "".join(traceback.format_exception(exc)[-3:]).strip()
+    return CompileResult(job_key=job.key, ok=False, error=CompileError(f"internal error: {tail}", None, None, "internal"))
+
+
+def _answered(triton, job: CompileJob, mod_path: Path, mod_name: str, sass: bool) -> CompileResult:
+    try:
+        return _compile(triton, job, mod_path, mod_name, sass)
+    except Exception as exc:  # noqa: BLE001 - a worker must answer, whatever happened
+        return _internal(job, exc)
+
+
+def _cache_failed(result: CompileResult) -> bool:
+    """Whether a compile failed because triton's cache folder could not be written (with ours still in use)."""
+    error = result.error
+    return (not result.ok and error is not None and _fallback_cache is None
+            and any(e in error.message for e in _CACHE_ERRORS))
 
 
 def _compile(triton, job: CompileJob, mod_path: Path, mod_name: str, sass: bool) -> CompileResult:
