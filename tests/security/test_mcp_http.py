@@ -8,6 +8,7 @@ import socket
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -101,3 +102,33 @@ def test_the_token_is_required_when_given(tmp_path):
         assert post(port, Authorization=f"Bearer {TOKEN}", Origin="https://attacker.example").status_code == 403
     finally:
         stop(proc)
+
+
+async def test_an_untrusted_folder_over_http_runs_no_code(tmp_path):
+    """The hostile-workspace probe over MCP's HTTP transport, with the token: every tool that would run the file's
+    code answers "not trusted", and nothing runs."""
+    from mcp import ClientSession
+    from mcp.client.streamable_http import streamable_http_client
+
+    from tests.mcp.conftest import error_text
+
+    marker = tmp_path / "ran.txt"
+    hostile = (Path(__file__).resolve().parents[2] / "examples" / "vector_add.py").read_text() + (
+        f"\nopen({str(marker)!r}, 'w').write('ran')\n")
+    (tmp_path / "k.py").write_text(hostile)
+    token_file = tmp_path / "token"
+    token_file.write_text(TOKEN)
+    proc, port = serve(tmp_path, "--auth-token", f"@{token_file}")
+    try:
+        import httpx2  # the SDK's own HTTP client, installed with it
+
+        auth = httpx2.AsyncClient(headers={"Authorization": f"Bearer {TOKEN}"}, timeout=scaled(120))
+        async with auth, streamable_http_client(f"http://127.0.0.1:{port}/mcp", http_client=auth) as (read, write), \
+                ClientSession(read, write) as session:
+            await session.initialize()
+            for tool, args in [("check", {"path": "k.py"}), ("measure", {"path": "k.py"}),
+                               ("tune", {"path": "k.py", "kernel": "add_kernel"})]:
+                assert "not trusted" in error_text(await session.call_tool(tool, args)), tool
+    finally:
+        stop(proc)
+    assert not marker.exists()

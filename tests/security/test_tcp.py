@@ -159,3 +159,37 @@ def test_the_token_file_is_written_owner_only(tmp_path):
         proc.wait()
         proc.stderr.close()
     assert TOKEN not in token_file.read_text()
+
+
+def test_a_hostile_workspace_over_tcp_runs_nothing_untrusted(server, tmp_path):
+    """The session's own client, on an untrusted folder: open, change, save and every command that would run code
+    leave no mark, and the trust command without a person's answer grants nothing."""
+    from tests.server.test_trust import HOSTILE
+
+    ws = tmp_path / "hostile-ws"
+    ws.mkdir()
+    (ws / "hostile.py").write_text(HOSTILE)
+    uri = (ws / "hostile.py").as_uri()
+    client = server.connect()
+    message = initialize(root=ws)
+    message["params"]["initializationOptions"].update({"checks": "save", "latency": "save"})
+    client.send(message)
+    assert client.answer(1)["result"]["serverInfo"]["name"] == "kernel-lsp"
+    client.send({"jsonrpc": "2.0", "method": "initialized", "params": {}})
+    client.send({"jsonrpc": "2.0", "method": "textDocument/didOpen", "params": {"textDocument": {
+        "uri": uri, "languageId": "python", "version": 1, "text": HOSTILE}}})
+    client.send({"jsonrpc": "2.0", "method": "textDocument/didChange", "params": {
+        "textDocument": {"uri": uri, "version": 2}, "contentChanges": [{"text": HOSTILE + "\n"}]}})
+    client.send({"jsonrpc": "2.0", "method": "textDocument/didSave", "params": {"textDocument": {"uri": uri}}})
+    where = {"uri": uri, "line": 36, "character": 0}
+    for n, command in enumerate(["kernel-lsp.runChecks", "kernel-lsp.profileLines", "kernel-lsp.optimizeTiling",
+                                 "kernel-lsp.trust", "kernel-lsp.runChecks"], start=10):
+        client.send({"jsonrpc": "2.0", "id": n, "method": "workspace/executeCommand",
+                     "params": {"command": command, "arguments": [where]}})
+        reply = client.answer(n)
+        assert reply is not None and "error" in str(reply), (command, reply)
+    client.send({"jsonrpc": "2.0", "id": 30, "method": "workspace/executeCommand",
+                 "params": {"command": "kernel-lsp.status", "arguments": []}})
+    assert client.answer(30)["result"]["trusted"] is False
+    assert not (ws / "marks").exists()
+    client.close()
