@@ -521,7 +521,8 @@ def _serve(args: argparse.Namespace) -> int:
 
     # The transport's reader survives bad frames that pygls' own would lose the stream on (transport.py).
     if args.tcp:
-        return _serve_tcp(server, start_tcp, *args.tcp, token_file=args.token_file, allow_remote=args.allow_remote)
+        host, port = args.tcp
+        return _serve_tcp(server, start_tcp, host, port, token_file=args.token_file, allow_remote=args.allow_remote)
     return start_io(server)
 
 

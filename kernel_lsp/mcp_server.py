@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Sequence
 from dataclasses import asdict
 from typing import Any
 
@@ -262,7 +263,7 @@ def _bearer_matches(header: str | None, token: str) -> bool:
     return header is not None and hmac.compare_digest(header.encode(), f"Bearer {token}".encode())
 
 
-def allowed_hosts(host: str, port: int, extra: list[str] = ()) -> set[str] | None:
+def allowed_hosts(host: str, port: int, extra: Sequence[str] = ()) -> set[str] | None:
     """The Host header values a server bound to `host`:`port` answers to: the loopback names for a loopback
     address, the address itself otherwise, and `extra` (names clients use for a wildcard address). None: any
     (a wildcard address without `extra`, where the token is what keeps others out)."""
@@ -279,7 +280,7 @@ def allowed_hosts(host: str, port: int, extra: list[str] = ()) -> set[str] | Non
 
 
 def run(root: str, *, http: tuple[str, int] | None = None, allow_run: bool = False, max_parallel: int = 2,
-        memory_mb: int = 4096, auth_token: str | None = None, hosts: list[str] = ()) -> None:
+        memory_mb: int = 4096, auth_token: str | None = None, hosts: Sequence[str] = ()) -> None:
     """Serve over stdio, or streamable HTTP at `http` (host, port), until the client goes away. Over HTTP every
     request passes `HttpGuard` (Host, Origin, and the bearer token when `auth_token` is given)."""
     with Workspace(root, allow_run=allow_run, max_parallel=max_parallel, memory_mb=memory_mb) as workspace:

@@ -683,20 +683,26 @@ async def _authenticate(reader: asyncio.StreamReader, token: str, peer: str,
         return parser, payload, rest
 
 
+@dataclass
+class _Connections:
+    client: str | None = None  # the peer being served
+    waiting: int = 0  # connections not yet authenticated
+
+
 def start_tcp(server: "LanguageServer", host: str, port: int, token: str, on_listen: Callable[[int], None] | None = None,
               ) -> int:
     """Serve one authenticated client on a TCP address (see above); the exit code."""
     server._stop_event = stop = threading.Event()
-    state = {"client": None, "waiting": 0}
+    state = _Connections()
 
     async def connection(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         peer = str(writer.get_extra_info("peername"))
-        if state["client"] is not None or state["waiting"] >= MAX_WAITING:
+        if state.client is not None or state.waiting >= MAX_WAITING:
             log.warning("closed a connection from %s: %s", peer,
-                        "a client is already connected" if state["client"] else "too many connections waiting")
+                        "a client is already connected" if state.client else "too many connections waiting")
             writer.close()
             return
-        state["waiting"] += 1
+        state.waiting += 1
         try:
             parser, initialize, rest = await _authenticate(reader, token, peer)
         except _Refused as refused:
@@ -714,13 +720,13 @@ def start_tcp(server: "LanguageServer", host: str, port: int, token: str, on_lis
             writer.close()
             return
         finally:
-            state["waiting"] -= 1
-        if state["client"] is not None:  # another one got in while this one was read
+            state.waiting -= 1
+        if state.client is not None:  # another one got in while this one was read
             writer.write(_frame({"jsonrpc": "2.0", "id": initialize["id"], "error": {
                 "code": INVALID_REQUEST, "message": "kernel-lsp: another client is connected to this server"}}))
             writer.close()
             return
-        state["client"] = peer
+        state.client = peer
         log.info("serving %s", peer)
         protocol = server.protocol
         assert isinstance(protocol, KernelProtocol), "build the server with protocol_cls=KernelProtocol"
