@@ -610,6 +610,7 @@ MIN_TOKEN_CHARS = 16
 AUTH_TIMEOUT_S = 10.0  # how long a new connection may take to send its initialize
 MAX_WAITING = 8  # connections not yet authenticated at once; more are closed at once
 FIRST_FRAME_LIMIT = 1024 * 1024  # an initialize is a few KiB; a larger first frame is not an editor's
+_LSP_HEADERS = (b"content-length:", b"content-type:")  # what the first bytes of an LSP client are
 
 
 def is_loopback(host: str) -> bool:
@@ -648,6 +649,7 @@ async def _authenticate(reader: asyncio.StreamReader, token: str, peer: str,
     Returns the parser (holding what arrived after it), the initialize message without its token, and the
     events that came with it."""
     parser = FrameParser(limit=FIRST_FRAME_LIMIT)
+    head = b""  # the connection's first bytes
     loop = asyncio.get_running_loop()
     deadline = loop.time() + AUTH_TIMEOUT_S
     while True:
@@ -660,6 +662,10 @@ async def _authenticate(reader: asyncio.StreamReader, token: str, peer: str,
             raise _Refused("sent no initialize within %g s" % AUTH_TIMEOUT_S) from None
         if not data:
             raise _Refused("closed before initialize")
+        head += data[:len(_LSP_HEADERS[0]) - len(head)] if len(head) < len(_LSP_HEADERS[0]) else b""
+        if not any(h.startswith(head.lower()) or head.lower().startswith(h) for h in _LSP_HEADERS):
+            # Not a header of LSP's own from the first byte: an HTTP request line, a TLS hello, a scanner.
+            raise _Refused(f"did not speak LSP (it began with {_preview(head, 20)})")
         events = parser.feed(data)
         if not events:
             continue

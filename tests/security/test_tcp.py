@@ -79,9 +79,13 @@ def test_lsp_without_the_token_is_answered_and_closed(server):
         reply = conn.receive()
         assert reply is not None and "token" in reply["error"]["message"], reply
         assert conn.receive() is None
-    # Any other first message closes the connection.
+    # Any other first message closes the connection, and so does anything but an LSP header as the first bytes,
+    # even with the token after it.
     conn = server.connect()
     conn.send(TRUST_ME)
+    assert conn.receive() is None
+    conn = server.connect()
+    conn.send(b"Host: 127.0.0.1\r\n" + frame(initialize()))
     assert conn.receive() is None
     assert server.alive()
     assert_serves_its_client(server)
