@@ -54,6 +54,10 @@ class Profiles:
                                    progress=job.thread_progress())
         if job.cancelled:
             return None
+        from ..engine.redact import scrubber
+
+        scrub = scrubber()  # what the profiled code printed may hold a secret in any simple form
+        report.errors = [scrub(e) for e in report.errors]
         if report.profiles:
             before = self.results.get(path)
             if before is not None and before[0] == text:  # other kernels' profiles of this text stay

@@ -81,13 +81,13 @@ def test_tune_command_prints_what_the_api_answers(tmp_path: Path, monkeypatch: p
     monkeypatch.setattr(Workspace, "tune", tune)
     monkeypatch.chdir(tmp_path)
     code = cli.main(["tune", "vector_add.py::add_kernel", "--device", "H100", "--estimate-only", "--no-verify",
-                     "--format", "json", "-q"])
+                     "--format", "json", "-q", "--allow-run"])
     assert code == 0
     answer = json.loads(capsys.readouterr().out)
     assert answer["winner"] == {"BLOCK_SIZE": 4096, "num_warps": 8} and answer["device"] == "H100"
     assert answer["table"][0]["estimated_us"] == 40.5 and answer["space_size"] == 12
     ((root, allow_run, path, with_source, kwargs),) = calls
-    assert root == tmp_path.resolve() and allow_run  # running the command is the consent to run the file
+    assert root == tmp_path.resolve() and allow_run  # --allow-run is the consent to run the file (or its trust)
     assert path == str(tmp_path / "vector_add.py") and with_source
     assert kwargs["kernel"] == "add_kernel" and kwargs["target"] == "H100"
     assert kwargs["measure"] is False and kwargs["verify"] is False and kwargs["cache"] is True
