@@ -643,8 +643,7 @@ class _Refused(Exception):
         self.answer = answer
 
 
-async def _authenticate(reader: asyncio.StreamReader, token: str, peer: str,
-                        ) -> tuple[FrameParser, dict, list[Message | Problem]]:
+async def _authenticate(reader: asyncio.StreamReader, token: str) -> tuple[FrameParser, dict, list[Message | Problem]]:
     """Read the connection's first frame: an `initialize` request with the session's token, or `_Refused`.
     Returns the parser (holding what arrived after it), the initialize message without its token, and the
     events that came with it."""
@@ -710,7 +709,7 @@ def start_tcp(server: "LanguageServer", host: str, port: int, token: str, on_lis
             return
         state.waiting += 1
         try:
-            parser, initialize, rest = await _authenticate(reader, token, peer)
+            parser, initialize, rest = await _authenticate(reader, token)
         except _Refused as refused:
             log.warning("closed a connection from %s: it %s", peer, refused)
             try:
