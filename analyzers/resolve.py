@@ -12,10 +12,12 @@ import ast
 import functools
 import os
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from .discovery import JIT_NAMES
+from .source import parse_python
 
 _WRAPPERS = JIT_NAMES | {"triton.autotune", "triton.heuristics", "triton.runtime.autotune",
                          "triton.runtime.heuristics", "triton.runtime.autotuner.autotune",
@@ -49,7 +51,9 @@ def workspace_roots(path: str | None) -> tuple[str, ...]:
     top = here
     while (top / "__init__.py").is_file() and top.parent != top:
         top = top.parent
-    return tuple(dict.fromkeys((str(here), str(top))))
+    # Packages without __init__.py (namespace packages, or a checkout of some files only): every ancestor may be
+    # the folder an absolute import starts from.
+    return tuple(dict.fromkeys((str(here), str(top), *(str(p) for p in list(here.parents)[:8]))))
 
 
 def resolve_in_file(dotted: str, path: str | None) -> Resolved:
@@ -68,11 +72,16 @@ def resolve_in_file(dotted: str, path: str | None) -> Resolved:
 def resolve(dotted: str, roots: tuple[str, ...] = ()) -> Resolved:
     """What `dotted` (`pkg.mod.name.attr`) is, searched in `roots` and then sys.path."""
     search = tuple(dict.fromkeys((*roots, *(p for p in sys.path if p))))
-    return _resolve(dotted, search, 0)
+    # Answers are kept for half a minute: files of the workspace change while the server runs.
+    return _resolve(dotted, search, 0, int(time.monotonic() // 30))
+
+
+def _resolve(dotted: str, search: tuple[str, ...], hops: int, epoch: int = 0) -> Resolved:
+    return _resolve_cached(dotted, search, hops, epoch or int(time.monotonic() // 30))
 
 
 @functools.lru_cache(maxsize=4096)
-def _resolve(dotted: str, search: tuple[str, ...], hops: int) -> Resolved:
+def _resolve_cached(dotted: str, search: tuple[str, ...], hops: int, epoch: int) -> Resolved:
     if dotted == "triton" or dotted.startswith("triton."):
         return Resolved("triton", dotted)
     if hops > _MAX_HOPS:
@@ -97,6 +106,7 @@ def _resolve(dotted: str, search: tuple[str, ...], hops: int) -> Resolved:
 
 
 def _find_module(name: str, search: tuple[str, ...]) -> tuple[str, bool] | None:
+    namespace = None
     for root in search:
         pkg = os.path.join(root, name, "__init__.py")
         if os.path.isfile(pkg):
@@ -104,13 +114,15 @@ def _find_module(name: str, search: tuple[str, ...]) -> tuple[str, bool] | None:
         mod = os.path.join(root, name + ".py")
         if os.path.isfile(mod):
             return mod, False
-    return None
+        if namespace is None and os.path.isdir(os.path.join(root, name)):
+            namespace = pkg  # a folder without __init__.py: a package whose __init__ defines nothing
+    return (namespace, True) if namespace else None
 
 
 def _submodule(init: str, name: str) -> tuple[str, bool] | None:
     folder = os.path.dirname(init)
     pkg = os.path.join(folder, name, "__init__.py")
-    if os.path.isfile(pkg):
+    if os.path.isfile(pkg) or os.path.isdir(os.path.dirname(pkg)):
         return pkg, True
     mod = os.path.join(folder, name + ".py")
     return (mod, False) if os.path.isfile(mod) else None
@@ -119,8 +131,8 @@ def _submodule(init: str, name: str) -> tuple[str, bool] | None:
 @functools.lru_cache(maxsize=512)
 def _parse(path: str, mtime: float) -> ast.Module | None:
     try:
-        with open(path, "rb") as fh:
-            return ast.parse(fh.read(), filename=path)
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            return parse_python(fh.read())
     except (OSError, SyntaxError, ValueError, RecursionError):
         return None
 
@@ -221,3 +233,15 @@ def _dotted(node: ast.AST, imports: dict[str, str]) -> str:
         base = _dotted(node.value, imports)
         return f"{base}.{node.attr}" if base else ""
     return ""
+
+
+def definition_at(path: str, line: int) -> ast.FunctionDef | None:
+    """The def that starts on `line` of a file `resolve` read (its AST is cached)."""
+    try:
+        tree = _parse(path, os.path.getmtime(path))
+    except OSError:
+        return None
+    for node in _module_level(tree.body) if tree is not None else ():
+        if isinstance(node, ast.FunctionDef) and node.lineno == line:
+            return node
+    return None

@@ -116,7 +116,8 @@ class FileFacts:
             self._launchers = {}
             lines = {s.span.start_line + 1 for s in self.ctx.triton.launch_sites}
             for stmt in self.ctx.body if lines else ():
-                for fn in ast.walk(stmt) if isinstance(stmt, (ast.FunctionDef, ast.ClassDef)) else ():
+                # Launchers sit in defs and classes, also under `if has_triton():` or `try:` at module level.
+                for fn in ast.walk(stmt) if isinstance(stmt, (ast.FunctionDef, ast.ClassDef, ast.If, ast.Try)) else ():
                     if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) or not any(
                             fn.lineno <= ln <= (fn.end_lineno or fn.lineno) for ln in lines):
                         continue
