@@ -734,6 +734,20 @@ class KernelFacts:
         if short == "dot" and len(args) >= 2:
             a, b = self.shape(args[0], depth + 1), self.shape(args[1], depth + 1)
             return (a[-2], b[-1]) if a and b and len(a) >= 2 and len(b) >= 2 else None
+        if short in ("sum", "max", "min", "argmax", "argmin", "xor_sum") and args:
+            # A reduction drops its axis (all of them without one), unless keep_dims keeps it as 1.
+            inner = self.shape(args[0], depth + 1)
+            axis = kw.get("axis", args[1] if len(args) > 1 else None)
+            keep = kw.get("keep_dims", args[2] if len(args) > 2 else None)
+            if inner is None or isinstance(keep, ast.Constant) and keep.value:
+                return None
+            if axis is None or _is_none(axis):
+                return ()
+            ax = literal_value(axis)
+            if not isinstance(ax, int) or not -len(inner) <= ax < len(inner):
+                return None
+            ax %= len(inner)
+            return inner[:ax] + inner[ax + 1:]
         if short == "trans" and len(args) == 1:
             s = self.shape(args[0], depth + 1)
             return s[::-1] if s else None
