@@ -681,7 +681,8 @@ class KernelFacts:
                 return self._shape_memo[e.id]
             if e.id not in self.assigns:
                 return () if e.id in self.args else None
-            self._shape_memo[e.id] = None  # recursion guard
+            # Recursion guard; a parameter shifted in place (`X += row * stride`) starts as the scalar it was passed.
+            self._shape_memo[e.id] = () if e.id in self.args else None
             result = None
             for kind, v, _ in self.assigns[e.id]:
                 if kind in (PLAIN, CONSTEXPR):
