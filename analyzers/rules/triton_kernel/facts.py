@@ -697,6 +697,11 @@ class KernelFacts:
             return _broadcast(self.shape(e.left, depth + 1), self.shape(e.right, depth + 1))
         if t is ast.UnaryOp:
             return self.shape(e.operand, depth + 1)
+        if t is ast.Compare:  # `cols < N`: a mask of the offsets' shape
+            out = self.shape(e.left, depth + 1)
+            for c in e.comparators:
+                out = _broadcast(out, self.shape(c, depth + 1))
+            return out
         if t is ast.Subscript:
             base = self.shape(e.value, depth + 1)
             items = e.slice.elts if isinstance(e.slice, ast.Tuple) else [e.slice]
@@ -735,6 +740,14 @@ class KernelFacts:
         if short == "dot" and len(args) >= 2:
             a, b = self.shape(args[0], depth + 1), self.shape(args[1], depth + 1)
             return (a[-2], b[-1]) if a and b and len(a) >= 2 and len(b) >= 2 else None
+        if short is None and isinstance(e.func, ast.Name) and e.func.id in ("float", "int") \
+                and e.func.id not in self.bound:
+            return ()  # float("inf"): a scalar
+        if short in ("maximum", "minimum", "fma", "clamp") and len(args) >= 2:
+            out = self.shape(args[0], depth + 1)
+            for a in args[1:]:
+                out = _broadcast(out, self.shape(a, depth + 1))
+            return out
         if short in ("sum", "max", "min", "argmax", "argmin", "xor_sum") and args:
             # A reduction drops its axis (all of them without one), unless keep_dims keeps it as 1.
             inner = self.shape(args[0], depth + 1)

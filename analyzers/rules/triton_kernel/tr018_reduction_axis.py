@@ -112,6 +112,8 @@ def _tr018_axis(k: KernelFacts) -> None:
         operands: list[ast.AST] = []
         if isinstance(node, ast.BinOp):
             operands = [node.left, node.right]
+        elif isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name):  # `acc += tl.sum(x, 0)`
+            operands = [ast.copy_location(ast.Name(node.target.id, ast.Load()), node.target), node.value]
         elif isinstance(node, ast.Call):
             short = (k.callee(node.func) or "").rsplit(".", 1)[-1]
             if short in _PAIRWISE:
