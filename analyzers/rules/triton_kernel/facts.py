@@ -698,10 +698,10 @@ class KernelFacts:
         if t is ast.UnaryOp:
             return self.shape(e.operand, depth + 1)
         if t is ast.Compare:  # `cols < N`: a mask of the offsets' shape
-            out = self.shape(e.left, depth + 1)
+            mask = self.shape(e.left, depth + 1)
             for c in e.comparators:
-                out = _broadcast(out, self.shape(c, depth + 1))
-            return out
+                mask = _broadcast(mask, self.shape(c, depth + 1))
+            return mask
         if t is ast.Subscript:
             base = self.shape(e.value, depth + 1)
             items = e.slice.elts if isinstance(e.slice, ast.Tuple) else [e.slice]
@@ -744,10 +744,10 @@ class KernelFacts:
                 and e.func.id not in self.bound:
             return ()  # float("inf"): a scalar
         if short in ("maximum", "minimum", "fma", "clamp") and len(args) >= 2:
-            out = self.shape(args[0], depth + 1)
+            joined = self.shape(args[0], depth + 1)
             for a in args[1:]:
-                out = _broadcast(out, self.shape(a, depth + 1))
-            return out
+                joined = _broadcast(joined, self.shape(a, depth + 1))
+            return joined
         if short in ("sum", "max", "min", "argmax", "argmin", "xor_sum") and args:
             # A reduction drops its axis (all of them without one), unless keep_dims keeps it as 1.
             inner = self.shape(args[0], depth + 1)
