@@ -89,6 +89,10 @@ def _tr002_unmasked(k: KernelFacts) -> None:
         if not (bits & PIDOFF and bits & AR) or bits & BP:
             continue
         terms = _terms(k, ptr, set(), node.lineno)
+        # A name rebound before this line (`offs = tl.max_contiguous(tl.multiple_of(offs % n, B), B)`) has the
+        # facts of its last binding here, not of all of them.
+        if not any(_pidoff_at(k, t, node.lineno) for t in terms):
+            continue
         # Offsets by the name the user gave them (`offs` in `X + offs`), then names inside the expanded sums.
         shallow = _terms(k, ptr, {n.id for n in _iter_expr(ptr) if isinstance(n, ast.Name)})
         names = [n.id for t in shallow + terms if k.expr_facts(t) & AR
@@ -139,8 +143,10 @@ def _tr002_unmasked(k: KernelFacts) -> None:
             subject = offs or "the offsets"
             hint = f"add mask={subject} < {size}{other}" if size and offs else \
                 f"add a mask comparing {subject} with the size{other and ' (and other=0.0)'}"
-            if size and offs and _same_shape(k, ast.Compare(ast.Name(offs, ast.Load()), [ast.Lt()],
-                                                            [ast.Name(size, ast.Load())]), ptr):
+            # The mask is offered where the size is that of the offsets' dimension, or the only size of a 1-D access.
+            one_d = len(k.shape(ptr) or ()) == 1
+            if size and offs and (one_d or _size_param(k, offs, strict=True) == size) and _same_shape(
+                    k, ast.Compare(ast.Name(offs, ast.Load()), [ast.Lt()], [ast.Name(size, ast.Load())]), ptr):
                 mask_text = f"{offs} < {size}"
         source = f"{tl}program_id" if bits & PID else "a runtime loop bound"
         if not tile and check is not None:  # a row is only reported with a check to point at
@@ -391,6 +397,12 @@ def _launcher_guards(k: KernelFacts) -> tuple[bool, set[str]]:
             if len(bound) != 1:
                 return False
             grid = bound[0]
+        if isinstance(grid, (ast.Tuple, ast.List)):  # `grid = (n_tiles, B)` with `n_tiles = head_dim // BLOCK_D`
+            values = {n.targets[0].id: n.value for n in ast.walk(fn) if isinstance(n, ast.Assign)
+                      and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name)}
+            first = grid.elts[0] if grid.elts else None
+            if isinstance(first, ast.Name) and first.id in values:
+                grid = ast.Tuple([values[first.id], *grid.elts[1:]], ast.Load())
         text = ast.unparse(grid)
         return "cdiv" not in text and "ceil" not in text and any(
             isinstance(x, ast.BinOp) and isinstance(x.op, ast.FloorDiv) and not _ceiling(x) for x in ast.walk(grid))
@@ -532,6 +544,33 @@ def _checks_of(k: KernelFacts, name: str, at: int) -> list[ast.Compare]:
     return [c for c in k.comparisons.get(name, ()) if c.lineno >= since and not _selector(k, c)]
 
 
+def _pidoff_at(k: KernelFacts, e: ast.AST, line: int, depth: int = 0) -> bool:
+    """Whether an expression carries unbounded program-id offsets on `line`, reading each name rebound with `=`
+    (and never with `+=`) as its last binding before that line."""
+    if depth > 12:
+        return bool(k.expr_facts(e) & PIDOFF)
+    if isinstance(e, ast.Name):
+        binds = k.assigns.get(e.id, ())
+        if len(binds) <= 1 or any(b[2] is None for b in binds) or any(b[0] != PLAIN for b in binds):
+            return bool(k.name_facts(e.id) & PIDOFF)
+        before = [b for b in binds if b[2] is not None and b[2].lineno < line]
+        if not before:
+            return bool(k.name_facts(e.id) & PIDOFF)
+        last = max(before, key=lambda b: b[2].lineno if b[2] is not None else 0)
+        return isinstance(last[1], ast.AST) and _pidoff_at(k, last[1], last[2].lineno if last[2] else line,
+                                                            depth + 1)
+    if isinstance(e, ast.BinOp):
+        if isinstance(e.op, ast.Mod):
+            return bool(k.expr_facts(e) & PIDOFF)
+        return _pidoff_at(k, e.left, line, depth + 1) or _pidoff_at(k, e.right, line, depth + 1)
+    if isinstance(e, ast.Subscript):
+        return _pidoff_at(k, e.value, line, depth + 1)
+    if isinstance(e, ast.Call) and e.args and k.callee(e.func) in (
+            f"{TL}.multiple_of", f"{TL}.max_contiguous", f"{TL}.max_constancy"):
+        return _pidoff_at(k, e.args[0], line, depth + 1)
+    return bool(k.expr_facts(e) & PIDOFF)
+
+
 def _selector(k: KernelFacts, c: ast.Compare) -> bool:
     """`offs_i > offs_j`, `offs_m[:, None] >= start_n + offs_n[None, :]`: offsets of one tile compared with
     offsets of another (a causal or diagonal selector), not with a size. As a mask it changes the result."""
@@ -567,7 +606,7 @@ def _pointer_names(k: KernelFacts) -> set[str]:
     return pointers
 
 
-def _size_param(k: KernelFacts, offs: str | None = None) -> str | None:
+def _size_param(k: KernelFacts, offs: str | None = None, strict: bool = False) -> str | None:
     """A runtime size parameter of this kernel to name in a mask hint (never one the kernel does not have).
 
     With several sizes, the one of the offsets' dimension (`offs_bn` -> `N`, `offs_cm` -> `M`); None when that is
@@ -575,7 +614,7 @@ def _size_param(k: KernelFacts, offs: str | None = None) -> str | None:
     pointers = _pointer_names(k)
     sizes = [n for n in k.args if n not in k.constexpr and n not in pointers and "stride" not in n.lower()
              and not n.lower().endswith("ptr") and _SIZE_NAME.search(n)]
-    if len(sizes) <= 1:
+    if len(sizes) <= 1 and not strict:
         return sizes[0] if sizes else None
     if offs:
         dim = offs.lower().rsplit("_", 1)[-1][-1:]

@@ -73,7 +73,12 @@ def _tr018_axis(k: KernelFacts) -> None:
         shape = k.shape(c.node.args[0])
         if axis is None or shape is None or not shape:
             continue
+        # Shapes are read flow-insensitively: a name bound twice (`a = a.reshape(G, S)`) may change rank, so an
+        # axis out of range is only certain where every name of the argument is bound once.
+        rebound = any(len(k.assigns.get(n.id, ())) > 1 for n in _iter_expr(c.node.args[0]) if isinstance(n, ast.Name))
         if axis >= len(shape) or axis < -len(shape):
+            if rebound:
+                continue
             k.ctx.report("TR018", c.node, f"{k.ctx.src.segment(c.node.func)}(..., axis={axis}) of a "
                          f"{len(shape)}-D tensor: the axis is out of range and the kernel does not compile; use "
                          f"axis=0{' or axis=1' if len(shape) == 2 else ''}", kernel=k.name,
