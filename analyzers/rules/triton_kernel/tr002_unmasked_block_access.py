@@ -91,7 +91,8 @@ def _tr002_unmasked(k: KernelFacts) -> None:
         terms = _terms(k, ptr, set(), node.lineno)
         # A name rebound before this line (`offs = tl.max_contiguous(tl.multiple_of(offs % n, B), B)`) has the
         # facts of its last binding here, not of all of them.
-        if not any(_pidoff_at(k, t, node.lineno) for t in terms):
+        tiles = [t for t in terms if k.expr_facts(t) & AR and k.expr_facts(t) & PIDOFF]
+        if tiles and not any(_pidoff_at(k, t, node.lineno) for t in tiles):
             continue
         # Offsets by the name the user gave them (`offs` in `X + offs`), then names inside the expanded sums.
         shallow = _terms(k, ptr, {n.id for n in _iter_expr(ptr) if isinstance(n, ast.Name)})
