@@ -388,7 +388,8 @@ def _launcher_guards(k: KernelFacts) -> tuple[bool, set[str]]:
                 return True
         return False
 
-    def whole_grid(fn: ast.AST, site: ast.Call) -> bool:  # `kernel[(n // BLOCK,)]`: only whole blocks launched
+    def whole_grid(fn: ast.AST, site: ast.Call, sites: list[ast.Call]) -> bool:
+        """`kernel[(n // BLOCK,)]`: only whole blocks of a block size this launch passes are launched."""
         if not isinstance(site.func, ast.Subscript):  # launchers() gives `name[grid](...)` calls only
             return False
         grid = site.func.slice
@@ -405,11 +406,13 @@ def _launcher_guards(k: KernelFacts) -> tuple[bool, set[str]]:
             if isinstance(first, ast.Name) and first.id in values:
                 grid = ast.Tuple([values[first.id], *grid.elts[1:]], ast.Load())
         text = ast.unparse(grid)
+        blocks = block_values(sites)
         return "cdiv" not in text and "ceil" not in text and any(
-            isinstance(x, ast.BinOp) and isinstance(x.op, ast.FloorDiv) and not _ceiling(x) for x in ast.walk(grid))
+            isinstance(x, ast.BinOp) and isinstance(x.op, ast.FloorDiv) and not _ceiling(x)
+            and ast.unparse(x.right) in blocks for x in ast.walk(grid))
 
     all_checked = all(checks_divisibility(fn, sites) or _helper_checks_divisibility(k, fn)
-                      or all(whole_grid(fn, s) for s in sites) for fn, sites in scopes)
+                      or all(whole_grid(fn, s, sites) for s in sites) for fn, sites in scopes)
     padded: set[str] | None = None
     for fn, sites in scopes:
         allocs = {}
