@@ -203,6 +203,14 @@ def _lookup(path: str, module: str, is_pkg: bool, name: str, rest: list[str], se
                 kind = "jit" if decos & _WRAPPERS else "constexpr_function" if decos & _CONSTEXPR_FNS else \
                     "plain" if not decos else "value"
                 found = Resolved(kind if not rest else "value", f"{module}.{name}", where)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)) and found is not None and found.kind == "plain" \
+                and any(isinstance(t, ast.Name) and t.id == name
+                        for t in (node.targets if isinstance(node, ast.Assign) else [node.target])):
+            # `f = triton.jit(f)` after `def f`: the name is what the wrapping made of it.
+            wrapper = _dotted(node.value.func, imports) if isinstance(node.value, ast.Call) else ""
+            kind = "jit" if wrapper in _WRAPPERS or wrapper and _resolve(wrapper, search, hops + 1).name in _WRAPPERS \
+                else "value"
+            found = Resolved(kind, found.name, f"{path}:{node.lineno}")
         elif isinstance(node, (ast.Assign, ast.AnnAssign)) and found is None:
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
             if any(isinstance(t, ast.Name) and t.id == name for t in targets):
