@@ -11,7 +11,7 @@ from .model import FileAnalysis, LaunchSite, Problem, Severity, Span, TritonKern
 from .nki_discovery import NkiDiscovery, discover_nki
 from .rules.triton_kernel.tr009_int32_offset_overflow import raise_with_sizes
 from .sizes import launch_tensor_sizes, launch_values, spec_sizes
-from .rules import FILE_CHECKS, LAUNCH_CHECKS, FileContext, LaunchContext, load_rule_modules, make_problem
+from .rules import FILE_CHECKS, LAUNCH_CHECKS, FileContext, LaunchContext, load_rule_modules, make_problem, merge_identical
 from .source import ImportMap, ParseCache, SourceText, StatementMemo, parse_recovering
 from .suppression import find_suppressions
 from .values import ModuleIndex
@@ -86,7 +86,7 @@ def _analyze(src: SourceText, path: str, parsed, memo: StatementMemo | None = No
                 result.tensor_sizes[kernel] = shown
     except Exception as exc:  # noqa: BLE001
         ctx.problems.append(_internal_error("reading launch values", exc))
-    result.problems.extend(raise_with_sizes(ctx.problems, result.tensor_sizes))
+    result.problems.extend(merge_identical(raise_with_sizes(ctx.problems, result.tensor_sizes), src))
     return result
 
 

@@ -2,6 +2,7 @@
 
     python bench/fetch_corpus.py                 # into bench/.corpus/<project>/<path>
     python bench/fetch_corpus.py --dest DIR --project kernl
+    python bench/fetch_corpus.py --manifest bench/corpus2_manifest.json --half tuning --dest bench/.corpus2-tuning
 
 Each project's files are read at the manifest's pinned commit: from a local bare mirror when there is one
 (`--mirrors`, default /work/.mirror/<owner>+<name>/repo), else from a shallow fetch of that one commit from
@@ -47,12 +48,16 @@ def _source_repo(project: dict, mirrors: Path, cache: Path) -> Path:
 
 
 def materialise(dest: Path, only: set[str] | None = None, mirrors: Path = Path("/work/.mirror"),
-                manifest_path: Path = MANIFEST) -> dict[str, int]:
-    """Each manifest file at its pinned commit under `dest/<project>/`; files written per project."""
+                manifest_path: Path = MANIFEST, half: str | None = None) -> dict[str, int]:
+    """Each manifest file at its pinned commit under `dest/<project>/`; files written per project.
+
+    `half` keeps only the projects of that half ("tuning" or "held-out") of a split manifest."""
     manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
     counts = {}
     for project in manifest["projects"]:
         if only and project["name"] not in only:
+            continue
+        if half and project.get("half") != half:
             continue
         git_dir = _source_repo(project, mirrors, dest / ".git-cache")
         written = 0
@@ -75,8 +80,11 @@ def main() -> int:
     ap.add_argument("--dest", default=str(HERE / ".corpus"))
     ap.add_argument("--project", action="append", help="only this project (repeatable)")
     ap.add_argument("--mirrors", default=os.environ.get("KERNEL_LSP_MIRRORS", "/work/.mirror"))
+    ap.add_argument("--manifest", default=str(MANIFEST), help="another manifest, e.g. bench/corpus2_manifest.json")
+    ap.add_argument("--half", choices=("tuning", "held-out"), help="only this half of a split manifest")
     args = ap.parse_args()
-    counts = materialise(Path(args.dest), set(args.project) if args.project else None, Path(args.mirrors))
+    counts = materialise(Path(args.dest), set(args.project) if args.project else None, Path(args.mirrors),
+                         Path(args.manifest), args.half)
     for name, n in counts.items():
         print(f"{name}: {n} files")
     print(f"{sum(counts.values())} files under {args.dest}")

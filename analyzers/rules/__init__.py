@@ -168,3 +168,37 @@ register(Rule(
 def load_rule_modules() -> None:
     """Import every rule module so that its rules and checks register themselves."""
     from . import compile, nki, profile, triton_kernel, triton_launch, verification  # noqa: F401
+
+
+def merge_identical(problems: list[Problem], src: SourceText) -> list[Problem]:
+    """Triton findings of one file with the same code, severity and message on the same text (one construct
+    repeated through the file, such as a helper call pasted into every kernel) become one finding that counts
+    the others and points at them; their quick fixes become one."""
+
+    def key(p: Problem) -> tuple:
+        s = p.span
+        if not p.code.startswith("TR") or s.start_line != s.end_line:
+            return (id(p),)
+        return (p.code, p.severity, p.kernel, p.message, src.line(s.start_line)[s.start_col:s.end_col])
+
+    groups: dict[tuple, list[Problem]] = {}
+    for p in problems:
+        groups.setdefault(key(p), []).append(p)
+    out = []
+    for p in problems:
+        group = groups[key(p)]
+        if len(group) == 1:
+            out.append(p)
+            continue
+        if group[0] is not p:
+            continue
+        rest = group[1:]
+        lines = sorted({q.span.start_line + 1 for q in rest})
+        shown = ", ".join(map(str, lines[:8])) + (", ..." if len(lines) > 8 else "")
+        message = f"{p.message} ({len(rest)} more identical finding{'s' * (len(rest) > 1)}: line" \
+                  f"{'s' * (len(lines) > 1)} {shown})"
+        edits = [e for q in group if q.fix for e in q.fix.edits]
+        fix = Fix(p.fix.title, tuple(dict.fromkeys(edits))) if p.fix and all(q.fix for q in group) else p.fix
+        related = (*p.related, *(Related(q.span, "the same finding") for q in rest))
+        out.append(Problem(p.code, message, p.severity, p.span, fix, related, p.kernel))
+    return out

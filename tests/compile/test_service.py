@@ -332,3 +332,29 @@ def test_one_compiler_warning_on_two_lines_is_reported_on_each_line() -> None:
     report = KernelCompileReport("k.py", "copy", job.target, kernel.name_span, [JobReport(job, warned, False)])
     kc002 = [p for p in compile_problems(report) if p.code == "KC002"]
     assert sorted((p.span.start_line, p.span.start_col) for p in kc002) == [(6, 8), (7, 4)]
+
+
+def test_shared_memory_past_the_limit_for_every_element_type_is_an_error() -> None:
+    from kernel_lsp.engine.compile.jobs import CompileResult, Resources
+
+    text = ("import triton\nimport triton.language as tl\n\n@triton.jit\n"
+            "def mm(x_ptr, BLOCK: tl.constexpr):\n    offs = tl.arange(0, BLOCK)\n"
+            "    tl.store(x_ptr + offs, tl.load(x_ptr + offs))\n\n"
+            "def launch(x):\n    mm[(1,)](x, BLOCK=64, num_warps=4, num_stages=2)\n")
+    analysis = analyze_source(text)
+    (job,) = plan_jobs(text, "mm", ["sm_90"], launch_sites=analysis.launch_sites)
+    assert any(": assumed *" in n for n in job.notes), job.notes
+
+    def kc004(shared: int):
+        result = CompileResult(job.key, True, resources=Resources(registers=64, num_warps=4, shared_bytes=shared))
+        report = KernelCompileReport("k.py", "mm", job.target, analysis.kernel("mm").name_span,
+                                     [JobReport(job, result, False)])
+        [found] = [p for p in compile_problems(report) if p.code == "KC004"]
+        return found
+
+    # 1 MB with an assumed 16-bit type is still 512 KB with 1-byte elements: it fails whatever the type.
+    worst = kc004(1 << 20)
+    assert worst.severity == Severity.ERROR and "for every element type" in worst.message
+    # 300 KB with 16-bit elements fits with 1-byte ones: which type runs decides, so it is information.
+    maybe = kc004(300 << 10)
+    assert maybe.severity == Severity.INFO and "for every element type" not in maybe.message

@@ -26,6 +26,9 @@ from . import (  # noqa: F401  (registration)
     tr007_unknown_triton_name,
     tr008_reduction_without_neutral_other,
     tr009_int32_offset_overflow,
+    tr016_off_by_one_mask,
+    tr017_swapped_strides,
+    tr018_reduction_axis,
 )
 from .facts import _ALL_MODULES, KERNEL_CHECKS, FileFacts, KernelFacts
 from .tr007_unknown_triton_name import _tr007_imports

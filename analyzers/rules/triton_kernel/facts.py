@@ -116,7 +116,8 @@ class FileFacts:
             self._launchers = {}
             lines = {s.span.start_line + 1 for s in self.ctx.triton.launch_sites}
             for stmt in self.ctx.body if lines else ():
-                for fn in ast.walk(stmt) if isinstance(stmt, (ast.FunctionDef, ast.ClassDef)) else ():
+                # Launchers sit in defs and classes, also under `if has_triton():` or `try:` at module level.
+                for fn in ast.walk(stmt) if isinstance(stmt, (ast.FunctionDef, ast.ClassDef, ast.If, ast.Try)) else ():
                     if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) or not any(
                             fn.lineno <= ln <= (fn.end_lineno or fn.lineno) for ln in lines):
                         continue
@@ -680,7 +681,8 @@ class KernelFacts:
                 return self._shape_memo[e.id]
             if e.id not in self.assigns:
                 return () if e.id in self.args else None
-            self._shape_memo[e.id] = None  # recursion guard
+            # Recursion guard; a parameter shifted in place (`X += row * stride`) starts as the scalar it was passed.
+            self._shape_memo[e.id] = () if e.id in self.args else None
             result = None
             for kind, v, _ in self.assigns[e.id]:
                 if kind in (PLAIN, CONSTEXPR):
@@ -695,6 +697,11 @@ class KernelFacts:
             return _broadcast(self.shape(e.left, depth + 1), self.shape(e.right, depth + 1))
         if t is ast.UnaryOp:
             return self.shape(e.operand, depth + 1)
+        if t is ast.Compare:  # `cols < N`: a mask of the offsets' shape
+            mask = self.shape(e.left, depth + 1)
+            for c in e.comparators:
+                mask = _broadcast(mask, self.shape(c, depth + 1))
+            return mask
         if t is ast.Subscript:
             base = self.shape(e.value, depth + 1)
             items = e.slice.elts if isinstance(e.slice, ast.Tuple) else [e.slice]
@@ -733,6 +740,28 @@ class KernelFacts:
         if short == "dot" and len(args) >= 2:
             a, b = self.shape(args[0], depth + 1), self.shape(args[1], depth + 1)
             return (a[-2], b[-1]) if a and b and len(a) >= 2 and len(b) >= 2 else None
+        if short is None and isinstance(e.func, ast.Name) and e.func.id in ("float", "int") \
+                and e.func.id not in self.bound:
+            return ()  # float("inf"): a scalar
+        if short in ("maximum", "minimum", "fma", "clamp") and len(args) >= 2:
+            joined = self.shape(args[0], depth + 1)
+            for a in args[1:]:
+                joined = _broadcast(joined, self.shape(a, depth + 1))
+            return joined
+        if short in ("sum", "max", "min", "argmax", "argmin", "xor_sum") and args:
+            # A reduction drops its axis (all of them without one), unless keep_dims keeps it as 1.
+            inner = self.shape(args[0], depth + 1)
+            axis = kw.get("axis", args[1] if len(args) > 1 else None)
+            keep = kw.get("keep_dims", args[2] if len(args) > 2 else None)
+            if inner is None or isinstance(keep, ast.Constant) and keep.value:
+                return None
+            if axis is None or _is_none(axis):
+                return ()
+            ax = literal_value(axis)
+            if not isinstance(ax, int) or not -len(inner) <= ax < len(inner):
+                return None
+            ax %= len(inner)
+            return inner[:ax] + inner[ax + 1:]
         if short == "trans" and len(args) == 1:
             s = self.shape(args[0], depth + 1)
             return s[::-1] if s else None

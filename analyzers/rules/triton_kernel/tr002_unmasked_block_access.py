@@ -7,7 +7,8 @@ from __future__ import annotations
 import ast
 import re
 
-from ...model import Related, Severity
+from ...model import Related, Severity, Span, TextEdit
+from ...resolve import definition_at, resolve_in_file
 from .. import Rule, register
 from .facts import (
     AR,
@@ -22,6 +23,7 @@ from .facts import (
     KernelFacts,
     _is_none,
     _iter_expr,
+    _once,
     _short,
     kernel_check,
 )
@@ -43,7 +45,14 @@ register(Rule(
     "per-program accesses such as `tl.load(ptr + pid)`, offsets wrapped with `%`, `tl.where` or "
     "`tl.minimum`, block pointers and tensor descriptors, and `row * stride + tl.arange(0, WIDTH)` rows (or "
     "`pid * HEAD_DIM + tl.arange(0, HEAD_DIM)`) unless the kernel bounds-checks those offsets elsewhere "
-    "(WIDTH may be the exact row length).",
+    "(WIDTH may be the exact row length). Launchers count wherever they are: under `if has_triton():`, kernels "
+    "a factory returns (`kernel = _get_kernel(); kernel[grid](...)`), kernels passed through a wrapper "
+    "(`launcher(kernel)[grid](...)`), a grid bound to a name (`grid = (n // BLOCK,)`), and validation helpers "
+    "they call, in this file or an imported module, that raise unless sizes are multiples. Rows strided by a size "
+    "rounded up on the host (`off * seqlen_rounded + offs`) are padded. A comparison of two tiles' offsets "
+    "(`offs_i > offs_j`, a causal selector) is not a bounds check and is never suggested as a mask. The warning "
+    "says which guards were looked for; where the kernel's own bound names give a mask indexed as the address "
+    "is, the quick fix adds it (`mask=offs < n`, and `other=0.0` on loads).",
     wrong=KERNEL_HEADER + "def scale(X, Y, n, BLOCK: tl.constexpr):\n    pid = tl.program_id(0)\n"
     "    offs = pid * BLOCK + tl.arange(0, BLOCK)\n    x = tl.load(X + offs)\n    tl.store(Y + offs, x * 2)\n",
     right=KERNEL_HEADER + "def scale(X, Y, n, BLOCK: tl.constexpr):\n    pid = tl.program_id(0)\n"
@@ -57,7 +66,7 @@ def _tr002_unmasked(k: KernelFacts) -> None:
     tl = k.f.tl
     guards: dict[int, list[ast.AST]] | None = None
     launcher = None
-    found: dict[tuple[str, bool, str], list[tuple[ast.Call, str]]] = {}
+    found: dict[tuple[str, bool, str], list[tuple[ast.Call, str, TextEdit | None]]] = {}
     for c in k.calls:
         if c.name is None or not c.name.startswith(TL + "."):
             continue
@@ -80,6 +89,11 @@ def _tr002_unmasked(k: KernelFacts) -> None:
         if not (bits & PIDOFF and bits & AR) or bits & BP:
             continue
         terms = _terms(k, ptr, set(), node.lineno)
+        # A name rebound before this line (`offs = tl.max_contiguous(tl.multiple_of(offs % n, B), B)`) has the
+        # facts of its last binding here, not of all of them.
+        tiles = [t for t in terms if k.expr_facts(t) & AR and k.expr_facts(t) & PIDOFF]
+        if tiles and not any(_pidoff_at(k, t, node.lineno) for t in tiles):
+            continue
         # Offsets by the name the user gave them (`offs` in `X + offs`), then names inside the expanded sums.
         shallow = _terms(k, ptr, {n.id for n in _iter_expr(ptr) if isinstance(n, ast.Name)})
         names = [n.id for t in shallow + terms if k.expr_facts(t) & AR
@@ -108,6 +122,8 @@ def _tr002_unmasked(k: KernelFacts) -> None:
                 continue
         if launcher[0] or any(isinstance(t, ast.Name) and t.id in launcher[1] for t in terms):
             continue
+        if any(_padded_row(k, t) for t in terms):
+            continue
         what = "reads" if short == "load" else "writes"
         other = ", other=0.0" if short == "load" else ""
         # Name offsets, not pointers: a pointer is a sum with a bare parameter (the base address) in it, or a
@@ -118,30 +134,82 @@ def _tr002_unmasked(k: KernelFacts) -> None:
         offs = next((n for n in names if n not in pointers and not n.lower().endswith(("ptr", "ptrs"))
                      and not any(isinstance(t, ast.Name) and t.id in k.args
                                  for t in _terms(k, ast.Name(n, ast.Load()), set()))), None)
+        mask_text = None
         if check is not None:
             hint = f"add mask={_short(k.ctx.src.segment(check), 40)}{other}"
+            if _same_shape(k, check, ptr):
+                mask_text = k.ctx.src.segment(check)
         else:
             size = _size_param(k, offs)
             subject = offs or "the offsets"
             hint = f"add mask={subject} < {size}{other}" if size and offs else \
                 f"add a mask comparing {subject} with the size{other and ' (and other=0.0)'}"
+            # The mask is offered where the size is that of the offsets' dimension, or the only size of a 1-D access.
+            one_d = len(k.shape(ptr) or ()) == 1
+            if size and offs and (one_d or _size_param(k, offs, strict=True) == size) and _same_shape(
+                    k, ast.Compare(ast.Name(offs, ast.Load()), [ast.Lt()], [ast.Name(size, ast.Load())]), ptr):
+                mask_text = f"{offs} < {size}"
         source = f"{tl}program_id" if bits & PID else "a runtime loop bound"
         if not tile and check is not None:  # a row is only reported with a check to point at
             msg = (f"{tl}{short} {what} a row without a mask although this kernel bounds-checks the same offsets "
                    f"elsewhere ({_short(k.ctx.src.segment(check), 40)}): {hint}")
         else:
+            block = next((str(x) for x in sorted(extents, key=str) if isinstance(x, str)), "the block")
             msg = (f"{tl}{short} {what} a block at offsets derived from {source} with no mask: the last block "
-                   f"{what} out of bounds unless the size is a multiple of the block; {hint}")
-        found.setdefault((short, tile, hint), []).append((node, msg))
+                   f"{what} out of bounds unless the size is a multiple of {block}, and no guard says it is (looked "
+                   f"for: an `if`/assert on these offsets, a launch that asserts or raises unless the size "
+                   f"% {block} == 0, a grid of whole blocks, a buffer padded to whole blocks); {hint}")
+        edit = _mask_edit(k, node, mask_text, short == "load" and "other" not in kw) if mask_text else None
+        found.setdefault((short, tile, hint), []).append((node, msg, edit))
     # Accesses with the same cause and the same fix (the k and v loads of one loop) are one finding: the first
     # carries the message, the others are listed with it.
     for (short, _, _), group in found.items():
-        (node, msg), rest = group[0], group[1:]
+        (node, msg, _), rest = group[0], group[1:]
         if rest:
-            lines = ", ".join(str(n.lineno) for n, _ in rest)
+            lines = ", ".join(str(n.lineno) for n, _, _ in rest)
             msg += f" (the same at line{'s' * (len(rest) > 1)} {lines})"
-        related = tuple(Related(k.ctx.src.span(n), f"{tl}{short} with the same unmasked offsets") for n, _ in rest)
-        k.ctx.report("TR002", node, msg, kernel=k.name, related=related)
+        related = tuple(Related(k.ctx.src.span(n), f"{tl}{short} with the same unmasked offsets")
+                        for n, _, _ in rest)
+        edits = [e for _, _, e in group if e is not None]
+        # The mask is offered for every access of the group at once, or not at all.
+        fix = _once(k, "Add the mask", edits) if k.f.can_fix and len(edits) == len(group) else None
+        k.ctx.report("TR002", node, msg, kernel=k.name, related=related, fix=fix)
+
+
+def _forms(nodes, names: set[str]) -> set[str]:
+    """How offsets are indexed in some expression nodes: `offs_m[:, None]`, or `offs_m` bare."""
+    out: set[str] = set()
+    inside: set[int] = set()
+    for n in nodes:
+        if isinstance(n, ast.Subscript) and isinstance(n.value, ast.Name) and n.value.id in names:
+            out.add(ast.unparse(n))
+            inside.add(id(n.value))
+    for n in nodes:
+        if isinstance(n, ast.Name) and n.id in names and id(n) not in inside:
+            out.add(n.id)
+    return out
+
+
+def _same_shape(k: KernelFacts, mask: ast.Compare, ptr: ast.AST) -> bool:
+    """Whether a mask indexes its offsets the way the address does (`offs_m[:, None]` in both, or bare `offs`
+    in both), so that adding it cannot break the shapes of code that compiles."""
+    names = {n.id for n in _iter_expr(mask) if isinstance(n, ast.Name) and k.name_facts(n.id) & AR}
+    if not names:
+        return False
+    nodes = list(_closure(k, ptr)[1].values())
+    want, have = _forms(list(_iter_expr(mask)), names), _forms(nodes, names)
+    return bool(want) and want <= have and all(
+        not any(isinstance(n, ast.Subscript) and isinstance(n.value, ast.Name) and n.value.id == name
+                for n in nodes) for name in want if "[" not in name)
+
+
+def _mask_edit(k: KernelFacts, node: ast.Call, mask: str, other: bool) -> TextEdit | None:
+    """`, mask=...` (and `other=0.0` for a load) after the call's last argument."""
+    last = (node.keywords[-1].value if node.keywords else node.args[-1]) if node.args or node.keywords else None
+    if last is None or any(kw.arg is None for kw in node.keywords):
+        return None
+    s = k.ctx.src.span(last)
+    return TextEdit(Span.point(s.end_line, s.end_col), f", mask={mask}" + (", other=0.0" if other else ""))
 
 
 # Compile-time flags that name a bounds property (`EVEN_K`, `DIVISIBLE_N`, `NO_MASK`): an `if` on one is the
@@ -294,7 +362,7 @@ def _launcher_guards(k: KernelFacts) -> tuple[bool, set[str]]:
     `if n % BLOCK: raise ...`), and the pointer parameters that always receive buffers padded to whole blocks
     (allocated with triton.cdiv / next_power_of_2 / a `pad` in the size)."""
     ctx = k.ctx
-    scopes = k.f.launchers().get(k.name, [])
+    scopes = k.f.launchers().get(k.name, []) or _factory_launches(k)
     if not scopes:
         return False, set()
 
@@ -320,15 +388,31 @@ def _launcher_guards(k: KernelFacts) -> tuple[bool, set[str]]:
                 return True
         return False
 
-    def whole_grid(site: ast.Call) -> bool:  # `kernel[(n // BLOCK,)]`: only whole blocks are launched
+    def whole_grid(fn: ast.AST, site: ast.Call, sites: list[ast.Call]) -> bool:
+        """`kernel[(n // BLOCK,)]`: only whole blocks of a block size this launch passes are launched."""
         if not isinstance(site.func, ast.Subscript):  # launchers() gives `name[grid](...)` calls only
             return False
         grid = site.func.slice
-        text = ctx.src.segment(grid)
-        return "cdiv" not in text and any(isinstance(x, ast.BinOp) and isinstance(x.op, ast.FloorDiv)
-                                          for x in ast.walk(grid))
+        if isinstance(grid, ast.Name):  # `grid = (n // BLOCK,)` or `grid = lambda META: (...)`, then `k[grid]`
+            bound = [n.value for n in ast.walk(fn) if isinstance(n, ast.Assign) and len(n.targets) == 1
+                     and isinstance(n.targets[0], ast.Name) and n.targets[0].id == grid.id]
+            if len(bound) != 1:
+                return False
+            grid = bound[0]
+        if isinstance(grid, (ast.Tuple, ast.List)):  # `grid = (n_tiles, B)` with `n_tiles = head_dim // BLOCK_D`
+            values = {n.targets[0].id: n.value for n in ast.walk(fn) if isinstance(n, ast.Assign)
+                      and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name)}
+            first = grid.elts[0] if grid.elts else None
+            if isinstance(first, ast.Name) and first.id in values:
+                grid = ast.Tuple([values[first.id], *grid.elts[1:]], ast.Load())
+        text = ast.unparse(grid)
+        blocks = block_values(sites)
+        return "cdiv" not in text and "ceil" not in text and any(
+            isinstance(x, ast.BinOp) and isinstance(x.op, ast.FloorDiv) and not _ceiling(x)
+            and ast.unparse(x.right) in blocks for x in ast.walk(grid))
 
-    all_checked = all(checks_divisibility(fn, sites) or all(whole_grid(s) for s in sites) for fn, sites in scopes)
+    all_checked = all(checks_divisibility(fn, sites) or _helper_checks_divisibility(k, fn)
+                      or all(whole_grid(fn, s, sites) for s in sites) for fn, sites in scopes)
     padded: set[str] | None = None
     for fn, sites in scopes:
         allocs = {}
@@ -354,6 +438,89 @@ def _launcher_guards(k: KernelFacts) -> tuple[bool, set[str]]:
     return all_checked, padded or set()
 
 
+def _factory_launches(k: KernelFacts) -> list[tuple[ast.AST, list[ast.Call]]]:
+    """Launches of a kernel a factory returns (`def _get_kernel(): @triton.jit def impl(...): ...; return impl`,
+    then `kernel = _get_kernel(); kernel[grid](...)`): the launching functions and their calls."""
+    defs = [fn for fn in k.ctx.body if isinstance(fn, ast.FunctionDef)]
+    factories: set[str] = set()
+
+    def made_by(fn: ast.FunctionDef, known: set[str]) -> set[str]:  # locals bound to what a factory returns
+        return {n.targets[0].id for n in ast.walk(fn) if isinstance(n, ast.Assign) and len(n.targets) == 1
+                and isinstance(n.targets[0], ast.Name) and isinstance(n.value, ast.Call)
+                and isinstance(n.value.func, ast.Name) and n.value.func.id in known}
+
+    for _ in range(3):  # a factory of a factory (`_get_kernel()` caching `_build_kernel()`)
+        grown = {fn.name for fn in defs if any(
+            isinstance(r, ast.Return) and isinstance(r.value, ast.Name) and r.value.id in {k.name} | made_by(fn, factories)
+            for r in ast.walk(fn))}
+        if grown <= factories:
+            break
+        factories |= grown
+    out: list[tuple[ast.AST, list[ast.Call]]] = []
+    for fn in defs:
+        if fn.name in factories:
+            continue
+        made = made_by(fn, factories)
+        calls = [n for n in ast.walk(fn) if isinstance(n, ast.Call) and isinstance(n.func, ast.Subscript)
+                 and (isinstance(n.func.value, ast.Name) and n.func.value.id in made or _wraps(n.func.value, k.name))]
+        if calls:
+            out.append((fn, calls))
+    return out
+
+
+def _wraps(e: ast.AST, kernel: str) -> bool:
+    """`launcher(kernel, ...)`: a call that takes the kernel and gives back what is launched."""
+    return isinstance(e, ast.Call) and bool(e.args) and isinstance(e.args[0], ast.Name) and e.args[0].id == kernel
+
+
+def _padded_row(k: KernelFacts, t: ast.AST) -> bool:
+    """`off_hb * seqlen_q_rounded`: rows strided by a size the host rounded up to whole blocks, so a block of
+    offsets within the row stays inside the buffer."""
+    return isinstance(t, ast.BinOp) and isinstance(t.op, ast.Mult) and any(
+        isinstance(x, ast.Name) and x.id in k.args and _PADDED_SIZE.search(x.id) for x in (t.left, t.right))
+
+
+_PADDED_SIZE = re.compile(r"(?i)round|padded|_pad$|^pad_|aligned")
+
+
+def _ceiling(div: ast.BinOp) -> bool:
+    """`(n + BLOCK - 1) // BLOCK`: a ceiling division (partial blocks are launched)."""
+    return isinstance(div.left, ast.BinOp) and isinstance(div.left.op, (ast.Add, ast.Sub))
+
+
+def _divisibility_checks(fn: ast.AST) -> bool:
+    """Whether a function asserts, or raises unless, some size is a multiple of something (`x % 128`)."""
+    for n in ast.walk(fn):
+        test = n.test if isinstance(n, ast.Assert) else \
+            n.test if isinstance(n, ast.If) and any(isinstance(b, ast.Raise) for b in n.body + n.orelse) else None
+        if test is not None and any(isinstance(x, ast.BinOp) and isinstance(x.op, ast.Mod) for x in ast.walk(test)):
+            return True
+    return False
+
+
+def _helper_checks_divisibility(k: KernelFacts, launcher: ast.AST) -> bool:
+    """A validation helper the launcher calls before launching (`_check_shapes(x)`, in this file or another
+    module) that asserts or raises unless sizes are multiples of a block."""
+    defs = {n.name: n for n in k.ctx.body if isinstance(n, ast.FunctionDef)}
+    for call in ast.walk(launcher):
+        if not isinstance(call, ast.Call) or not isinstance(call.func, (ast.Name, ast.Attribute)):
+            continue
+        if isinstance(call.func, ast.Name) and call.func.id in defs and defs[call.func.id] is not launcher:
+            if _divisibility_checks(defs[call.func.id]):
+                return True
+            continue
+        name = k.imports.resolve(call.func)
+        if not name or "." not in name or name.split(".")[0] in ("torch", "triton", "math", "numpy"):
+            continue
+        target = resolve_in_file(name, k.ctx.path)
+        if target.kind == "plain" and target.where:
+            path, _, line = target.where.rpartition(":")
+            helper = definition_at(path, int(line))
+            if helper is not None and _divisibility_checks(helper):
+                return True
+    return False
+
+
 def _with_bindings(node: ast.expr, values: dict[str, ast.expr], depth: int = 0) -> list[ast.expr]:
     """An allocation and what the names it multiplies are bound to in the launcher (a few levels deep): in
     `torch.empty(blocks * B)` with `blocks = triton.cdiv(n, B)` the size is whole blocks; `torch.empty(blocks, m)`
@@ -370,7 +537,7 @@ def _with_bindings(node: ast.expr, values: dict[str, ast.expr], depth: int = 0) 
 
 
 _ALLOCATION = re.compile(r"(^|\.)(new_)?(empty|zeros|ones|full)$")
-_PADDED = re.compile(r"cdiv|next_power_of_2|\bpad|padded|round_up|align")
+_PADDED = re.compile(r"cdiv|next_power_of_2|\bpad|padded|round_up|rounded|align|ceil\(.*\*")
 
 
 def _checks_of(k: KernelFacts, name: str, at: int) -> list[ast.Compare]:
@@ -378,7 +545,40 @@ def _checks_of(k: KernelFacts, name: str, at: int) -> list[ast.Compare]:
     (`o_a = ...` twice) is checked only by comparisons after its last assignment before that line."""
     plain = [b[2].lineno for b in k.assigns.get(name, ()) if b[2] is not None]
     since = max((ln for ln in plain if ln < at), default=0) if len(plain) > 1 else 0
-    return [c for c in k.comparisons.get(name, ()) if c.lineno >= since]
+    return [c for c in k.comparisons.get(name, ()) if c.lineno >= since and not _selector(k, c)]
+
+
+def _pidoff_at(k: KernelFacts, e: ast.AST, line: int, depth: int = 0) -> bool:
+    """Whether an expression carries unbounded program-id offsets on `line`, reading each name rebound with `=`
+    (and never with `+=`) as its last binding before that line."""
+    if depth > 12:
+        return bool(k.expr_facts(e) & PIDOFF)
+    if isinstance(e, ast.Name):
+        binds = k.assigns.get(e.id, ())
+        if len(binds) <= 1 or any(b[2] is None for b in binds) or any(b[0] != PLAIN for b in binds):
+            return bool(k.name_facts(e.id) & PIDOFF)
+        before = [b for b in binds if b[2] is not None and b[2].lineno < line]
+        if not before:
+            return bool(k.name_facts(e.id) & PIDOFF)
+        last = max(before, key=lambda b: b[2].lineno if b[2] is not None else 0)
+        return isinstance(last[1], ast.AST) and _pidoff_at(k, last[1], last[2].lineno if last[2] else line,
+                                                            depth + 1)
+    if isinstance(e, ast.BinOp):
+        if isinstance(e.op, ast.Mod):
+            return bool(k.expr_facts(e) & PIDOFF)
+        return _pidoff_at(k, e.left, line, depth + 1) or _pidoff_at(k, e.right, line, depth + 1)
+    if isinstance(e, ast.Subscript):
+        return _pidoff_at(k, e.value, line, depth + 1)
+    if isinstance(e, ast.Call) and e.args and k.callee(e.func) in (
+            f"{TL}.multiple_of", f"{TL}.max_contiguous", f"{TL}.max_constancy"):
+        return _pidoff_at(k, e.args[0], line, depth + 1)
+    return bool(k.expr_facts(e) & PIDOFF)
+
+
+def _selector(k: KernelFacts, c: ast.Compare) -> bool:
+    """`offs_i > offs_j`, `offs_m[:, None] >= start_n + offs_n[None, :]`: offsets of one tile compared with
+    offsets of another (a causal or diagonal selector), not with a size. As a mask it changes the result."""
+    return all(k.expr_facts(x) & AR for x in (c.left, *c.comparators))
 
 
 def _whole_blocks_only(k: KernelFacts, extents: set) -> bool:
@@ -410,7 +610,7 @@ def _pointer_names(k: KernelFacts) -> set[str]:
     return pointers
 
 
-def _size_param(k: KernelFacts, offs: str | None = None) -> str | None:
+def _size_param(k: KernelFacts, offs: str | None = None, strict: bool = False) -> str | None:
     """A runtime size parameter of this kernel to name in a mask hint (never one the kernel does not have).
 
     With several sizes, the one of the offsets' dimension (`offs_bn` -> `N`, `offs_cm` -> `M`); None when that is
@@ -418,7 +618,7 @@ def _size_param(k: KernelFacts, offs: str | None = None) -> str | None:
     pointers = _pointer_names(k)
     sizes = [n for n in k.args if n not in k.constexpr and n not in pointers and "stride" not in n.lower()
              and not n.lower().endswith("ptr") and _SIZE_NAME.search(n)]
-    if len(sizes) <= 1:
+    if len(sizes) <= 1 and not strict:
         return sizes[0] if sizes else None
     if offs:
         dim = offs.lower().rsplit("_", 1)[-1][-1:]

@@ -7,6 +7,7 @@ from __future__ import annotations
 import ast
 
 from ...model import Related, Severity, TextEdit
+from ...resolve import resolve_in_file
 from ...triton_names import NAMES
 from .. import Rule, register
 from .facts import _HINTS, _HOST_MODULES, RT, TL, KernelFacts, _once, _short, _span, kernel_check
@@ -21,7 +22,11 @@ register(Rule(
     "or compute the value on the host and pass it in. `math.*` works only on compile-time constants "
     "(math.sqrt(2.0) is fine, math.sqrt(x) of a tensor is not: use tl.sqrt); numpy, torch and random never "
     "work. triton.cdiv / triton.next_power_of_2 and @triton.constexpr_function functions need constexpr "
-    "arguments: use tl.cdiv for runtime values. int()/float() only convert constants: use x.to(tl.float32).",
+    "arguments: use tl.cdiv for runtime values. int()/float() only convert constants: use x.to(tl.float32). "
+    "An imported name is judged by the definition it leads to in the workspace or an installed package "
+    "(read, never imported): torch._inductor's `libdevice` is triton's and its `welford_reduce` is @triton.jit, "
+    "so both are fine; a host call on compile-time values only (`torch.finfo(torch.float32).max`) runs while the "
+    "kernel compiles. A name that cannot be followed offline is information, never an error.",
     wrong="import math\n\nimport triton\nimport triton.language as tl\n\n\n@triton.jit\n"
     "def k(X, BLOCK: tl.constexpr):\n    offs = tl.arange(0, BLOCK)\n    x = tl.load(X + offs)\n"
     "    tl.store(X + offs, math.exp(x))\n",
@@ -114,6 +119,21 @@ def _tr006_calls(k: KernelFacts) -> None:
                           f"use {_HINTS.get(attr, 'the libdevice equivalent')}".replace("tl.", tl)),
                          fix=fix, kernel=k.name)
         elif top in _HOST_MODULES and "." in name and (not isinstance(f, ast.Name) or f.id not in k.bound):
+            # Judged by where the name leads, not by its spelling: torch._inductor's `libdevice` is triton's,
+            # its `welford_reduce` a @triton.jit def.
+            target = resolve_in_file(name, k.ctx.path)
+            if target.device_ok:
+                continue
+            given = [*node.args, *(kw.value for kw in node.keywords)]
+            if given and all(k.is_static(a) for a in given):
+                # triton calls a host function on compile-time values while compiling (torch.finfo(...)); one
+                # without arguments (random.random()) would bake a single value into the kernel.
+                continue
+            if target.kind == "unresolved" and any(p.startswith("_") for p in name.split(".")):
+                k.ctx.report("TR006", node, f"could not resolve {name}() offline (its module is not installed "
+                             f"here or builds the name at import time): a kernel can call it only if it is a "
+                             f"@triton.jit function or a triton builtin", kernel=k.name, severity=Severity.INFO)
+                continue
             attr = name.rsplit(".", 1)[1]
             alt = attr if top in ("numpy", "torch") and attr in NAMES[TL] and attr not in _NOT_ELEMENTWISE else None
             fix = _once(k, f"Use {tl}{alt}", [TextEdit(_span(k, f), f"{tl}{alt}")]) if alt and k.f.can_fix else None
@@ -121,6 +141,15 @@ def _tr006_calls(k: KernelFacts) -> None:
                 "use the triton.language equivalent, or compute the value on the host and pass it in"
             k.ctx.report("TR006", node, f"{name}() is host code and cannot be called from a kernel: {advice}",
                          fix=fix, kernel=k.name)
+        elif name and "." in name and top not in ("triton", "math") and _imported_root(k, f):
+            # An imported function of the workspace or an installed package, read where it is defined.
+            target = resolve_in_file(name, k.ctx.path)
+            if target.kind == "plain" and not all(
+                    k.is_static(a) for a in [*node.args, *(kw.value for kw in node.keywords)]):
+                where = target.where.rsplit(":", 1)
+                k.ctx.report("TR006", node, f"{name}() is a plain Python function ({where[0]} line {where[-1]}) "
+                             f"and cannot be called from a kernel on tensors: decorate it with @triton.jit, or "
+                             f"compute the value on the host and pass it in", kernel=k.name)
         elif name in _TRITON_CONSTEXPR_HELPERS:
             if all(k.is_static(a) for a in [*node.args, *(kw.value for kw in node.keywords)]):
                 continue
@@ -132,3 +161,10 @@ def _tr006_calls(k: KernelFacts) -> None:
             else:
                 k.ctx.report("TR006", node, f"{name}() runs at compile time and needs constexpr arguments: compute "
                              f"it on the host and pass it as a {tl}constexpr parameter", kernel=k.name)
+
+
+def _imported_root(k: KernelFacts, f: ast.expr) -> bool:
+    """Whether a called name starts at a module-level import (not a local, a parameter or a def of this file)."""
+    while isinstance(f, ast.Attribute):
+        f = f.value
+    return isinstance(f, ast.Name) and f.id not in k.bound and f.id in k.imports.names

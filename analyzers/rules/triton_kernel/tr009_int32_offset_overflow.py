@@ -23,7 +23,8 @@ register(Rule(
     "constexpr BLOCK is not reported, nor are vector offsets (pid * BLOCK + tl.arange) times a stride. When a "
     "`@spec` of the same file makes tensors of more than 2**31 elements for the kernel, or a launch in that file "
     "passes it one allocated with a constant shape that large, the overflow is no longer a guess: the finding is a "
-    "warning that names the spec or launch and the size.",
+    "warning that names the spec or launch and the size. The risk is one finding per kernel, at its first offset "
+    "expression, with the others counted and listed (one quick fix casts them all).",
     wrong=KERNEL_HEADER + "def softmax(X, Y, stride, n, BLOCK: tl.constexpr):\n    row = tl.program_id(0)\n"
     "    cols = tl.arange(0, BLOCK)\n    x = tl.load(X + row * stride + cols, mask=cols < n, other=0.0)\n"
     "    tl.store(Y + row * stride + cols, x, mask=cols < n)\n",
@@ -37,6 +38,7 @@ register(Rule(
 @kernel_check
 def _tr009_overflow(k: KernelFacts) -> None:
     tl = k.f.tl
+    found: list[tuple[ast.AST, str, str, TextEdit | None]] = []
     for node, _ifs in k.ops:
         pairs: tuple[tuple[ast.expr, ast.expr], ...]
         if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult):
@@ -53,11 +55,28 @@ def _tr009_overflow(k: KernelFacts) -> None:
             pid_text = p.id if isinstance(p, ast.Name) and not hasattr(p, "lineno") else _short(k.ctx.src.segment(p), 30)
             o_text = _short(k.ctx.src.segment(o), 30)
             edit = _pid_cast_edit(k, p)
-            fix = _once(k, f"Cast to {tl}int64", [edit]) if edit is not None and k.f.can_fix else None
             where = "where it is bound" if edit is not None and edit.span != _span(k, p) else "at the multiplication"
-            k.ctx.report("TR009", node, f"{pid_text} * {o_text} is computed in int32 and {_RISK}, cast the program "
-                         f"id to int64 {where}, e.g. {tl}program_id(0).to({tl}int64)", fix=fix, kernel=k.name)
+            found.append((node, f"{pid_text} * {o_text}", where, edit))
             break
+    if not found:
+        return
+    # One note per kernel: the same risk at every offset expression is one thing to decide.
+    node, product, where, _ = found[0]
+    rest = found[1:]
+    also = ""
+    if rest:
+        lines = sorted({getattr(n, "lineno", 0) for n, _, _, _ in rest})
+        shown = ", ".join(map(str, lines[:6])) + (", ..." if len(lines) > 6 else "")
+        also = f" (and {len(rest)} other offset expression{'s' * (len(rest) > 1)} of this kernel, line" \
+               f"{'s' * (len(lines) > 1)} {shown})"
+    edits: list[TextEdit] = []
+    for _, _, _, e in found:
+        if e is not None and all(e.span != x.span for x in edits):
+            edits.append(e)
+    fix = _once(k, f"Cast to {tl}int64", edits) if edits and k.f.can_fix else None
+    related = tuple(Related(_span(k, n), f"{text} in int32") for n, text, _, _ in rest if hasattr(n, "lineno"))
+    k.ctx.report("TR009", node, f"{product}{also} is computed in int32 and {_RISK}, cast the program id to int64 "
+                 f"{where}, e.g. {tl}program_id(0).to({tl}int64)", fix=fix, kernel=k.name, related=related)
 
 
 _RISK = "would overflow if the offset passed 2**31 elements: if tensors that large are possible"
@@ -69,9 +88,11 @@ def raise_with_sizes(problems: list[Problem], sizes: Mapping[str, ShownSizes]) -
     out = []
     for p in problems:
         shown = sizes.get(p.kernel or "") if p.code == "TR009" else None
+        # Sizes shown below the limit are some of those that run, not all: the risk stays information then.
         if shown is None or shown.values[-1] - 1 <= _INT32_MAX or _RISK not in p.message:
             out.append(p)
             continue
+
         fact = f"overflows: {shown.source} {shown.values[-1]:,} elements (past 2**31); to fix it"
         related = (*p.related, Related(shown.span, f"{shown.values[-1]:,} elements"))
         out.append(Problem(p.code, p.message.replace(_RISK, fact), Severity.WARNING, p.span, p.fix, related,

@@ -227,7 +227,16 @@ def compile_problems(report: KernelCompileReport, target_spec: TargetSpec | None
                                 f"num_warps so that each thread holds fewer values.{pin}", kernel,
                                 severity=Severity.INFO if types else None))
         if res.shared_bytes is not None and res.shared_bytes > spec.shared_per_block:
-            if types:
+            least = _least_shared_bytes(jr.job, res.shared_bytes) if types else res.shared_bytes
+            if types and least > spec.shared_per_block:
+                # Even with 1-byte elements (and one pipeline stage, where those were assumed) it does not fit:
+                # no assumption changes the verdict.
+                out.append(_problem("KC004", here, f"{kernel} fails at launch {where} for every element type: it "
+                                    f"needs {res.shared_bytes // 1024} KB of shared memory per block{assumed}, and "
+                                    f"at least {least // 1024} KB with 1-byte elements; {spec.name} allows "
+                                    f"{spec.shared_per_block // 1024} KB. Use smaller tiles or fewer num_stages.",
+                                    kernel))
+            elif types:
                 out.append(_problem("KC004", here, f"{kernel} would fail at launch {where}{assumed}: it needs "
                                     f"{res.shared_bytes // 1024} KB of shared memory per block, {spec.name} allows "
                                     f"{spec.shared_per_block // 1024} KB.{pin}", kernel, severity=Severity.INFO))
@@ -266,6 +275,26 @@ def _resource_assumptions(job: CompileJob) -> str:
     launch options the launch computes at run time (compiled with triton's defaults)."""
     options = tuple(f"{name}: {ASSUMED_OPTION}" for name in ("num_warps", "num_stages"))
     return "; ".join(n for n in job.notes if ": assumed *" in n or n.startswith(options))
+
+
+_ELEMENT_BYTES = {"fp8e4nv": 1, "fp8e5": 1, "fp8e4b15": 1, "fp8e4b8": 1, "fp8e5b16": 1, "i8": 1, "u8": 1,
+                  "fp16": 2, "bf16": 2, "i16": 2, "fp32": 4, "tf32": 4, "i32": 4, "fp64": 8, "i64": 8}
+_ASSUMED_POINTER = re.compile(r": assumed \*(\w+)")
+_ASSUMED_STAGES = re.compile(r"^num_stages: " + ASSUMED_OPTION + r" (\d+)")
+
+
+def _least_shared_bytes(job: CompileJob, shared: int) -> int:
+    """A lower bound of the shared memory under every value of what was assumed: shared memory scales at most
+    with the element size of the assumed pointers (1 byte is the least) and with an assumed num_stages (1 the
+    least)."""
+    names = [m.group(1) for n in job.notes for m in _ASSUMED_POINTER.finditer(n)]
+    if any(name not in _ELEMENT_BYTES for name in names):
+        return 0  # a type whose size is not known here: no bound
+    scale = max((_ELEMENT_BYTES[name] for name in names), default=1)
+    stages = [int(m.group(1)) for n in job.notes if (m := _ASSUMED_STAGES.match(n))]
+    if any(n.startswith(f"num_warps: {ASSUMED_OPTION}") for n in job.notes) and not stages:
+        return shared // scale
+    return shared // scale // max(stages, default=1)
 
 
 _TYPE_WORDS = re.compile(r"dtype|bitcast|bitwidth|\bu?int\d+|\bfp\d+|float\d+|bf(loat)?16|pointer type")
