@@ -425,7 +425,7 @@ _SEVERITY = {Severity.ERROR: "error", Severity.WARNING: "warning", Severity.INFO
              Severity.HINT: "hint"}
 _SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSW|CREDENTIAL|AUTH", re.IGNORECASE)
 _RANK_WORST = ("correct", "not-checked", "timeout", "out-of-memory", "crashed", "error", "out-of-bounds",
-               "mismatch", "rejected")
+               "rule-broken", "mismatch", "rejected")
 
 
 def _secret_values() -> list[str]:
