@@ -15,13 +15,17 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from dataclasses import asdict
 from typing import Any
 
 import anyio
+import pydantic
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError, ToolError
-from mcp_types import ToolAnnotations
+from mcp.server.stdio import stdio_server
+from mcp.shared.message import SessionMessage
+from mcp_types import ErrorData, JSONRPCError, ToolAnnotations
 from pydantic import BaseModel, Field
 
 from . import __version__
@@ -29,6 +33,7 @@ from .api import (
     API_VERSION,
     AnalyzeResult,
     ApiError,
+    BatchStatus,
     CheckResult,
     CompareResult,
     CompileResult,
@@ -52,6 +57,12 @@ class Candidate(BaseModel):
     source: str = Field(description="the whole file: kernel, launcher, reference and @spec")
     path: str | None = Field(default=None, description="where the file would live in the workspace (for imports "
                              "of its neighbouring modules); it is not written")
+    timeout_s: float | None = Field(default=None, gt=0, le=3600, description="this candidate's own time limit "
+                                    "per spec for its check, in seconds (default: the server's check timeout)")
+
+
+# How often a long call tells the client it is still working (MCP progress notifications).
+HEARTBEAT_S = 2.0
 
 
 def build_server(workspace: Workspace, *, max_parallel: int = 2) -> MCPServer:
@@ -71,13 +82,80 @@ def build_server(workspace: Workspace, *, max_parallel: int = 2) -> MCPServer:
             for k in kernels:
                 reports.setdefault(k, {})[kind] = data
 
-    async def call(fn, *args, runs_code: bool = True, **kwargs):
+    async def call(fn, *args, runs_code: bool = True, ctx: Context | None = None, what: str = "working",
+                   cancellable: bool = False, steps: bool = False, **kwargs):
         """`fn` in a worker thread; calls that run the project's code wait for one of the `max_parallel` slots,
-        so that a few long checks do not hold up analyses and cached compiles."""
+        so that a few long checks do not hold up analyses and cached compiles. With `cancellable`, `fn` gets a
+        `cancel` event: a cancelled request (notifications/cancelled, or the client gone) sets it, which kills the
+        checking processes, and the slot is free at once. With `ctx`, the client hears progress while it runs:
+        `steps` passes `fn` a `progress(done, total, message)` callback, else a heartbeat with the seconds spent."""
+        cancel = threading.Event()
+        reported: list[tuple[float, float | None, str]] = []  # from the worker thread, sent by the heartbeat
+        if cancellable:
+            kwargs["cancel"] = cancel
+        if steps:
+            kwargs["progress"] = lambda done, total, message: reported.append((float(done), float(total),
+                                                                               str(message)))
+        started = time.monotonic()
+
+        hearing = ctx is not None and ctx.request_context.meta is not None and \
+            ctx.request_context.meta.get("progress_token") is not None
+        sent = [0]
+
+        async def flush() -> None:
+            while sent[0] < len(reported):
+                done, total, message = reported[sent[0]]
+                sent[0] += 1
+                await ctx.report_progress(done, total, message)  # type: ignore[union-attr]
+
+        async def heartbeat() -> None:
+            first = not steps  # a heartbeat says at once that the work started
+            while True:
+                if not first:
+                    await anyio.sleep(HEARTBEAT_S if not steps else 0.25)
+                first = False
+                try:
+                    if steps:
+                        await flush()
+                    else:
+                        seconds = time.monotonic() - started
+                        await ctx.report_progress(round(seconds, 1), None,  # type: ignore[union-attr]
+                                                  f"{what}: {seconds:.0f} s")
+                except Exception:  # noqa: BLE001 - a client that cannot hear progress still gets the result
+                    return
+
+        async def work():
+            return await anyio.to_thread.run_sync(lambda: fn(*args, **kwargs), abandon_on_cancel=cancellable)
+
+        failed: list[BaseException] = []  # raised outside the task group, which would wrap it in a group
+        result = None
         try:
-            return await anyio.to_thread.run_sync(lambda: fn(*args, **kwargs), limiter=limiter if runs_code else None)
+            async with anyio.create_task_group() as tg:
+                if hearing:
+                    tg.start_soon(heartbeat)
+                try:
+                    if runs_code:
+                        async with limiter:
+                            result = await work()
+                    else:
+                        result = await work()
+                except Exception as exc:  # noqa: BLE001 - re-raised below, as itself
+                    failed.append(exc)
+                finally:
+                    tg.cancel_scope.cancel()
+            if failed:
+                raise failed[0]
+            if hearing and steps:
+                try:
+                    await flush()  # the last steps, before the result
+                except Exception:  # noqa: BLE001 - as in heartbeat
+                    pass
+            return result
         except ApiError as exc:
             raise ToolError(str(exc)) from None
+        except anyio.get_cancelled_exc_class():
+            cancel.set()  # the thread is left behind; its checking processes die now
+            raise
 
     read_only = ToolAnnotations(readOnlyHint=True, openWorldHint=False)
     code_running = ToolAnnotations(readOnlyHint=False, destructiveHint=False, openWorldHint=False)
@@ -102,24 +180,27 @@ def build_server(workspace: Workspace, *, max_parallel: int = 2) -> MCPServer:
         return result
 
     @server.tool(annotations=code_running)
-    async def check(source: str | None = None, path: str | None = None, kernel: str | None = None) -> CheckResult:
+    async def check(ctx: Context, source: str | None = None, path: str | None = None,
+                    kernel: str | None = None) -> CheckResult:
         """The hardened correctness verdict of each @spec in the file (or of `kernel`'s): the kernel against its
         PyTorch reference on several shapes and dtypes, with checks that refuse launchers that skip the kernel,
         fall back to torch, cache, race or read out of bounds. Status "correct" only when every case matches.
         Runs the file's code (needs a trusted folder)."""
-        result = await call(workspace.check, path, source, kernel=kernel)
+        result = await call(workspace.check, path, source, kernel=kernel, ctx=ctx, what="checking",
+                            cancellable=True)
         remember("check", {v.kernel for v in result.verdicts}, result)
         return result
 
     @server.tool(annotations=code_running)
-    async def measure(source: str | None = None, path: str | None = None, kernel: str | None = None,
+    async def measure(ctx: Context, source: str | None = None, path: str | None = None, kernel: str | None = None,
                       targets: list[str] = ["H200"]) -> MeasureResult:  # noqa: B006
         """Latency of each @spec'd kernel at its bench shapes: measured on this machine's GPU (with the reference,
         the speedup, and the achieved FLOP/s and bytes/s against the GPU's roofs for the work counted under the
         interpreter: `fraction_of_roofline`, with `work_estimated` where that count is itself an estimate), or
         without a GPU the roofline estimate for `targets` (labelled as an estimate, with the bound and the
         model's fraction of the roofline). Runs the file's code (needs a trusted folder)."""
-        result = await call(workspace.measure, path, source, kernel=kernel, targets=targets)
+        result = await call(workspace.measure, path, source, kernel=kernel, targets=targets, ctx=ctx,
+                            what="timing", cancellable=True)
         remember("measure", {e.kernel for e in result.entries}, result)
         return result
 
@@ -134,13 +215,41 @@ def build_server(workspace: Workspace, *, max_parallel: int = 2) -> MCPServer:
         return result
 
     @server.tool(annotations=code_running)
-    async def compare(candidates: list[Candidate], kernel: str | None = None, baseline: str | None = None,
-                      target: str = "H200") -> CompareResult:
+    async def compare(ctx: Context, candidates: list[Candidate], kernel: str | None = None,
+                      baseline: str | None = None, target: str = "H200") -> CompareResult:
         """Check each candidate file with the hardened verdict and rank those that pass by latency (measured on a
-        GPU, else estimated for `target`), with the speedup against `baseline` (default: the first candidate).
-        Every candidate that fails a check ranks after every passing one, with its reason. Runs their code."""
-        return await call(workspace.compare, [c.model_dump(exclude_none=True) for c in candidates], kernel=kernel, baseline=baseline,
-                          target=target)
+        GPU, else estimated for `target`), with the spread, the speedup against `baseline` (default: the first
+        candidate), ties where spreads overlap, and a rank-based reward within the group (`reward`, `advantage`,
+        `group`). Every candidate that fails a check, games it or has no verified latency ranks after every
+        passing one at the reward floor, with its reason. Progress per candidate; cancelling kills the checks.
+        Runs their code. For many candidates, `submit` and `poll`."""
+        # The API runs the candidates in its own threads; the slots bound the calls, as for check.
+        return await call(workspace.compare, [c.model_dump(exclude_none=True) for c in candidates], kernel=kernel,
+                          baseline=baseline, target=target, ctx=ctx, cancellable=True, steps=True)
+
+    @server.tool(annotations=code_running)
+    async def submit(candidates: list[Candidate], kernel: str | None = None, baseline: str | None = None,
+                     target: str = "H200") -> BatchId:
+        """Start `compare` on a batch of candidates in the background and answer at once with its id. `poll`
+        says how far it is (each candidate queued, running, done or cancelled) and, once every candidate is done,
+        gives the same ranking and rewards as `compare`; `cancel_batch` stops it. Each candidate may carry its
+        own `timeout_s`. Runs their code (needs a trusted folder)."""
+        batch = await call(workspace.submit, [c.model_dump(exclude_none=True) for c in candidates], kernel=kernel,
+                           baseline=baseline, target=target, runs_code=False)
+        return BatchId(batch=batch)
+
+    @server.tool(annotations=read_only)
+    async def poll(batch: str) -> BatchStatus:
+        """Where a batch from `submit` stands: per candidate its state and, once done, its verdict's status;
+        `result` (the ranking with rewards, as `compare` gives) when `finished`."""
+        return await call(workspace.poll, batch, runs_code=False)
+
+    @server.tool(annotations=ToolAnnotations(readOnlyHint=False, destructiveHint=False, idempotentHint=True,
+                                             openWorldHint=False))
+    async def cancel_batch(batch: str) -> BatchStatus:
+        """Stop a batch from `submit`: queued candidates never start and running ones have their checking
+        processes killed at once. Returns the batch's status."""
+        return await call(workspace.cancel, batch, runs_code=False)
 
     @server.tool(annotations=ToolAnnotations(readOnlyHint=False, destructiveHint=False, openWorldHint=False))
     async def propose_edit(path: str, new_source: str, ctx: Context) -> ProposalResult:
@@ -212,6 +321,10 @@ def build_server(workspace: Workspace, *, max_parallel: int = 2) -> MCPServer:
     return server
 
 
+class BatchId(BaseModel):
+    batch: str = Field(description="the batch's id, for poll and cancel_batch")
+
+
 def _client_name(ctx: Context) -> str:
     """The name the agent's MCP client gave itself at initialization ("claude-code", ...), for the editor to say
     whose proposal it offers."""
@@ -231,7 +344,60 @@ def run(root: str, *, http: tuple[str, int] | None = None, allow_run: bool = Fal
         if http:
             server.run("streamable-http", host=http[0], port=http[1])
         else:
-            server.run("stdio")
+            anyio.run(_serve_stdio, server)
 
 
-__all__ = ["API_VERSION", "Candidate", "build_server", "run"]
+# --- stdio that answers every message ---------------------------------------------------------------------------
+
+def _error_reply(exc: Exception) -> JSONRPCError:
+    """The JSON-RPC error for a line the SDK could not take as a message: a parse error (-32700) when it is not
+    JSON, else an invalid request (-32600) answered with the request's id where it has one, so that the client's
+    call ends instead of waiting forever."""
+    raw: Any = None
+    kind = ""
+    errors = exc.errors() if isinstance(exc, pydantic.ValidationError) else []
+    if errors:
+        kind, raw = errors[0].get("type", ""), errors[0].get("input")
+    message: Any = None
+    if kind == "json_invalid" and isinstance(raw, str):
+        try:
+            message = json.loads(raw)  # Python's parser takes what the SDK's strict one refuses
+        except ValueError:
+            return JSONRPCError(jsonrpc="2.0", id=None, error=ErrorData(
+                code=-32700, message="Parse error: the line is not JSON", data=str(errors[0].get("msg"))))
+        detail = "the message holds a lone UTF-16 surrogate (such as \\ud800), which is not a Unicode character"
+        if not any(0xD800 <= ord(ch) <= 0xDFFF for ch in json.dumps(message, ensure_ascii=False)):
+            detail = str(errors[0].get("msg"))
+    else:  # each failed field names its own input; the message is the one that is an object
+        message = next((e.get("input") for e in errors if isinstance(e.get("input"), dict)
+                        and ("id" in e["input"] or "method" in e["input"])), raw)
+        detail = "not a JSON-RPC 2.0 request, notification or response" + (
+            f" ({errors[0].get('msg')})" if errors else "")
+    ident = message.get("id") if isinstance(message, dict) else None
+    if not isinstance(ident, (str, int)) or isinstance(ident, bool):
+        ident = None
+    return JSONRPCError(jsonrpc="2.0", id=ident, error=ErrorData(code=-32600, message=f"Invalid request: {detail}"))
+
+
+async def _serve_stdio(server: MCPServer) -> None:
+    """The SDK's stdio transport, with a reply to every line it cannot read (the SDK drops them silently, and a
+    client whose request had an id would wait for ever)."""
+    lowlevel = server._lowlevel_server  # noqa: SLF001 - the SDK's own run_stdio_async does exactly this
+    async with stdio_server() as (read_stream, write_stream):
+        forward, inner = anyio.create_memory_object_stream[SessionMessage | Exception](0)
+
+        async def pump() -> None:
+            async with forward:
+                async for item in read_stream:
+                    if isinstance(item, Exception):
+                        await write_stream.send(SessionMessage(_error_reply(item)))
+                    else:
+                        await forward.send(item)
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(pump)
+            await lowlevel.run(inner, write_stream, lowlevel.create_initialization_options())
+            tg.cancel_scope.cancel()
+
+
+__all__ = ["API_VERSION", "BatchId", "Candidate", "build_server", "run"]

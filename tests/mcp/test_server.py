@@ -12,7 +12,7 @@ from .conftest import EXAMPLES, error_text, mcp_session, resource_json, structur
 
 pytestmark = pytest.mark.timeout(300)
 
-TOOLS = {"analyze", "compile", "check", "measure", "tune", "compare", "propose_edit"}
+TOOLS = {"analyze", "compile", "check", "measure", "tune", "compare", "submit", "poll", "cancel_batch", "propose_edit"}
 
 
 async def test_tools_resources_and_prompts_are_listed_with_schemas(workspace: Path):
