@@ -311,12 +311,21 @@ def build_server(workspace: Workspace, *, max_parallel: int = 2) -> MCPServer:
             f"Port the Triton kernel `{kernel}` in {path} to AWS NKI.\n\n"
             "Plan first, then act:\n"
             f"1. Call `analyze` on {path} and `check` it, so the Triton version's behaviour is known to be correct.\n"
-            "2. Write the plan: how the Triton blocks map to NKI tiles (partition dimension at most 128, PSUM "
-            "limits for matmuls), which loads and stores become nl.load / nl.store, which reductions change.\n"
-            "3. Write the NKI kernel in a new file next to the original, keeping the same reference.\n"
-            "4. Call `analyze` on the new source and fix every NK finding.\n"
-            "5. Call `propose_edit` for the new file; say plainly what could not be verified here (NKI kernels "
-            "run only where the Neuron tools are installed).")
+            "2. Write the plan: how the Triton blocks map to NKI tiles (partition dimension at most 128, one 2 KiB "
+            "PSUM bank per matmul tile, moving free size at most 512), which loads and stores become DMA copies, "
+            "which reductions change, which loops carry a value (nl.sequential_range there, not affine_range).\n"
+            "3. Write the port as one whole file: the NKI kernel (current API: `import nki`, `nki.isa` instructions "
+            f"that write into `dst`) and a copy of `{kernel}`'s @spec with the same reference, naming the NKI kernel "
+            "as `kernel=` and its launcher as `launcher=`.\n"
+            "4. Call `analyze` with that text as `source` and fix every NK finding.\n"
+            "5. Call `check` with the same `source`: it runs in kernel-lsp's NKI model on the CPU (no Neuron device "
+            "needed; the verdict says \"(kernel-lsp NKI model)\", or \"(nki.simulate)\" where AWS's package is "
+            "installed). A \"rule-broken\" verdict names the NeuronCore rule and its line: fix it. Go on only when "
+            "the verdict is \"correct\"; then `measure` gives its Trainium2 estimate.\n"
+            "6. `propose_edit` only changes files that exist, so it cannot create the new file: give the person the "
+            f"file's full text and a name for it (`{kernel}_nki.py` beside {path}), with the verdict and the "
+            "estimate, and say what the model does not cover (docs/nki-model.md: timing on a device, the "
+            "compiler's own checks, engine scheduling).")
 
     return server
 

@@ -243,3 +243,19 @@ async def test_measure_and_tune_the_example(workspace: Path):
         assert {"measure", "tune"} <= set(report)
     assert (workspace / "vector_add.py").read_text(encoding="utf-8") == (EXAMPLES / "vector_add.py").read_text(
         encoding="utf-8")
+
+
+async def test_the_port_to_nki_prompt_says_what_the_tools_do(workspace: Path):
+    """The prompt's steps hold: an NKI port is checked here (in the NKI model), and propose_edit refuses a new
+    file, so the prompt asks for the text instead."""
+    pytest.importorskip("torch")
+    port = (Path(__file__).resolve().parents[1] / "nki" / "specs" / "scale_rows_nki.py").read_text(encoding="utf-8")
+    async with mcp_session(workspace, "--allow-run") as session:
+        prompt = await session.get_prompt("port_to_nki", {"path": "vector_add.py", "kernel": "add_kernel"})
+        text = prompt.messages[0].content.text
+        assert "kernel-lsp NKI model" in text and "cannot create the new file" in text
+        assert "run only where the Neuron tools are installed" not in text
+        verdict = structured(await session.call_tool("check", {"source": port}))
+        assert verdict["ok"] and "(kernel-lsp NKI model)" in verdict["verdicts"][0]["message"], verdict
+        refused = await session.call_tool("propose_edit", {"path": "add_kernel_nki.py", "new_source": port})
+        assert "no such file" in error_text(refused)
