@@ -78,7 +78,7 @@ class _Result:
 
 @dataclass(frozen=True)
 class FixInfo(_Result):
-    title: str
+    title: str  # what the fix does
     edits: list[dict[str, Any]]  # {"line", "column", "end_line", "end_column", "text"}, 1-based
 
 
@@ -86,36 +86,36 @@ class FixInfo(_Result):
 class RelatedInfo(_Result):
     """Another place a finding concerns (the launch a kernel problem comes from, a helper's call site)."""
 
-    path: str
-    line: int
-    column: int
-    end_line: int
-    end_column: int
-    message: str
+    path: str  # the file
+    line: int  # 1-based line
+    column: int  # 1-based column
+    end_line: int  # 1-based end line
+    end_column: int  # 1-based end column
+    message: str  # what this place has to do with the finding
 
 
 @dataclass(frozen=True)
 class Finding(_Result):
-    code: str
+    code: str  # the rule's code (TR002, NK001, ...; docs/rules.md)
     severity: str  # "error" | "warning" | "information" | "hint"
     message: str
-    line: int
-    column: int
-    end_line: int
-    end_column: int
-    kernel: str | None = None
-    rule: str | None = None
-    fix: FixInfo | None = None
-    related: list[RelatedInfo] = field(default_factory=list)
+    line: int  # 1-based line where it starts
+    column: int  # 1-based column where it starts
+    end_line: int  # 1-based line where it ends
+    end_column: int  # 1-based column where it ends
+    kernel: str | None = None  # the kernel it concerns, if any
+    rule: str | None = None  # the rule's name
+    fix: FixInfo | None = None  # an edit that fixes it, where one exists
+    related: list[RelatedInfo] = field(default_factory=list)  # other places it concerns
 
 
 @dataclass(frozen=True)
 class KernelInfo(_Result):
-    name: str
-    line: int
+    name: str  # the kernel's function name
+    line: int  # 1-based line of its def
     language: str  # "triton" | "nki"
     params: list[str] = field(default_factory=list)
-    autotune_configs: int = 0
+    autotune_configs: int = 0  # its autotune configurations, as written
     constexprs: list[str] = field(default_factory=list)  # the parameters that are tl.constexpr (Triton)
     decorators: list[str] = field(default_factory=list)  # "jit", "autotune", "heuristics"; NKI: "jit", ...
     api: str | None = None  # NKI: "legacy" (neuronxcc.nki) or "current" (nki)
@@ -123,29 +123,30 @@ class KernelInfo(_Result):
 
 @dataclass(frozen=True)
 class AnalyzeResult(_Result):
-    path: str
-    kernels: list[KernelInfo]
-    findings: list[Finding]
+    path: str  # the file analysed
+    kernels: list[KernelInfo]  # the file's kernels
+    findings: list[Finding]  # the static findings, by line
 
 
 @dataclass(frozen=True)
 class CompiledConfig(_Result):
-    kernel: str
-    target: str
+    kernel: str  # the kernel
+    target: str  # the compile target (sm_90, gfx942, ...)
     config: str  # how the configuration is known: "default", "autotune config 1", "launch at line 40"
     constexprs: dict[str, Any]
-    num_warps: int
-    num_stages: int
-    ok: bool
-    cached: bool
-    seconds: float
-    error: str | None = None
-    error_line: int | None = None
-    error_column: int | None = None
-    registers: int | None = None
-    spill_bytes: int | None = None
-    shared_bytes: int | None = None
-    occupancy: float | None = None
+    num_warps: int  # warps per program
+    num_stages: int  # software pipelining stages
+    ok: bool  # whether it compiled
+    cached: bool  # answered from the compile cache
+    seconds: float  # compile time
+    error: str | None = None  # the compile error, when not ok
+    error_line: int | None = None  # 1-based line of the error
+    error_column: int | None = None  # 1-based column of the error
+    registers: int | None = None  # registers per thread
+    spill_bytes: int | None = None  # bytes spilled to local memory per thread
+    shared_bytes: int | None = None  # shared memory per program, bytes
+    occupancy: float | None = None  # resident warps over the most the SM holds (0..1)
+    # whether the kernel uses the target's matrix instructions (tensor cores, MFMA)
     matrix_instructions: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # what was assumed rather than known
     ir: dict[str, str] = field(default_factory=dict)  # stage -> text, only the stages asked for
@@ -156,13 +157,13 @@ class CompiledConfig(_Result):
     stack_bytes: int | None = None
     load_widths: list[int] = field(default_factory=list)  # bits per global load instruction seen
     store_widths: list[int] = field(default_factory=list)
-    uses_tma: bool = False
+    uses_tma: bool = False  # whether it uses the Tensor Memory Accelerator
 
 
 @dataclass(frozen=True)
 class CompileResult(_Result):
-    path: str
-    configs: list[CompiledConfig]
+    path: str  # the file compiled
+    configs: list[CompiledConfig]  # one per kernel, target and configuration
     findings: list[Finding]  # compile problems (KC codes) at the user's lines
     not_compiled: list[str] = field(default_factory=list)  # kernel: why it was not compiled
     uncompiled: list[UncompiledKernel] = field(default_factory=list)  # the same kernels, each with its target
@@ -184,16 +185,16 @@ class CompiledIR(_Result):
 
 @dataclass(frozen=True)
 class CaseInfo(_Result):
-    shape: list[int]
-    dtype: str
-    ok: bool
-    max_abs: float | None = None
-    max_rel: float | None = None
-    mismatched: int = 0
-    total: int = 0
-    config: str | None = None
-    note: str | None = None
-    seed: int | None = None
+    shape: list[int]  # the case's shape
+    dtype: str  # the case's dtype
+    ok: bool  # whether every output matched the reference
+    max_abs: float | None = None  # largest absolute error
+    max_rel: float | None = None  # largest relative error
+    mismatched: int = 0  # elements outside the tolerance
+    total: int = 0  # elements compared
+    config: str | None = None  # the autotune config that ran
+    note: str | None = None  # what else to know of this case
+    seed: int | None = None  # the random seed of its inputs
     first_index: list[int] | None = None  # the first mismatching element
     tail_only: bool | None = None  # every mismatch past the last full block (None: no block size applies)
     line: int | None = None  # the store that wrote the first wrong element (interpreter)
@@ -201,17 +202,17 @@ class CaseInfo(_Result):
 
 @dataclass(frozen=True)
 class VerdictInfo(_Result):
-    kernel: str
-    spec: str
+    kernel: str  # the kernel checked
+    spec: str  # the spec's inputs function
     status: str  # "correct", "mismatch", "rejected", "out-of-bounds", "crashed", "timeout", ...
     ok: bool
     device: str  # where it ran: "interpreter" or the GPU
     message: str
-    line: int | None = None
+    line: int | None = None  # 1-based line the verdict's problem belongs to
     failed_check: str | None = None  # which honesty check decided a rejection ("no-launch", "provenance", ...)
     cases: list[CaseInfo] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
-    column: int | None = None
+    notes: list[str] = field(default_factory=list)  # seeds used, dtype handling, configs, what was assumed
+    column: int | None = None  # 1-based column, where known
     spec_line: int | None = None  # the spec's inputs function
     kernel_line: int | None = None  # the kernel's def line
     seconds: float = 0.0  # how long the check took
@@ -222,13 +223,13 @@ class VerdictInfo(_Result):
 class CheckErrorInfo(_Result):
     """A problem that kept specs from running, with the line it belongs to where one does."""
 
-    message: str
-    line: int | None = None
+    message: str  # what kept the specs from running
+    line: int | None = None  # 1-based line it belongs to, if known
 
 
 @dataclass(frozen=True)
 class CheckResult(_Result):
-    path: str
+    path: str  # the file checked
     ok: bool  # every spec correct and no error
     verdicts: list[VerdictInfo]
     errors: list[str]  # problems that kept specs from running (import errors, no spec found)
@@ -237,12 +238,12 @@ class CheckResult(_Result):
 
 @dataclass(frozen=True)
 class LatencyEntry(_Result):
-    kernel: str
-    shape: list[int]
-    dtype: str
+    kernel: str  # the kernel
+    shape: list[int]  # the bench shape
+    dtype: str  # the bench dtype
     source: str  # "measured" | "estimate"
     device: str
-    us: float | None
+    us: float | None  # latency in microseconds
     label: str  # "41.2 µs on NVIDIA H200" or "≈38 µs H200 est."
     config: str = ""
     chosen: bool = True  # an autotuned kernel's config its autotuner is expected to pick
@@ -252,8 +253,8 @@ class LatencyEntry(_Result):
     fraction_of_roofline: float | None = None
     reference_us: float | None = None  # measurements: the PyTorch reference timed alike
     speedup: float | None = None
-    suspicious: str | None = None
-    error: str | None = None
+    suspicious: str | None = None  # why the figure cannot be trusted (faster than the roofline allows, ...)
+    error: str | None = None  # why it has no figure
     roofline_us: float | None = None  # the counted work at the roofs: the fastest it can run on `device`
     achieved_tflops: float | None = None  # measurements: counted FLOPs / measured time
     achieved_tbps: float | None = None  # measurements: DRAM bytes / measured time, TB/s
@@ -272,19 +273,19 @@ class LatencyEntry(_Result):
 
 @dataclass(frozen=True)
 class MeasureResult(_Result):
-    path: str
+    path: str  # the file timed
     source: str  # "measured" (a GPU here) | "estimate" (no GPU: the roofline model on counted work)
     entries: list[LatencyEntry]
-    errors: list[str]
+    errors: list[str]  # what kept kernels from being timed
 
 
 @dataclass(frozen=True)
 class TuneRow(_Result):
-    config: str
-    overrides: dict[str, Any]
-    estimated_us: float | None
-    measured_us: float | None = None
-    note: str | None = None
+    config: str  # the configuration's label
+    overrides: dict[str, Any]  # the values it sets, by name
+    estimated_us: float | None  # the model's latency
+    measured_us: float | None = None  # the measured latency, where timed
+    note: str | None = None  # why it was skipped or failed
     source: str | None = None  # "measured" | "estimated": which figure ranks this row
     node: str | None = None  # the cluster node that timed it (a search timed on Ray)
     resources: dict[str, Any] | None = None  # registers, shared_bytes, spill_bytes the compiler reported (None: assumed)
@@ -292,17 +293,17 @@ class TuneRow(_Result):
 
 @dataclass(frozen=True)
 class TuneResult(_Result):
-    kernel: str
-    device: str
+    kernel: str  # the kernel tuned
+    device: str  # the device it was tuned for
     source: str  # "measured" | "estimated" | "none"
     current: str | None
-    winner: str | None
-    current_us: float | None
-    winner_us: float | None
-    speedup: float | None
+    winner: str | None  # the best configuration's label
+    current_us: float | None  # the kernel's latency as written
+    winner_us: float | None  # the winner's latency
+    speedup: float | None  # current_us over winner_us
     verified: bool | None  # the winner checked with the correctness checker (None: nothing to verify)
     verify_message: str | None
-    table: list[TuneRow]
+    table: list[TuneRow]  # every configuration tried, best first
     edits: list[dict[str, Any]]  # {"line", "column", "end_line", "end_column", "text"}, 1-based
     errors: list[str]
     winner_overrides: dict[str, Any] | None = None  # each tunable of the winner by name
@@ -318,7 +319,7 @@ class TuneResult(_Result):
 
 @dataclass(frozen=True)
 class CandidateResult(_Result):
-    name: str
+    name: str  # the candidate's name
     rank: int  # 1 is best; every failed candidate ranks after every passing one
     passed: bool
     status: str  # the worst verdict's status ("correct" when every spec passed)
@@ -326,13 +327,13 @@ class CandidateResult(_Result):
     latency_us: float | None
     latency_source: str | None  # "measured" | "estimate"
     latency_label: str | None
-    speedup_vs_baseline: float | None
-    verdicts: list[VerdictInfo]
+    speedup_vs_baseline: float | None  # the baseline's latency over this one's
+    verdicts: list[VerdictInfo]  # its verdicts, one per spec
     fraction_of_roofline: float | None = None  # the timed launches' time at the roofs over `latency_us`
     # The latency's spread: measured, each timed launch's median +- half its interquartile range, summed; an
     # estimate (or a measurement without a spread) has none, so low = high = latency_us.
-    latency_low_us: float | None = None
-    latency_high_us: float | None = None
+    latency_low_us: float | None = None  # the spread's lower end, µs
+    latency_high_us: float | None = None  # the spread's upper end, µs
     tied_with: list[str] = field(default_factory=list)  # passing candidates whose spreads overlap this one's
     # Rank-based, within the group (docs/api.md): (1 + candidates it beats + half those it ties) / group size
     # for a passing candidate, REWARD_FLOOR for one that failed, gamed the check or has no verified latency.
@@ -345,11 +346,11 @@ REWARD_FLOOR = 0.0
 
 @dataclass(frozen=True)
 class RewardGroup(_Result):
-    size: int
-    passed: int
-    mean: float
-    std: float
-    floor: float = REWARD_FLOOR
+    size: int  # candidates in the group
+    passed: int  # candidates that passed and were timed
+    mean: float  # the mean reward
+    std: float  # the rewards' standard deviation
+    floor: float = REWARD_FLOOR  # the reward of a failing, gamed or untimed candidate
     formula: str = ("passing: (1 + beaten + 0.5 * tied) / size, beaten = candidates it is faster than beyond both "
                     "spreads (every failing one included), tied = passing ones whose spreads overlap; failing, "
                     "gamed or untimed: floor")
@@ -357,16 +358,16 @@ class RewardGroup(_Result):
 
 @dataclass(frozen=True)
 class CompareResult(_Result):
-    kernel: str | None
-    baseline: str
+    kernel: str | None  # the kernel compared, or None for every spec'd kernel
+    baseline: str  # the candidate the speedups are against
     source: str  # "measured" | "estimate": how the latencies were obtained
     ranking: list[CandidateResult]
-    group: RewardGroup | None = None
+    group: RewardGroup | None = None  # the group's reward statistics and the formula
 
 
 @dataclass(frozen=True)
 class CandidateState(_Result):
-    name: str
+    name: str  # the candidate's name
     state: str  # "queued" | "running" | "done" | "cancelled"
     status: str | None = None  # once done: the worst verdict's status
     seconds: float | None = None  # how long it has run, or ran
@@ -374,12 +375,12 @@ class CandidateState(_Result):
 
 @dataclass(frozen=True)
 class BatchStatus(_Result):
-    batch: str
-    total: int
-    done: int
+    batch: str  # the batch's id
+    total: int  # candidates in the batch
+    done: int  # candidates done
     finished: bool  # every candidate done or cancelled
     cancelled: bool
-    candidates: list[CandidateState]
+    candidates: list[CandidateState]  # each candidate's state, in the order given
     result: CompareResult | None = None  # the ranking with rewards, once every candidate is done
 
 
@@ -410,11 +411,11 @@ class BatchStats(_Result):
 class UncompiledKernel(_Result):
     """A kernel that could not be prepared for compiling on a target (its KC finding says why)."""
 
-    path: str
-    kernel: str
-    line: int
-    target: str
-    reason: str
+    path: str  # the file
+    kernel: str  # the kernel
+    line: int  # 1-based line of its def
+    target: str  # the target it was not compiled for
+    reason: str  # why not
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,11 @@ import json
 import threading
 import time
 from dataclasses import asdict
-from typing import Any
+import ast
+import inspect
+import io
+import tokenize
+from typing import Any, Literal
 
 import anyio
 import pydantic
@@ -28,7 +32,11 @@ from mcp.shared.message import SessionMessage
 from mcp_types import ErrorData, JSONRPCError, ToolAnnotations
 from pydantic import BaseModel, Field
 
-from . import __version__
+from analyzers.hardware import DEVICES
+from analyzers.rules.verification import VERDICT_CODES
+from analyzers.targets import TARGETS
+
+from . import __version__, api
 from .api import (
     API_VERSION,
     AnalyzeResult,
@@ -63,6 +71,20 @@ class Candidate(BaseModel):
 
 # How often a long call tells the client it is still working (MCP progress notifications).
 HEARTBEAT_S = 2.0
+
+IR_STAGES = Literal["ttir", "ttgir", "llir", "ptx", "amdgcn"]
+COMPILE_TARGETS = Literal[tuple(TARGETS)]  # type: ignore[valid-type]  # the canonical names: sm_80 ... gfx950
+ESTIMATE_TARGETS = Literal[tuple([*DEVICES, *TARGETS])]  # type: ignore[valid-type]  # devices, or compile targets
+# Closed vocabularies of the result types, as enums in the tools' output schemas (type -> field -> values).
+ENUMS: dict[str, dict[str, list[str]]] = {
+    "VerdictInfo": {"status": ["correct", *VERDICT_CODES]},
+    "CandidateResult": {"status": ["correct", *VERDICT_CODES], "latency_source": ["measured", "estimate"]},
+    "CandidateState": {"state": ["queued", "running", "done", "cancelled"], "status": ["correct", *VERDICT_CODES]},
+    "CompareResult": {"source": ["measured", "estimate"]},
+    "LatencyEntry": {"source": ["measured", "estimate"]},
+    "MeasureResult": {"source": ["measured", "estimate"]},
+    "Finding": {"severity": ["error", "warning", "information", "hint"]},
+}
 
 
 def build_server(workspace: Workspace, *, max_parallel: int = 2) -> MCPServer:
@@ -168,8 +190,9 @@ def build_server(workspace: Workspace, *, max_parallel: int = 2) -> MCPServer:
 
     @server.tool(annotations=read_only)
     async def compile(source: str | None = None, path: str | None = None, kernel: str | None = None,
-                      targets: list[str] = ["sm_90"], config: dict[str, Any] | None = None,  # noqa: B006
-                      ir: list[str] = []) -> CompileResult:  # noqa: B006
+                      targets: list[COMPILE_TARGETS] = ["sm_90"],  # type: ignore[valid-type]  # noqa: B006
+                      config: dict[str, Any] | None = None,
+                      ir: list[IR_STAGES] = []) -> CompileResult:  # noqa: B006
         """Compile kernels ahead of time for GPU targets (sm_80, sm_90, sm_100, gfx942, ...) without a GPU: compile
         errors at their lines, and registers, spills, shared memory and occupancy per target and configuration.
         `config` pins parameter types or constexpr values the file does not give ({"BLOCK_SIZE": 256,
@@ -193,7 +216,8 @@ def build_server(workspace: Workspace, *, max_parallel: int = 2) -> MCPServer:
 
     @server.tool(annotations=code_running)
     async def measure(ctx: Context, source: str | None = None, path: str | None = None, kernel: str | None = None,
-                      targets: list[str] = ["H200"]) -> MeasureResult:  # noqa: B006
+                      targets: list[ESTIMATE_TARGETS] = ["H200"]  # type: ignore[valid-type]  # noqa: B006
+                      ) -> MeasureResult:
         """Latency of each @spec'd kernel at its bench shapes: measured on this machine's GPU (with the reference,
         the speedup, and the achieved FLOP/s and bytes/s against the GPU's roofs for the work counted under the
         interpreter: `fraction_of_roofline`, with `work_estimated` where that count is itself an estimate), or
@@ -327,7 +351,67 @@ def build_server(workspace: Workspace, *, max_parallel: int = 2) -> MCPServer:
             "estimate, and say what the model does not cover (docs/nki-model.md: timing on a device, the "
             "compiler's own checks, engine scheduling).")
 
+    _describe_outputs(server)
     return server
+
+
+def _field_docs() -> dict[str, dict[str, str]]:
+    """The result types' own documentation: per class of kernel_lsp.api, each field's comment (on its line, else
+    the comment lines just above it) and the class docstring under "", so the output schemas say what the types
+    say."""
+    text = inspect.getsource(api)
+    comments: dict[int, str] = {}
+    for tok in tokenize.generate_tokens(io.StringIO(text).readline):
+        if tok.type == tokenize.COMMENT:
+            comments[tok.start[0]] = tok.string.lstrip("#").strip()
+    docs: dict[str, dict[str, str]] = {}
+    for node in ast.parse(text).body:
+        if not isinstance(node, ast.ClassDef):
+            continue
+        fields: dict[str, str] = {}
+        doc = ast.get_docstring(node)
+        if doc:
+            fields[""] = " ".join(doc.split())
+        for stmt in node.body:
+            if not (isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name)):
+                continue
+            said = comments.get(stmt.lineno) or comments.get(stmt.end_lineno or stmt.lineno)
+            if not said:
+                above: list[str] = []
+                i = stmt.lineno - 1
+                while i in comments:
+                    above.insert(0, comments[i])
+                    i -= 1
+                said = " ".join(above)
+            if said:
+                fields[stmt.target.id] = said
+        docs[node.name] = fields
+    return docs
+
+
+def _describe_outputs(server: MCPServer) -> None:
+    """Descriptions and enums for the tools' output schemas, from the result types (pydantic leaves them bare)."""
+    docs = _field_docs()
+
+    def fill(name: str, schema: dict[str, Any]) -> None:
+        fields = docs.get(name, {})
+        if "" in fields and "description" not in schema:
+            schema["description"] = fields[""]
+        for prop, sub in schema.get("properties", {}).items():
+            if prop in fields and "description" not in sub:
+                sub["description"] = fields[prop]
+            values = ENUMS.get(name, {}).get(prop)
+            if values:
+                target = next((o for o in sub.get("anyOf", []) if o.get("type") == "string"), sub)
+                target["enum"] = list(dict.fromkeys(values))
+
+    for tool in server._tool_manager.list_tools():  # noqa: SLF001 - the schemas are the SDK's own dicts
+        schema = tool.output_schema
+        if not schema:
+            continue
+        fill(schema.get("title", ""), schema)
+        for name, sub in schema.get("$defs", {}).items():
+            fill(name, sub)
 
 
 class BatchId(BaseModel):
