@@ -465,6 +465,9 @@ class BatchResult(_Result):
     uncompiled: list[UncompiledKernel] = field(default_factory=list)  # with `targets`
     cuda: list[CudaKernelInfo] = field(default_factory=list)  # with `targets`, where nvcc is installed
     history: list[HistoryPoint] = field(default_factory=list)  # with `history`: the checked kernels' timing history
+    # Checks whose result the infrastructure lost on every try (their checking process or Ray worker killed from
+    # outside): "path: spec: why". Not the kernels' fault, and not a pass: `kernel-lsp check` exits 3 on them.
+    infrastructure_lost: list[str] = field(default_factory=list)
 
 
 # --- helpers --------------------------------------------------------------------------------------------------
@@ -1355,7 +1358,7 @@ class Workspace:
                        stats["launchSites"], stats["openDocuments"]),
             list(dict.fromkeys(r.target.name for r in record.compiled)),
             {k: v for k, v in record.compile_stats.items() if k != "pool"}, uncompiled, cuda,
-            _history(record.root, list(dict.fromkeys(kernels))) if history else [])
+            _history(record.root, list(dict.fromkeys(kernels))) if history else [], list(record.infrastructure_lost))
         return _scrub(plain, _secret_values())
 
     # --- propose_edit ------------------------------------------------------------------------------------------
