@@ -229,12 +229,18 @@ def build_server(workspace: Workspace, *, max_parallel: int = 2) -> MCPServer:
         return result
 
     @server.tool(annotations=code_running)
-    async def tune(kernel: str, source: str | None = None, path: str | None = None, target: str = "H200",
-                   budget: int = 48) -> TuneResult:
+    async def tune(ctx: Context, kernel: str, source: str | None = None, path: str | None = None,
+                   target: str = "H200", budget: int = 48) -> TuneResult:
         """Tiling search for `kernel` on `target`: up to `budget` configurations (block sizes, num_warps,
         num_stages) ranked by the model, timed where there is a GPU; the winner is verified with the checker and
-        returned with the edit that would apply it (nothing is applied). Runs the file's code."""
-        result = await call(workspace.tune, path, source, kernel=kernel, target=target, budget=budget)
+        returned with the edit that would apply it (nothing is applied). Progress per step (percent done);
+        cancelling stops the search and its processes. Runs the file's code."""
+        def progress(message: str, fraction: float, report: Any = None) -> None:
+            if report is not None:
+                report(round(100 * max(0.0, min(1.0, fraction)), 1), 100.0, message)
+
+        result = await call(_with_progress(workspace.tune, progress), path, source, kernel=kernel, target=target,
+                            budget=budget, ctx=ctx, cancellable=True, steps=True)
         remember("tune", {kernel}, result)
         return result
 
@@ -412,6 +418,13 @@ def _describe_outputs(server: MCPServer) -> None:
         fill(schema.get("title", ""), schema)
         for name, sub in schema.get("$defs", {}).items():
             fill(name, sub)
+
+
+def _with_progress(fn, adapt):
+    """`fn` taking the `progress(done, total, message)` that `call` passes, as `adapt` turns it into `fn`'s own."""
+    def wrapped(*args, progress=None, **kwargs):
+        return fn(*args, progress=lambda *a: adapt(*a, report=progress), **kwargs)
+    return wrapped
 
 
 class BatchId(BaseModel):

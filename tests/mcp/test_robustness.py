@@ -131,6 +131,21 @@ async def test_long_calls_send_progress_notifications(workspace: Path):
     assert [c["name"] for c in ranked["ranking"]] == ["a", "b"]
 
 
+async def test_the_tiling_search_sends_its_steps_as_progress(workspace: Path):
+    pytest.importorskip("torch")
+    pytest.importorskip("triton")
+    heard: list[tuple[float, float | None, str | None]] = []
+
+    async def progress(done: float, total: float | None, message: str | None) -> None:
+        heard.append((done, total, message))
+
+    async with mcp_session(workspace, "--allow-run") as session:
+        structured(await session.call_tool("tune", {"path": "vector_add.py", "kernel": "add_kernel", "budget": 4},
+                                           progress_callback=progress))
+    assert heard and all(total == 100.0 and 0 <= done <= 100 and message for done, total, message in heard), heard
+    assert [h[0] for h in heard] == sorted(h[0] for h in heard)  # steps in order
+
+
 async def test_a_cancelled_batch_kills_every_running_check(workspace: Path):
     if not os.path.isdir("/proc"):
         pytest.skip("finds processes through /proc")
