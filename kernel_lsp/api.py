@@ -23,9 +23,12 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import math
 import os
 import re
 import threading
+import time
+import uuid
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -36,7 +39,7 @@ from analyzers.model import Problem, Severity
 
 from .settings import Settings
 
-API_VERSION = "2.3.0"
+API_VERSION = "2.4.0"
 
 __all__ = [
     "API_VERSION", "AnalyzeResult", "ApiError", "BatchResult", "BatchStats", "CandidateResult", "CaseInfo", "CheckErrorInfo",
@@ -75,7 +78,7 @@ class _Result:
 
 @dataclass(frozen=True)
 class FixInfo(_Result):
-    title: str
+    title: str  # what the fix does
     edits: list[dict[str, Any]]  # {"line", "column", "end_line", "end_column", "text"}, 1-based
 
 
@@ -83,36 +86,36 @@ class FixInfo(_Result):
 class RelatedInfo(_Result):
     """Another place a finding concerns (the launch a kernel problem comes from, a helper's call site)."""
 
-    path: str
-    line: int
-    column: int
-    end_line: int
-    end_column: int
-    message: str
+    path: str  # the file
+    line: int  # 1-based line
+    column: int  # 1-based column
+    end_line: int  # 1-based end line
+    end_column: int  # 1-based end column
+    message: str  # what this place has to do with the finding
 
 
 @dataclass(frozen=True)
 class Finding(_Result):
-    code: str
+    code: str  # the rule's code (TR002, NK001, ...; docs/rules.md)
     severity: str  # "error" | "warning" | "information" | "hint"
     message: str
-    line: int
-    column: int
-    end_line: int
-    end_column: int
-    kernel: str | None = None
-    rule: str | None = None
-    fix: FixInfo | None = None
-    related: list[RelatedInfo] = field(default_factory=list)
+    line: int  # 1-based line where it starts
+    column: int  # 1-based column where it starts
+    end_line: int  # 1-based line where it ends
+    end_column: int  # 1-based column where it ends
+    kernel: str | None = None  # the kernel it concerns, if any
+    rule: str | None = None  # the rule's name
+    fix: FixInfo | None = None  # an edit that fixes it, where one exists
+    related: list[RelatedInfo] = field(default_factory=list)  # other places it concerns
 
 
 @dataclass(frozen=True)
 class KernelInfo(_Result):
-    name: str
-    line: int
+    name: str  # the kernel's function name
+    line: int  # 1-based line of its def
     language: str  # "triton" | "nki"
     params: list[str] = field(default_factory=list)
-    autotune_configs: int = 0
+    autotune_configs: int = 0  # its autotune configurations, as written
     constexprs: list[str] = field(default_factory=list)  # the parameters that are tl.constexpr (Triton)
     decorators: list[str] = field(default_factory=list)  # "jit", "autotune", "heuristics"; NKI: "jit", ...
     api: str | None = None  # NKI: "legacy" (neuronxcc.nki) or "current" (nki)
@@ -120,29 +123,30 @@ class KernelInfo(_Result):
 
 @dataclass(frozen=True)
 class AnalyzeResult(_Result):
-    path: str
-    kernels: list[KernelInfo]
-    findings: list[Finding]
+    path: str  # the file analysed
+    kernels: list[KernelInfo]  # the file's kernels
+    findings: list[Finding]  # the static findings, by line
 
 
 @dataclass(frozen=True)
 class CompiledConfig(_Result):
-    kernel: str
-    target: str
+    kernel: str  # the kernel
+    target: str  # the compile target (sm_90, gfx942, ...)
     config: str  # how the configuration is known: "default", "autotune config 1", "launch at line 40"
     constexprs: dict[str, Any]
-    num_warps: int
-    num_stages: int
-    ok: bool
-    cached: bool
-    seconds: float
-    error: str | None = None
-    error_line: int | None = None
-    error_column: int | None = None
-    registers: int | None = None
-    spill_bytes: int | None = None
-    shared_bytes: int | None = None
-    occupancy: float | None = None
+    num_warps: int  # warps per program
+    num_stages: int  # software pipelining stages
+    ok: bool  # whether it compiled
+    cached: bool  # answered from the compile cache
+    seconds: float  # compile time
+    error: str | None = None  # the compile error, when not ok
+    error_line: int | None = None  # 1-based line of the error
+    error_column: int | None = None  # 1-based column of the error
+    registers: int | None = None  # registers per thread
+    spill_bytes: int | None = None  # bytes spilled to local memory per thread
+    shared_bytes: int | None = None  # shared memory per program, bytes
+    occupancy: float | None = None  # resident warps over the most the SM holds (0..1)
+    # whether the kernel uses the target's matrix instructions (tensor cores, MFMA)
     matrix_instructions: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # what was assumed rather than known
     ir: dict[str, str] = field(default_factory=dict)  # stage -> text, only the stages asked for
@@ -153,13 +157,13 @@ class CompiledConfig(_Result):
     stack_bytes: int | None = None
     load_widths: list[int] = field(default_factory=list)  # bits per global load instruction seen
     store_widths: list[int] = field(default_factory=list)
-    uses_tma: bool = False
+    uses_tma: bool = False  # whether it uses the Tensor Memory Accelerator
 
 
 @dataclass(frozen=True)
 class CompileResult(_Result):
-    path: str
-    configs: list[CompiledConfig]
+    path: str  # the file compiled
+    configs: list[CompiledConfig]  # one per kernel, target and configuration
     findings: list[Finding]  # compile problems (KC codes) at the user's lines
     not_compiled: list[str] = field(default_factory=list)  # kernel: why it was not compiled
     uncompiled: list[UncompiledKernel] = field(default_factory=list)  # the same kernels, each with its target
@@ -181,16 +185,16 @@ class CompiledIR(_Result):
 
 @dataclass(frozen=True)
 class CaseInfo(_Result):
-    shape: list[int]
-    dtype: str
-    ok: bool
-    max_abs: float | None = None
-    max_rel: float | None = None
-    mismatched: int = 0
-    total: int = 0
-    config: str | None = None
-    note: str | None = None
-    seed: int | None = None
+    shape: list[int]  # the case's shape
+    dtype: str  # the case's dtype
+    ok: bool  # whether every output matched the reference
+    max_abs: float | None = None  # largest absolute error
+    max_rel: float | None = None  # largest relative error
+    mismatched: int = 0  # elements outside the tolerance
+    total: int = 0  # elements compared
+    config: str | None = None  # the autotune config that ran
+    note: str | None = None  # what else to know of this case
+    seed: int | None = None  # the random seed of its inputs
     first_index: list[int] | None = None  # the first mismatching element
     tail_only: bool | None = None  # every mismatch past the last full block (None: no block size applies)
     line: int | None = None  # the store that wrote the first wrong element (interpreter)
@@ -198,17 +202,17 @@ class CaseInfo(_Result):
 
 @dataclass(frozen=True)
 class VerdictInfo(_Result):
-    kernel: str
-    spec: str
+    kernel: str  # the kernel checked
+    spec: str  # the spec's inputs function
     status: str  # "correct", "mismatch", "rejected", "out-of-bounds", "crashed", "timeout", ...
     ok: bool
     device: str  # where it ran: "interpreter" or the GPU
     message: str
-    line: int | None = None
+    line: int | None = None  # 1-based line the verdict's problem belongs to
     failed_check: str | None = None  # which honesty check decided a rejection ("no-launch", "provenance", ...)
     cases: list[CaseInfo] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
-    column: int | None = None
+    notes: list[str] = field(default_factory=list)  # seeds used, dtype handling, configs, what was assumed
+    column: int | None = None  # 1-based column, where known
     spec_line: int | None = None  # the spec's inputs function
     kernel_line: int | None = None  # the kernel's def line
     seconds: float = 0.0  # how long the check took
@@ -219,13 +223,13 @@ class VerdictInfo(_Result):
 class CheckErrorInfo(_Result):
     """A problem that kept specs from running, with the line it belongs to where one does."""
 
-    message: str
-    line: int | None = None
+    message: str  # what kept the specs from running
+    line: int | None = None  # 1-based line it belongs to, if known
 
 
 @dataclass(frozen=True)
 class CheckResult(_Result):
-    path: str
+    path: str  # the file checked
     ok: bool  # every spec correct and no error
     verdicts: list[VerdictInfo]
     errors: list[str]  # problems that kept specs from running (import errors, no spec found)
@@ -234,12 +238,12 @@ class CheckResult(_Result):
 
 @dataclass(frozen=True)
 class LatencyEntry(_Result):
-    kernel: str
-    shape: list[int]
-    dtype: str
+    kernel: str  # the kernel
+    shape: list[int]  # the bench shape
+    dtype: str  # the bench dtype
     source: str  # "measured" | "estimate"
     device: str
-    us: float | None
+    us: float | None  # latency in microseconds
     label: str  # "41.2 µs on NVIDIA H200" or "≈38 µs H200 est."
     config: str = ""
     chosen: bool = True  # an autotuned kernel's config its autotuner is expected to pick
@@ -249,8 +253,8 @@ class LatencyEntry(_Result):
     fraction_of_roofline: float | None = None
     reference_us: float | None = None  # measurements: the PyTorch reference timed alike
     speedup: float | None = None
-    suspicious: str | None = None
-    error: str | None = None
+    suspicious: str | None = None  # why the figure cannot be trusted (faster than the roofline allows, ...)
+    error: str | None = None  # why it has no figure
     roofline_us: float | None = None  # the counted work at the roofs: the fastest it can run on `device`
     achieved_tflops: float | None = None  # measurements: counted FLOPs / measured time
     achieved_tbps: float | None = None  # measurements: DRAM bytes / measured time, TB/s
@@ -269,19 +273,19 @@ class LatencyEntry(_Result):
 
 @dataclass(frozen=True)
 class MeasureResult(_Result):
-    path: str
+    path: str  # the file timed
     source: str  # "measured" (a GPU here) | "estimate" (no GPU: the roofline model on counted work)
     entries: list[LatencyEntry]
-    errors: list[str]
+    errors: list[str]  # what kept kernels from being timed
 
 
 @dataclass(frozen=True)
 class TuneRow(_Result):
-    config: str
-    overrides: dict[str, Any]
-    estimated_us: float | None
-    measured_us: float | None = None
-    note: str | None = None
+    config: str  # the configuration's label
+    overrides: dict[str, Any]  # the values it sets, by name
+    estimated_us: float | None  # the model's latency
+    measured_us: float | None = None  # the measured latency, where timed
+    note: str | None = None  # why it was skipped or failed
     source: str | None = None  # "measured" | "estimated": which figure ranks this row
     node: str | None = None  # the cluster node that timed it (a search timed on Ray)
     resources: dict[str, Any] | None = None  # registers, shared_bytes, spill_bytes the compiler reported (None: assumed)
@@ -289,17 +293,17 @@ class TuneRow(_Result):
 
 @dataclass(frozen=True)
 class TuneResult(_Result):
-    kernel: str
-    device: str
+    kernel: str  # the kernel tuned
+    device: str  # the device it was tuned for
     source: str  # "measured" | "estimated" | "none"
     current: str | None
-    winner: str | None
-    current_us: float | None
-    winner_us: float | None
-    speedup: float | None
+    winner: str | None  # the best configuration's label
+    current_us: float | None  # the kernel's latency as written
+    winner_us: float | None  # the winner's latency
+    speedup: float | None  # current_us over winner_us
     verified: bool | None  # the winner checked with the correctness checker (None: nothing to verify)
     verify_message: str | None
-    table: list[TuneRow]
+    table: list[TuneRow]  # every configuration tried, best first
     edits: list[dict[str, Any]]  # {"line", "column", "end_line", "end_column", "text"}, 1-based
     errors: list[str]
     winner_overrides: dict[str, Any] | None = None  # each tunable of the winner by name
@@ -315,7 +319,7 @@ class TuneResult(_Result):
 
 @dataclass(frozen=True)
 class CandidateResult(_Result):
-    name: str
+    name: str  # the candidate's name
     rank: int  # 1 is best; every failed candidate ranks after every passing one
     passed: bool
     status: str  # the worst verdict's status ("correct" when every spec passed)
@@ -323,17 +327,61 @@ class CandidateResult(_Result):
     latency_us: float | None
     latency_source: str | None  # "measured" | "estimate"
     latency_label: str | None
-    speedup_vs_baseline: float | None
-    verdicts: list[VerdictInfo]
+    speedup_vs_baseline: float | None  # the baseline's latency over this one's
+    verdicts: list[VerdictInfo]  # its verdicts, one per spec
     fraction_of_roofline: float | None = None  # the timed launches' time at the roofs over `latency_us`
+    # The latency's spread: measured, each timed launch's median +- half its interquartile range, summed; an
+    # estimate (or a measurement without a spread) has none, so low = high = latency_us.
+    latency_low_us: float | None = None  # the spread's lower end, µs
+    latency_high_us: float | None = None  # the spread's upper end, µs
+    tied_with: list[str] = field(default_factory=list)  # passing candidates whose spreads overlap this one's
+    # Rank-based, within the group (docs/api.md): (1 + candidates it beats + half those it ties) / group size
+    # for a passing candidate, REWARD_FLOOR for one that failed, gamed the check or has no verified latency.
+    reward: float = 0.0
+    advantage: float = 0.0  # (reward - the group's mean) / the group's standard deviation; 0 when they all agree
+
+
+REWARD_FLOOR = 0.0
+
+
+@dataclass(frozen=True)
+class RewardGroup(_Result):
+    size: int  # candidates in the group
+    passed: int  # candidates that passed and were timed
+    mean: float  # the mean reward
+    std: float  # the rewards' standard deviation
+    floor: float = REWARD_FLOOR  # the reward of a failing, gamed or untimed candidate
+    formula: str = ("passing: (1 + beaten + 0.5 * tied) / size, beaten = candidates it is faster than beyond both "
+                    "spreads (every failing one included), tied = passing ones whose spreads overlap; failing, "
+                    "gamed or untimed: floor")
 
 
 @dataclass(frozen=True)
 class CompareResult(_Result):
-    kernel: str | None
-    baseline: str
+    kernel: str | None  # the kernel compared, or None for every spec'd kernel
+    baseline: str  # the candidate the speedups are against
     source: str  # "measured" | "estimate": how the latencies were obtained
     ranking: list[CandidateResult]
+    group: RewardGroup | None = None  # the group's reward statistics and the formula
+
+
+@dataclass(frozen=True)
+class CandidateState(_Result):
+    name: str  # the candidate's name
+    state: str  # "queued" | "running" | "done" | "cancelled"
+    status: str | None = None  # once done: the worst verdict's status
+    seconds: float | None = None  # how long it has run, or ran
+
+
+@dataclass(frozen=True)
+class BatchStatus(_Result):
+    batch: str  # the batch's id
+    total: int  # candidates in the batch
+    done: int  # candidates done
+    finished: bool  # every candidate done or cancelled
+    cancelled: bool
+    candidates: list[CandidateState]  # each candidate's state, in the order given
+    result: CompareResult | None = None  # the ranking with rewards, once every candidate is done
 
 
 @dataclass(frozen=True)
@@ -363,11 +411,11 @@ class BatchStats(_Result):
 class UncompiledKernel(_Result):
     """A kernel that could not be prepared for compiling on a target (its KC finding says why)."""
 
-    path: str
-    kernel: str
-    line: int
-    target: str
-    reason: str
+    path: str  # the file
+    kernel: str  # the kernel
+    line: int  # 1-based line of its def
+    target: str  # the target it was not compiled for
+    reason: str  # why not
 
 
 @dataclass(frozen=True)
@@ -417,6 +465,9 @@ class BatchResult(_Result):
     uncompiled: list[UncompiledKernel] = field(default_factory=list)  # with `targets`
     cuda: list[CudaKernelInfo] = field(default_factory=list)  # with `targets`, where nvcc is installed
     history: list[HistoryPoint] = field(default_factory=list)  # with `history`: the checked kernels' timing history
+    # Checks whose result the infrastructure lost on every try (their checking process or Ray worker killed from
+    # outside): "path: spec: why". Not the kernels' fault, and not a pass: `kernel-lsp check` exits 3 on them.
+    infrastructure_lost: list[str] = field(default_factory=list)
 
 
 # --- helpers --------------------------------------------------------------------------------------------------
@@ -424,7 +475,7 @@ class BatchResult(_Result):
 _SEVERITY = {Severity.ERROR: "error", Severity.WARNING: "warning", Severity.INFO: "information",
              Severity.HINT: "hint"}
 _RANK_WORST = ("correct", "not-checked", "timeout", "out-of-memory", "crashed", "error", "out-of-bounds",
-               "mismatch", "rejected")
+               "rule-broken", "mismatch", "rejected")
 
 
 def _secret_values() -> list[str]:
@@ -689,6 +740,149 @@ def _history(root: str, kernels: Sequence[tuple[str, str]]) -> list[HistoryPoint
 # --- the workspace --------------------------------------------------------------------------------------------
 
 
+
+@dataclass(frozen=True)
+class _Named:
+    name: str
+    path: str
+    text: str
+    timeout_s: float | None = None  # the candidate's own check time limit per spec
+
+
+def _spread(chosen: Sequence[LatencyEntry]) -> tuple[float, float]:
+    low = high = 0.0
+    for e in chosen:
+        half = (e.iqr_us or 0.0) / 2 if e.source == "measured" else 0.0
+        low += max(e.us - half, 0.0)  # type: ignore[operator]
+        high += e.us + half  # type: ignore[operator]
+    return low, high
+
+
+def _faster(a: tuple[float, float] | None, b: tuple[float, float] | None) -> bool:
+    """Whether spread `a` lies wholly below spread `b` (equal estimates are a tie, never an order)."""
+    if a is None or b is None:
+        return False
+    return a[1] < b[0] and not math.isclose(a[1], b[0], rel_tol=1e-9, abs_tol=1e-12)
+
+
+def _rank(named: Sequence[_Named], evaluated: Sequence[tuple[CheckResult, MeasureResult | None]], base: str,
+          kernel: str | None) -> CompareResult:
+    from .engine.gpu import gpu_present
+
+    rows = []
+    source = "measured" if gpu_present() else "estimate"  # what _latency does for every candidate
+    for item, (checked, timed) in zip(named, evaluated):
+        reason, us, label, lat_source, fraction, spread = None, None, None, None, None, None
+        if not checked.ok:
+            bad = next((v for v in checked.verdicts if not v.ok), None)
+            reason = (f"{bad.status}: {bad.message}" if bad else "; ".join(checked.errors) or "not checked")
+        elif timed is None:
+            reason = "no latency: cancelled before it was timed"
+        else:
+            chosen = [e for e in timed.entries if e.chosen and (kernel is None or e.kernel == kernel)]
+            failed = [e for e in chosen if e.us is None or e.suspicious]
+            if timed.errors and not chosen:
+                reason = "no latency: " + "; ".join(timed.errors)
+            elif not chosen:
+                reason = "no latency: the spec has no bench shapes"
+            elif failed:
+                e = failed[0]
+                reason = (f"suspicious timing: {e.suspicious}" if e.suspicious
+                          else f"no latency: {e.error or 'not timed'}")
+            else:
+                us = sum(e.us for e in chosen)  # type: ignore[misc]
+                spread = _spread(chosen)
+                lat_source = timed.source
+                label = "; ".join(e.label for e in chosen)
+                if all(e.roofline_us is not None for e in chosen):
+                    fraction = sum(e.roofline_us for e in chosen) / us  # type: ignore[misc]
+        rows.append((item.name, checked, reason, us, lat_source, label, fraction, spread))
+    passing = sorted((r for r in rows if r[3] is not None), key=lambda r: float(r[3] or 0.0))
+    failing = [r for r in rows if r[3] is None]
+    size = len(rows)
+    base_us = next((r[3] for r in rows if r[0] == base), None)
+    scored = []
+    for r in passing:
+        beaten = sum(1 for o in passing if o is not r and _faster(r[7], o[7])) + len(failing)
+        beaten_by = sum(1 for o in passing if o is not r and _faster(o[7], r[7]))
+        tied = [o[0] for o in passing if o is not r and not _faster(r[7], o[7]) and not _faster(o[7], r[7])]
+        scored.append((r, 1 + beaten_by, tied, (1 + beaten + 0.5 * len(tied)) / size))
+    scored += [(r, len(passing) + i + 1, [], REWARD_FLOOR) for i, r in enumerate(failing)]
+    rewards = [x[3] for x in scored]
+    mean = sum(rewards) / size
+    std = math.sqrt(sum((x - mean) ** 2 for x in rewards) / size)
+    ranking = []
+    for (name, checked, reason, us, lat_source, label, fraction, spread), rank, tied, reward in scored:
+        status = _worst_status(checked.verdicts) if checked.verdicts else "error"
+        speedup = base_us / us if base_us and us else None
+        ranking.append(CandidateResult(
+            name, rank, us is not None, status, reason, us, lat_source, label, speedup, checked.verdicts, fraction,
+            spread[0] if spread else None, spread[1] if spread else None, tied, reward,
+            (reward - mean) / std if std > 1e-12 else 0.0))
+    return CompareResult(kernel, base, source, ranking, RewardGroup(size, len(passing), mean, std))
+
+
+class _Batch:
+    """A `compare` running in the background (Workspace.submit): candidates `max_parallel` at a time."""
+
+    def __init__(self, named: list[_Named], base: str, kernel: str | None, target: str):
+        self.id = uuid.uuid4().hex[:12]
+        self.named, self.base, self.kernel, self.target = named, base, kernel, target
+        self.cancel = threading.Event()
+        self.lock = threading.Lock()
+        self.started: dict[str, float] = {}
+        self.ended: dict[str, float] = {}
+        self.results: dict[str, tuple[CheckResult, MeasureResult | None]] = {}
+        self.result: CompareResult | None = None
+        self.finished = False
+
+    def start(self, workspace: Workspace, max_workers: int) -> None:
+        def one(item: _Named) -> None:
+            if self.cancel.is_set():
+                return
+            with self.lock:
+                self.started[item.name] = time.monotonic()
+            try:
+                found = workspace._evaluate(item, self.kernel, self.target, self.cancel)
+            except Exception as exc:  # noqa: BLE001 - a tool failure is this candidate's, never the batch's
+                found = (CheckResult(item.path, False, [], [f"the check failed: {type(exc).__name__}: {exc}"]), None)
+            with self.lock:
+                self.ended[item.name] = time.monotonic()
+                if not self.cancel.is_set():
+                    self.results[item.name] = found
+
+        def run() -> None:
+            with ThreadPoolExecutor(max_workers=max(1, min(max_workers, len(self.named)))) as pool:
+                list(pool.map(one, self.named))
+            with self.lock:
+                if not self.cancel.is_set():
+                    self.result = _scrub(_rank(self.named, [self.results[n.name] for n in self.named], self.base,
+                                               self.kernel), _secret_values())
+                self.finished = True
+
+        threading.Thread(target=run, name=f"kernel-lsp-batch-{self.id}", daemon=True).start()
+
+    def status(self) -> BatchStatus:
+        now = time.monotonic()
+        with self.lock:
+            states = []
+            for n in self.named:
+                started, ended = self.started.get(n.name), self.ended.get(n.name)
+                if n.name in self.results:
+                    checked = self.results[n.name][0]
+                    status = _worst_status(checked.verdicts) if checked.verdicts else "error"
+                    states.append(CandidateState(n.name, "done", status, (ended or now) - (started or now)))
+                elif self.cancel.is_set():
+                    states.append(CandidateState(n.name, "cancelled", None,
+                                                 None if started is None else (ended or now) - started))
+                elif started is not None:
+                    states.append(CandidateState(n.name, "running", None, now - started))
+                else:
+                    states.append(CandidateState(n.name, "queued"))
+            return BatchStatus(self.id, len(self.named), len(self.results), self.finished, self.cancel.is_set(),
+                               states, self.result)
+
+
 class Workspace:
     """One project folder and the engine's services for it. Thread-safe; close it (or use `with`) to stop the
     compile workers it started.
@@ -708,6 +902,7 @@ class Workspace:
         self.memory_mb = int(memory_mb)
         self._lock = threading.Lock()
         self._compile_lock = threading.Lock()
+        self._batches: dict[str, _Batch] = {}  # submit's batches, by id
         self._parse_caches: dict[str, Any] = {}  # path -> analyzers.source.ParseCache
         self._analyzed: dict[str, tuple[str, Settings, AnalyzeResult]] = {}  # path -> (text, settings, result)
         self._loop: asyncio.AbstractEventLoop | None = None  # `compile`'s own loop, in a thread of its own
@@ -722,6 +917,8 @@ class Workspace:
 
     def close(self) -> None:
         with self._lock:
+            for batch in self._batches.values():
+                batch.cancel.set()
             loop, service = self._loop, self._service
             self._loop = self._service = None
             editor, self._editor = self._editor, None
@@ -919,44 +1116,51 @@ class Workspace:
 
     # --- check -------------------------------------------------------------------------------------------------
 
-    def _check(self, full: str, text: str, kernel: str | None) -> CheckResult:
+    def _check(self, full: str, text: str, kernel: str | None, cancel: threading.Event | None = None, *,
+               timeout_s: float | None = None) -> CheckResult:
         from .engine.verify import CheckRequest, run_checks
 
         report = run_checks(CheckRequest(full, text, (kernel,) if kernel else None, device=self.settings.check_device,
-                                         timeout_s=self._timeout(), memory_mb=self.memory_mb, root=str(self.root)))
+                                         timeout_s=timeout_s or self._timeout(), memory_mb=self.memory_mb,
+                                         root=str(self.root)), cancel)
         return _check_result(full, report, [kernel] if kernel else None, explain_empty=True)
 
     def check(self, path: str | os.PathLike | None = None, source: str | None = None, *,
-              kernel: str | None = None) -> CheckResult:
+              kernel: str | None = None, cancel: threading.Event | None = None) -> CheckResult:
         """The hardened verdict of every spec (or those of `kernel`): each kernel against its PyTorch reference
         on the spec's shapes, with the checks that refuse launchers built to look correct (docs/specs.md). On
-        the GPU when there is one, else through Triton's interpreter. Runs the file's code: needs trust."""
+        the GPU when there is one, else through Triton's interpreter. Setting `cancel` kills the checking
+        process at once (the result then says "check cancelled"). Runs the file's code: needs trust."""
         self._require_run("a check")
         full, text = self._input(path, source)
-        return _scrub(self._check(full, text, kernel), _secret_values())
+        return _scrub(self._check(full, text, kernel, cancel), _secret_values())
 
     # --- measure -----------------------------------------------------------------------------------------------
 
-    def _latency(self, full: str, text: str, kernel: str | None, targets: Sequence[str]) -> MeasureResult:
+    def _latency(self, full: str, text: str, kernel: str | None, targets: Sequence[str],
+                 cancel: threading.Event | None = None) -> MeasureResult:
         from .engine.gpu import gpu_present
         from .engine.latency import estimate_file, measure_file
 
         kernels = [kernel] if kernel else None
         if gpu_present():
-            report = measure_file(full, text, kernels, str(self.root), history=False)
-            return _measure_result(full, report, self._count_work(full, text, report.entries), source="measured")
-        report = estimate_file(full, text, list(targets) or ["H200"], kernels, str(self.root))
+            report = measure_file(full, text, kernels, str(self.root), history=False, cancel=cancel)
+            return _measure_result(full, report, self._count_work(full, text, report.entries, cancel),
+                                   source="measured")
+        report = estimate_file(full, text, list(targets) or ["H200"], kernels, str(self.root), cancel=cancel)
         return _measure_result(full, report, None, source="estimate")
 
-    def _count_work(self, full: str, text: str, measured: Sequence[Any]) -> list[dict] | str:
+    def _count_work(self, full: str, text: str, measured: Sequence[Any],
+                    cancel: threading.Event | None = None) -> list[dict] | str:
         """The work of each measured point, counted under the interpreter (the roofline fraction's numerator), or
         why it could not be counted."""
         from .engine.latency.roofline import count_measured_work
 
-        return count_measured_work(full, text, measured, str(self.root), timeout=self._timeout())
+        return count_measured_work(full, text, measured, str(self.root), timeout=self._timeout(), cancel=cancel)
 
     def measure(self, path: str | os.PathLike | None = None, source: str | None = None, *,
-                kernel: str | None = None, targets: Sequence[str] = ("H200",)) -> MeasureResult:
+                kernel: str | None = None, targets: Sequence[str] = ("H200",),
+                cancel: threading.Event | None = None) -> MeasureResult:
         """Latency of each spec'd kernel at its spec's bench shapes: measured on this machine's GPU (with the
         reference timed alike, and the fraction of the roofline its counted work reaches: docs/api.md), or,
         without one, estimated by the roofline model for each of `targets` (device names such as H100, or compile
@@ -964,7 +1168,7 @@ class Workspace:
         roofline. Runs the file's code: needs trust."""
         self._require_run("timing")
         full, text = self._input(path, source)
-        return _scrub(self._latency(full, text, kernel, targets), _secret_values())
+        return _scrub(self._latency(full, text, kernel, targets, cancel), _secret_values())
 
     # --- tune --------------------------------------------------------------------------------------------------
 
@@ -997,80 +1201,107 @@ class Workspace:
 
     # --- compare -----------------------------------------------------------------------------------------------
 
-    def compare(self, candidates: Sequence[dict[str, str]], *, kernel: str | None = None,
-                baseline: str | None = None, target: str = "H200") -> CompareResult:
-        """Check every candidate (a dict with "name" and "source", each a whole file with its spec) with the
-        hardened verdict and time the ones that pass (measured on a GPU, else the roofline estimate for
-        `target`); rank the passing ones by latency, then every candidate that failed a check, a suspicious
-        timing or had no latency, each with its reason. `baseline`: the candidate the speedups are against
-        (default: the first). Runs the candidates' code: needs trust."""
-        self._require_run("comparing candidates")
+    def _candidates(self, candidates: Any, baseline: str | None) -> tuple[list[_Named], str]:
+        """The candidates as (name, path, text, check timeout), and the baseline's name; bad input raises."""
         if not isinstance(candidates, (list, tuple)) or not candidates:
             raise ApiError("candidates: a non-empty list of {\"name\": ..., \"source\": ...}")
-        named: list[tuple[str, str, str]] = []
+        named: list[_Named] = []
         for i, c in enumerate(candidates):
             if not isinstance(c, dict) or not isinstance(c.get("source"), str):
                 raise ApiError(f"candidates[{i}]: expected {{\"name\": ..., \"source\": ...}} with the whole file")
             name = str(c.get("name") or f"candidate {i + 1}")
-            if name in (n for n, _, _ in named):
+            if name in (n.name for n in named):
                 raise ApiError(f"candidates[{i}]: the name {name!r} is used twice")
             text = self._text(c["source"], f"candidates[{i}].source")
+            budget = c.get("timeout_s")
+            if budget is not None and (isinstance(budget, bool) or not isinstance(budget, (int, float))
+                                       or not 0 < budget <= 3600):
+                raise ApiError(f"candidates[{i}].timeout_s: seconds per spec, more than 0 and at most 3600")
             if c.get("path"):
                 full = str(self._path(c["path"]))
             else:  # a name for line maps and tracebacks only: nothing is written there
                 safe = re.sub(r"[^\w.-]", "_", name)
                 full = str(self.root / f"<{safe}>.py")
-            named.append((name, full, text))
-        base = baseline if baseline is not None else named[0][0]
-        if base not in (n for n, _, _ in named):
+            named.append(_Named(name, full, text, float(budget) if budget is not None else None))
+        base = baseline if baseline is not None else named[0].name
+        if base not in (n.name for n in named):
             raise ApiError(f"baseline: no candidate named {base!r}")
+        return named, base
 
-        def evaluate(item: tuple[str, str, str]) -> tuple[CheckResult, MeasureResult | None]:
-            _, full, text = item
-            checked = self._check(full, text, kernel)
-            if not checked.ok:
-                return checked, None
-            return checked, self._latency(full, text, kernel, [target])
+    def _evaluate(self, item: _Named, kernel: str | None, target: str,
+                  cancel: threading.Event | None) -> tuple[CheckResult, MeasureResult | None]:
+        """A candidate's verdict and, only when every spec is correct, its latency: a reward is never computed
+        from a run that was not verified."""
+        checked = self._check(item.path, item.text, kernel, cancel, timeout_s=item.timeout_s)
+        if not checked.ok or (cancel is not None and cancel.is_set()):
+            return checked, None
+        return checked, self._latency(item.path, item.text, kernel, [target], cancel)
+
+    def compare(self, candidates: Sequence[dict[str, Any]], *, kernel: str | None = None,
+                baseline: str | None = None, target: str = "H200", cancel: threading.Event | None = None,
+                progress: Callable[[int, int, str], None] | None = None) -> CompareResult:
+        """Check every candidate (a dict with "name" and "source", each a whole file with its spec, optionally
+        "path" and "timeout_s", its own check time limit per spec) with the hardened verdict and time the ones
+        that pass (measured on a GPU, else the roofline estimate for `target`); rank the passing ones by latency,
+        then every candidate that failed a check, a suspicious timing or had no latency, each with its reason,
+        and give each a rank-based reward within the group (docs/api.md). `baseline`: the candidate the speedups
+        are against (default: the first). `progress(done, total, name)` hears of each candidate finished;
+        setting `cancel` kills the checking processes. Runs the candidates' code: needs trust."""
+        self._require_run("comparing candidates")
+        named, base = self._candidates(candidates, baseline)
+        done = [0]
+        done_lock = threading.Lock()
+
+        def evaluate(item: _Named) -> tuple[CheckResult, MeasureResult | None]:
+            result = self._evaluate(item, kernel, target, cancel)
+            with done_lock:
+                done[0] += 1
+                n = done[0]
+            if progress is not None:
+                progress(n, len(named), item.name)
+            return result
 
         with ThreadPoolExecutor(max_workers=min(self.max_parallel, len(named))) as pool:
             evaluated = list(pool.map(evaluate, named))
-        from .engine.gpu import gpu_present
+        return _scrub(_rank(named, evaluated, base, kernel), _secret_values())
 
-        rows = []
-        source = "measured" if gpu_present() else "estimate"  # what _latency does for every candidate
-        for (name, _, _), (checked, timed) in zip(named, evaluated):
-            reason, us, label, lat_source, fraction = None, None, None, None, None
-            if not checked.ok:
-                bad = next((v for v in checked.verdicts if not v.ok), None)
-                reason = (f"{bad.status}: {bad.message}" if bad else "; ".join(checked.errors))
-            else:
-                chosen = [e for e in timed.entries if e.chosen and (kernel is None or e.kernel == kernel)]
-                failed = [e for e in chosen if e.us is None or e.suspicious]
-                if timed.errors and not chosen:
-                    reason = "no latency: " + "; ".join(timed.errors)
-                elif not chosen:
-                    reason = "no latency: the spec has no bench shapes"
-                elif failed:
-                    e = failed[0]
-                    reason = (f"suspicious timing: {e.suspicious}" if e.suspicious
-                              else f"no latency: {e.error or 'not timed'}")
-                else:
-                    us = sum(e.us for e in chosen)
-                    lat_source = timed.source
-                    label = "; ".join(e.label for e in chosen)
-                    if all(e.roofline_us is not None for e in chosen):
-                        fraction = sum(e.roofline_us for e in chosen) / us
-            rows.append((name, checked, reason, us, lat_source, label, fraction))
-        passing = sorted((r for r in rows if r[3] is not None), key=lambda r: r[3])
-        failing = [r for r in rows if r[3] is None]
-        base_us = next((r[3] for r in rows if r[0] == base), None)
-        ranking = []
-        for rank, (name, checked, reason, us, lat_source, label, fraction) in enumerate(passing + failing, start=1):
-            status = _worst_status(checked.verdicts) if checked.verdicts else "error"
-            speedup = base_us / us if base_us and us else None
-            ranking.append(CandidateResult(name, rank, us is not None, status, reason, us, lat_source, label,
-                                           speedup, checked.verdicts, fraction))
-        return _scrub(CompareResult(kernel, base, source, ranking), _secret_values())
+    def submit(self, candidates: Sequence[dict[str, Any]], *, kernel: str | None = None,
+               baseline: str | None = None, target: str = "H200") -> str:
+        """Start `compare` on `candidates` in the background and return the batch's id at once; `poll(id)` says
+        how far it is and gives the ranking when every candidate is done, `cancel(id)` stops it. Candidates run
+        `max_parallel` at a time, each with its own "timeout_s" where given. Runs their code: needs trust."""
+        self._require_run("comparing candidates")
+        named, base = self._candidates(candidates, baseline)
+        batch = _Batch(named, base, kernel, target)
+        with self._lock:
+            self._batches[batch.id] = batch
+            while len(self._batches) > 64:  # the oldest finished batches go first
+                oldest = next((k for k, b in self._batches.items() if b.finished), None)
+                if oldest is None:
+                    break
+                del self._batches[oldest]
+        batch.start(self, max_workers=self.max_parallel)
+        return batch.id
+
+    def poll(self, batch: str) -> BatchStatus:
+        """Where batch `batch` stands: each candidate's state ("queued", "running", "done", "cancelled") and,
+        once done, its verdict; `result` (a CompareResult with the rewards) when every candidate is done."""
+        return self._batch(batch).status()
+
+    def cancel(self, batch: str) -> BatchStatus:
+        """Stop batch `batch`: queued candidates never start, running ones have their checking processes
+        killed; returns the batch's status."""
+        found = self._batch(batch)
+        found.cancel.set()
+        return found.status()
+
+    def _batch(self, batch: str) -> _Batch:
+        with self._lock:
+            found = self._batches.get(str(batch))
+            if found is None:
+                known = ", ".join(self._batches) or "none"
+                raise ApiError(f"no batch {batch!r} (batches: {known})")
+            return found
 
     # --- many files at once ------------------------------------------------------------------------------------
 
@@ -1132,7 +1363,7 @@ class Workspace:
                        stats["launchSites"], stats["openDocuments"]),
             list(dict.fromkeys(r.target.name for r in record.compiled)),
             {k: v for k, v in record.compile_stats.items() if k != "pool"}, uncompiled, cuda,
-            _history(record.root, list(dict.fromkeys(kernels))) if history else [])
+            _history(record.root, list(dict.fromkeys(kernels))) if history else [], list(record.infrastructure_lost))
         return _scrub(plain, _secret_values())
 
     # --- propose_edit ------------------------------------------------------------------------------------------

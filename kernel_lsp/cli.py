@@ -17,6 +17,7 @@ from . import __version__
 from .settings import Settings, parse_settings
 
 EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE = 0, 1, 2
+EXIT_INFRASTRUCTURE = 3  # checks whose result the infrastructure lost on every try: neither a pass nor a failure
 
 
 def _codes(text: str) -> list[str]:
@@ -347,6 +348,10 @@ def _check_once(args: argparse.Namespace, settings: Settings, targets: list[str]
         sys.stdout.flush()
     if result.missing:
         return EXIT_USAGE
+    if result.infrastructure_lost and not args.exit_zero:
+        for line in result.infrastructure_lost:
+            print(f"kernel-lsp: result lost, not checked: {line}", file=sys.stderr)
+        return EXIT_INFRASTRUCTURE
     fail_on = "never" if args.exit_zero else args.fail_on
     order = ["error", "warning", "information", "hint"]
     threshold = {"error": 0, "warning": 1, "info": 2}.get(fail_on)

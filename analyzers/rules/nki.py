@@ -1,4 +1,5 @@
-"""NKI rules: NeuronCore tile limits (NK001-NK003), HBM misuse (NK004, NK006) and API-generation mixing (NK005).
+"""NKI rules: NeuronCore tile limits (NK001-NK003), HBM misuse (NK004, NK006), API-generation mixing (NK005) and
+values carried between `nl.affine_range` iterations (NK007).
 
 Shapes are only judged when they are known from the source: literal or constant sizes (module-level `TILE = 256`,
 kernel-level `TILE_N = nl.tile_size.gemm_moving_fmax`), slices like `a[k*128:(k+1)*128]` whose length does not
@@ -131,6 +132,28 @@ register(Rule(
     "    nl.store(out, value=nl.exp(a))\n    return out\n",
     right=_NK + "@nki.jit\ndef k(a):\n    out = nl.ndarray((128, 512), dtype=a.dtype, buffer=nl.shared_hbm)\n"
     "    nl.store(out, value=nl.exp(nl.load(a)))\n    return out\n",
+))
+
+register(Rule(
+    code="NK007", name="affine-range-carried-dependency", language="nki", severity=Severity.WARNING,
+    summary="A tile written in one nl.affine_range iteration is read by the next: a loop-carried dependency.",
+    explanation="`nl.affine_range` promises the compiler that its iterations are independent, so it may reorder, "
+    "pipeline or run them in parallel; the NKI documentation calls a loop-carried dependency inside it unsafe, "
+    "with possible numerical errors, and asks for `nl.sequential_range` there. Accumulation is the exception: "
+    "`tile += ...` (matmul results into PSUM, the documented reduction), `nl.loop_reduce` and "
+    "`nisa.nc_matmul(..., accumulate=True)` are not dependencies. Reported: a tile (or variable) bound before the "
+    "loop that the loop body reads and then writes at the same place every iteration (`acc[...] = nl.add(acc, t)`, "
+    "`nisa.tensor_tensor(dst=acc, data1=acc, ...)`, `acc = nl.add(acc, t)`). An access indexed by the loop "
+    "variable belongs to its own iteration and is left alone. The NKI model runs affine_range iterations in order, "
+    "so a check can pass where the device would not.",
+    wrong=_NK + "@nki.jit\ndef k(a):\n    out = nl.ndarray((128, 512), dtype=a.dtype, buffer=nl.shared_hbm)\n"
+    "    acc = nl.zeros((128, 512), dtype=nl.float32, buffer=nl.sbuf)\n    for i in nl.affine_range(4):\n"
+    "        t = nl.load(a[i * 128:(i + 1) * 128, 0:512])\n        acc[...] = nl.maximum(acc, t)\n"
+    "    nl.store(out, value=acc)\n    return out\n",
+    right=_NK + "@nki.jit\ndef k(a):\n    out = nl.ndarray((128, 512), dtype=a.dtype, buffer=nl.shared_hbm)\n"
+    "    acc = nl.zeros((128, 512), dtype=nl.float32, buffer=nl.sbuf)\n    for i in nl.sequential_range(4):\n"
+    "        t = nl.load(a[i * 128:(i + 1) * 128, 0:512])\n        acc[...] = nl.maximum(acc, t)\n"
+    "    nl.store(out, value=acc)\n    return out\n",
 ))
 
 
@@ -899,3 +922,148 @@ def check_nki_generations(ctx: FileContext) -> None:
                 ctx.report("NK005", name, f"`{name.id}` comes from the {api} NKI API, but kernel `{kernel.name}` "
                            f"uses the {kernel.api} one: a kernel cannot mix them; use the {kernel.api} "
                            f"module's equivalent", kernel=kernel.name)
+
+
+# Calls whose reading of their destination is the documented accumulation, not a dependency.
+_ACCUMULATING = {"language.loop_reduce"}
+_METADATA_ATTRS = {"shape", "dtype", "ndim", "buffer"}
+
+
+def _varies(node: ast.AST, varying: set[str]) -> bool:
+    return any(isinstance(n, ast.Name) and n.id in varying for n in ast.walk(node))
+
+
+class _CarriedDependencies:
+    """NK007 for one nl.affine_range loop of a kernel."""
+
+    def __init__(self, ctx: FileContext, kernel: NkiKernel, loop: ast.For, outer: set[str]):
+        self.ctx, self.kernel, self.loop, self.outer = ctx, kernel, loop, outer
+        inner: set[str] = set(_target_names(loop.target))
+        for node in _local_nodes(loop.body):
+            if isinstance(node, ast.Assign):
+                for t in node.targets:
+                    if isinstance(t, ast.Name):
+                        inner.add(t.id)
+            elif isinstance(node, (ast.For, ast.AsyncFor, ast.comprehension, ast.NamedExpr)):
+                inner.update(_target_names(node.target))
+        self.varying = inner  # names that may differ between iterations
+        self.reads: list[tuple[tuple[int, int], str, ast.AST]] = []
+        self.writes: list[tuple[tuple[int, int], str, ast.AST]] = []
+
+    def _place(self, target: ast.AST) -> str | None:
+        """The outer name a write or read reaches at an iteration-invariant place, else None."""
+        if isinstance(target, ast.Name):
+            return target.id if target.id in self.outer else None
+        if isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name):
+            if target.value.id in self.outer and not _varies(target.slice, self.varying):
+                return target.value.id
+        return None
+
+    def run(self) -> None:
+        for stmt in _statements(self.loop.body):
+            if isinstance(stmt, (ast.For, ast.AsyncFor, ast.While, ast.If, ast.With, ast.Try)):
+                # Only the header's expressions: the nested block's statements come on their own.
+                for field_name in ("iter", "test", "items"):
+                    part = getattr(stmt, field_name, None)
+                    for item in part if isinstance(part, list) else [part] if part is not None else []:
+                        self._expression(item, stmt)
+                continue
+            self._statement(stmt)
+        first_write: dict[str, tuple[tuple[int, int], ast.AST]] = {}
+        for at, name, node in sorted(self.writes, key=lambda w: w[0]):
+            first_write.setdefault(name, (at, node))
+        reported: set[str] = set()
+        for at, name, node in sorted(self.reads, key=lambda r: r[0]):
+            write = first_write.get(name)
+            if write is None or name in reported or at[0] > write[0][0]:
+                continue  # never written here, or written earlier in the same iteration (a scratch tile)
+            reported.add(name)
+            line = write[1].lineno  # type: ignore[attr-defined]
+            where = "in the same statement" if at[0] == write[0][0] else f"written at line {line}"
+            self.ctx.report("NK007", node, f"`{name}` carries a value from one nl.affine_range iteration to the "
+                            f"next (read here, {where}); affine_range iterations may be reordered or run in "
+                            "parallel: use nl.sequential_range, or accumulate with `+=`",
+                            kernel=self.kernel.name)
+
+    def _statement(self, stmt: ast.stmt) -> None:
+        key = (stmt.lineno, stmt.col_offset)
+        if isinstance(stmt, ast.AugAssign):
+            return  # `acc += ...`: the documented accumulation
+        if isinstance(stmt, ast.Assign):
+            for t in stmt.targets:
+                name = self._place(t)
+                if name is not None:
+                    self.writes.append((key, name, t))
+                if isinstance(t, ast.Subscript):
+                    self._expression(t.slice, stmt)
+            self._expression(stmt.value, stmt)
+            return
+        self._expression(stmt, stmt)
+
+    def _expression(self, node: ast.AST, stmt: ast.stmt) -> None:
+        key = (stmt.lineno, stmt.col_offset)
+        skip: set[int] = set()
+        for n in _local_nodes([node]):
+            if isinstance(n, ast.Call):
+                c = nki_name(self.ctx.imports, n.func)
+                inner = c[1] if c else ""
+                if inner in _ACCUMULATING:
+                    skip.update(id(x) for x in ast.walk(n))
+                    continue
+                dst = next((k.value for k in n.keywords if k.arg == "dst"), None)
+                if dst is None and inner in ("language.store",) and n.args:
+                    dst = n.args[0]
+                if dst is None and c and c[0] == CURRENT and inner.startswith("isa.") and n.args:
+                    dst = n.args[0]  # the current generation's instructions take dst first
+                if dst is not None:
+                    name = self._place(dst)
+                    if name is not None:
+                        self.writes.append((key, name, dst))
+                    skip.add(id(dst))
+                    if isinstance(dst, ast.Subscript):
+                        skip.add(id(dst.value))
+            elif isinstance(n, ast.Attribute) and n.attr in _METADATA_ATTRS:
+                skip.update(id(x) for x in ast.walk(n.value))
+        for n in _local_nodes([node]):
+            if id(n) in skip:
+                continue
+            if isinstance(n, ast.Subscript) and isinstance(n.value, ast.Name) and isinstance(n.ctx, ast.Load):
+                name = self._place(n)
+                skip.add(id(n.value))
+                if name is not None:
+                    self.reads.append((key, name, n))
+            elif isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and n.id in self.outer:
+                self.reads.append((key, n.id, n))
+
+
+def _bound_outside(fn: ast.FunctionDef, loop: ast.For) -> set[str]:
+    """Names the function binds outside the loop by assignment (tiles, accumulators), parameters aside."""
+    inside = {id(n) for n in ast.walk(loop)}
+    out: set[str] = set()
+    for node in _local_nodes(fn.body):
+        if id(node) in inside:
+            continue
+        if isinstance(node, ast.Assign):
+            for t in node.targets:
+                if isinstance(t, ast.Name):
+                    out.add(t.id)
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            out.add(node.target.id)
+    return out
+
+
+@file_check
+def check_nki_affine_dependencies(ctx: FileContext) -> None:
+    disc: NkiDiscovery = ctx.nki  # type: ignore[assignment]
+    if not disc.aliases:
+        return
+    for kernel, fn in disc.items:
+        for loop in _local_nodes(fn.body):
+            if not (isinstance(loop, ast.For) and isinstance(loop.iter, ast.Call)):
+                continue
+            c = nki_name(ctx.imports, loop.iter.func)
+            if c is None or c[1] != "language.affine_range":
+                continue
+            outer = _bound_outside(fn, loop)
+            if outer:
+                _CarriedDependencies(ctx, kernel, loop, outer).run()

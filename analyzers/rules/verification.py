@@ -71,9 +71,22 @@ register(Rule(
     "gives both results. It says nothing against the kernel: one of the two tools is wrong about it. Please "
     "report it with the kernel.",
 ))
+register(Rule(
+    code="KV008", name="nki-rule-broken", language="checks", severity=Severity.ERROR,
+    summary="An NKI kernel broke a NeuronCore rule while it ran in the NKI model: it fails or computes wrong.",
+    wrong="", right="",
+    explanation="The check ran the kernel in kernel-lsp's NKI model (docs/nki-model.md), which enforces the rules "
+    "the NKI documentation states: at most 128 partitions, one 2 KiB PSUM bank per tile, SBUF and PSUM capacity, "
+    "the Tensor Engine's operand shapes and dtypes, which engine reads and writes which memory, read-only inputs, "
+    "indices in bounds, masks that are predicates on indices, the first matmul of a PSUM accumulation group "
+    "overwriting. The kernel would be refused by the compiler or compute a wrong result on a NeuronCore. The "
+    "diagnostic sits on the kernel's line and names the rule (with the static rule's code, NK001..., where one "
+    "has the same meaning) and the case it happened on.",
+))
 
 # The rule a check's verdict raises, by its status (a correct kernel raises none): one table for every front end.
 VERDICT_CODES = {"mismatch": "KV001", "rejected": "KV002", "out-of-bounds": "KV003", "crashed": "KV004",
-                 "timeout": "KV004", "out-of-memory": "KV004", "error": "KV005", "not-checked": "KV006"}
+                 "timeout": "KV004", "out-of-memory": "KV004", "error": "KV005", "not-checked": "KV006",
+                 "rule-broken": "KV008"}
 # A verdict's note that is about the tools, not the kernel (AWS's simulator and the NKI model disagree): KV007.
 TOOL_NOTE = "tool problem, information:"

@@ -31,6 +31,8 @@ class CheckResult:
     latency_source: str | None = None  # "measured" (on this machine's GPU) or "estimate" (roofline model, no GPU)
     root: str = ""  # where caches and timing histories live (`<root>/.kernel-lsp`)
     messages: list[str] = field(default_factory=list)  # about where jobs ran (a Ray cluster lost, ...)
+    # Results the infrastructure lost for good (checking processes or Ray workers killed on every try): "path: why"
+    infrastructure_lost: list[str] = field(default_factory=list)
     executors: dict[str, Any] = field(default_factory=dict)  # "compile"/"checks" -> the executor's stats
 
     def count(self, severity: Severity) -> int:
@@ -113,6 +115,7 @@ def _run_specs(result: CheckResult, settings: Settings, root: Path, extra: dict[
         _check_files(texts, settings, root, say, finished=lambda done, total: progress("checking", done, total)))
     for path, report in zip(texts, reports):
         result.verdicts += [(path, v) for v in report.verdicts]
+        result.infrastructure_lost += [f"{path}: {why}" for why in infrastructure_losses(report)]
         extra.setdefault(path, []).extend(check_problems(report, texts[path]))
 
 
@@ -187,9 +190,38 @@ async def check_device_on(executor: Any, device: str) -> tuple[str, Any]:
     return device, gpu() if device == "cuda" and capacity is not None else CPU
 
 
-async def check_with(executor: Any, request: Any, check_timeout_s: float, *, key: Any = None) -> Any:
+# A check whose process or worker was killed from outside (a Ray worker or head that died, the out-of-memory
+# killer) has no result: it is run again, at most this many times, on the cluster while it lives, else locally.
+INFRASTRUCTURE_RETRIES = 2
+_KILLED_FROM_OUTSIDE = "from outside kernel-lsp"
+
+
+def infrastructure_losses(report: Any) -> list[str]:
+    """Why some of a CheckReport's results are unknown for reasons outside the kernel (its checking process killed
+    from outside, the job's Ray worker dead every time): one line per spec or file, empty when none."""
+    lost = [f"{v.spec}: {v.message}" for v in report.verdicts if not v.ok and _KILLED_FROM_OUTSIDE in v.message]
+    lost += [message for _, message in report.errors if _KILLED_FROM_OUTSIDE in message or (
+        message.startswith("the checks were not run: ") and (
+            "Ray worker died" in message or "Ray did not run it" in message))]
+    return lost
+
+
+async def check_with(executor: Any, request: Any, check_timeout_s: float, *, key: Any = None,
+                     retries: int = 0) -> Any:
     """One file's checks (a verify.CheckRequest) as a job of `executor`: its CheckReport, or one whose error says
-    why the checks were not run. `key`: a newer job with the same key supersedes this one."""
+    why the checks were not run. `key`: a newer job with the same key supersedes this one. A check whose result
+    was lost to the infrastructure (`infrastructure_losses`) runs again, up to `retries` times (the batch check
+    gives INFRASTRUCTURE_RETRIES; the editor tells the user at once); what is still lost after that stays in the
+    report for the caller to fail on."""
+    report = await _check_once(executor, request, check_timeout_s, key=key)
+    for _ in range(retries):
+        if not infrastructure_losses(report):
+            break
+        report = await _check_once(executor, request, check_timeout_s, key=key)
+    return report
+
+
+async def _check_once(executor: Any, request: Any, check_timeout_s: float, *, key: Any = None) -> Any:
     from analyzers.specs import find_specs
 
     from .verify import CheckReport
@@ -221,7 +253,7 @@ async def _check_files(texts: dict[str, str], settings: Settings, root: Path, sa
     async def check(path: str) -> CheckReport:
         request = CheckRequest(path, texts[path], device=settings.check_device,
                                timeout_s=float(settings.check_timeout_s), root=str(root))
-        report = await check_with(executor, request, settings.check_timeout_s)
+        report = await check_with(executor, request, settings.check_timeout_s, retries=INFRASTRUCTURE_RETRIES)
         done.append(path)
         if finished is not None:
             finished(len(done), len(texts))

@@ -1,11 +1,13 @@
-"""What an agent's loop relies on, through the MCP server: a scripted session of candidates ranked right, and the
-adversarial launchers of the verdict suite rejected by `check` and ranked last by `compare`."""
+"""What an agent's loop relies on, through the MCP server: a scripted session of candidates ranked right, the
+adversarial launchers of the verdict suite rejected by `check` and ranked last by `compare`, and a batch of twenty
+candidates rewarded by rank."""
 
 from __future__ import annotations
 
 import shutil
 from pathlib import Path
 
+import anyio
 import pytest
 
 from .conftest import EXAMPLES, mcp_session, structured
@@ -86,3 +88,49 @@ async def test_adversarial_launchers_are_rejected_by_check_and_ranked_last_by_co
     for c in rest:
         assert not c["passed"] and c["latency_us"] is None and c["reason"], c["name"]
         assert c["status"] != "correct", c["name"]
+
+
+async def test_a_batch_of_twenty_candidates_gets_rank_based_rewards(workspace: Path):
+    """An RL step: twenty candidates submitted as one batch and polled; every honest one rewarded by its rank
+    (faster above slower, equal estimates tied), every gamed or failing one at the floor with its reason."""
+    shutil.copytree(FIXTURES / "tampering", workspace / "tampering")
+    honest = {f"b{block}w{warps}": variant(block, warps)
+              for block, warps in [(16, 1), (32, 1), (64, 1), (128, 2), (256, 4), (512, 4), (1024, 4), (1024, 8),
+                                   (1024, 2), (2048, 4), (2048, 8), (4096, 8)]}
+    failing = {f"wrong{block}": variant(block, 4, wrong=True) for block in (256, 1024, 2048)}
+    candidates = [{"name": n, "source": s} for n, s in {**honest, **failing}.items()]
+    tampering = sorted(p.name for p in (workspace / "tampering").glob("[!_]*.py"))[:5]
+    for name in tampering:
+        candidates.append({"name": name, "path": f"tampering/{name}",
+                           "source": (workspace / "tampering" / name).read_text(encoding="utf-8")})
+    assert len(candidates) == 20
+    async with mcp_session(workspace, "--allow-run", "--max-parallel", "2") as session:
+        batch = structured(await session.call_tool("submit", {"candidates": candidates}))["batch"]
+        while not (status := structured(await session.call_tool("poll", {"batch": batch})))["finished"]:
+            assert status["total"] == 20 and not status["cancelled"]
+            await anyio.sleep(1)
+    result = status["result"]
+    assert status["done"] == 20 and {c["state"] for c in status["candidates"]} == {"done"}
+    ranking = {c["name"]: c for c in result["ranking"]}
+    group = result["group"]
+    assert group["size"] == 20 and group["passed"] == len(honest) and group["floor"] == 0.0
+    for name in honest:
+        c = ranking[name]
+        assert c["passed"] and c["reward"] > group["floor"], c
+        assert c["latency_low_us"] <= c["latency_us"] <= c["latency_high_us"]
+    for name in [*failing, *tampering]:
+        c = ranking[name]
+        assert not c["passed"] and c["reward"] == group["floor"] and c["reason"], c
+        assert c["rank"] > len(honest)
+    for a in honest:
+        for b in honest:
+            ca, cb = ranking[a], ranking[b]
+            if ca["latency_high_us"] < cb["latency_low_us"]:
+                assert ca["reward"] > cb["reward"] and ca["rank"] < cb["rank"], (a, b)
+            elif a != b and ca["latency_us"] == cb["latency_us"]:
+                assert b in ca["tied_with"] and ca["reward"] == cb["reward"] and ca["rank"] == cb["rank"], (a, b)
+    if result["source"] == "estimate":  # num_warps does not change the model's bytes: those variants tie
+        assert ranking["b1024w4"]["tied_with"]
+    rewards = [c["reward"] for c in result["ranking"]]
+    assert group["mean"] == pytest.approx(sum(rewards) / 20)
+    assert sum(c["advantage"] for c in result["ranking"]) == pytest.approx(0.0, abs=1e-9)

@@ -63,3 +63,33 @@ async def test_tools_over_streamable_http(http_port: int):
         assert bad.is_error and "outside the workspace" in bad.content[0].text
         again = structured(await session.call_tool("analyze", {"path": "vector_add.py"}))
         assert again["kernels"][0]["name"] == "add_kernel"
+
+
+def test_every_body_that_is_not_a_message_gets_a_json_rpc_error_over_http(http_port: int):
+    import json
+    import urllib.error
+    import urllib.request
+
+    url = f"http://127.0.0.1:{http_port}/mcp"
+    headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+
+    def post(body: bytes, extra: dict[str, str]) -> tuple[int, dict[str, str], bytes]:
+        request = urllib.request.Request(url, data=body, headers={**headers, **extra}, method="POST")
+        try:
+            with urllib.request.urlopen(request, timeout=60) as answer:
+                return answer.status, dict(answer.headers), answer.read()
+        except urllib.error.HTTPError as exc:
+            return exc.code, dict(exc.headers), exc.read()
+
+    status, answer_headers, _ = post(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}}}).encode(),
+        {})
+    assert status == 200
+    session_id = next(v for k, v in answer_headers.items() if k.lower() == "mcp-session-id")
+    session = {"mcp-session-id": session_id, "mcp-protocol-version": "2025-06-18"}
+    for body in (b"{not json", b'{"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": '
+                 b'"analyze", "arguments": {"source": "\\ud800"}}}', b"[1, 2]", b"\xff\xfe"):
+        status, _, data = post(body, session)
+        assert status == 400, (body, data)
+        error = json.loads(data)
+        assert error["jsonrpc"] == "2.0" and error["error"]["code"] in (-32700, -32600, -32602), (body, error)

@@ -12,7 +12,7 @@ from .conftest import EXAMPLES, error_text, mcp_session, resource_json, structur
 
 pytestmark = pytest.mark.timeout(300)
 
-TOOLS = {"analyze", "compile", "check", "measure", "tune", "compare", "propose_edit"}
+TOOLS = {"analyze", "compile", "check", "measure", "tune", "compare", "submit", "poll", "cancel_batch", "propose_edit"}
 
 
 async def test_tools_resources_and_prompts_are_listed_with_schemas(workspace: Path):
@@ -30,6 +30,21 @@ async def test_tools_resources_and_prompts_are_listed_with_schemas(workspace: Pa
                 "roofline_us", "work_estimated", "work_note"} <= set(latency)
         candidate = tools["compare"].output_schema["$defs"]["CandidateResult"]["properties"]
         assert "fraction_of_roofline" in candidate
+        assert {"reward", "advantage", "tied_with", "latency_low_us", "latency_high_us"} <= set(candidate)
+        # Every output property says what it is (from the result types), closed vocabularies are enums.
+        for tool in tools.values():
+            schema = tool.output_schema
+            for name, sub in [(schema.get("title"), schema), *schema.get("$defs", {}).items()]:
+                for prop, value in sub.get("properties", {}).items():
+                    assert value.get("description"), f"{tool.name}: {name}.{prop} has no description"
+        status = tools["check"].output_schema["$defs"]["VerdictInfo"]["properties"]["status"]
+        assert {"correct", "mismatch", "rejected", "rule-broken", "not-checked"} <= set(status["enum"])
+        assert tools["poll"].output_schema["$defs"]["CandidateState"]["properties"]["state"]["enum"] == [
+            "queued", "running", "done", "cancelled"]
+        compile_args = tools["compile"].input_schema["properties"]
+        assert compile_args["ir"]["items"]["enum"] == ["ttir", "ttgir", "llir", "ptx", "amdgcn"]
+        assert {"sm_80", "sm_90", "gfx942"} <= set(compile_args["targets"]["items"]["enum"])
+        assert "H200" in tools["measure"].input_schema["properties"]["targets"]["items"]["enum"]
         uris = {str(r.uri) for r in (await session.list_resources()).resources}
         assert {"kernel-lsp://rules", "kernel-lsp://hardware"} <= uris
         templates = {t.uri_template for t in (await session.list_resource_templates()).resource_templates}
@@ -90,8 +105,10 @@ async def test_bad_input_gets_a_clear_error_and_the_server_stays_up(workspace: P
         assert "targets" in error_text(await session.call_tool("compile", {"path": "vector_add.py", "targets": 7}))
         assert "no Triton kernel named 'nope'" in error_text(
             await session.call_tool("compile", {"path": "vector_add.py", "kernel": "nope"}))
-        assert "unknown" in error_text(
-            await session.call_tool("compile", {"path": "vector_add.py", "targets": ["sm_1"]})).lower()
+        unknown = error_text(await session.call_tool("compile", {"path": "vector_add.py", "targets": ["sm_1"]}))
+        assert "targets" in unknown and "'sm_90'" in unknown  # the schema's enum names the targets there are
+        stage = error_text(await session.call_tool("compile", {"path": "vector_add.py", "ir": ["sass"]}))
+        assert "ir" in stage and "'ptx'" in stage
         big = "x = 1\n" * (5 * 2**20 // 6)
         assert "limit is 2.0 MB" in error_text(await session.call_tool("analyze", {"source": big}))
         assert "UTF-8" in error_text(await session.call_tool("analyze", {"path": "latin1.py"}))
@@ -243,3 +260,19 @@ async def test_measure_and_tune_the_example(workspace: Path):
         assert {"measure", "tune"} <= set(report)
     assert (workspace / "vector_add.py").read_text(encoding="utf-8") == (EXAMPLES / "vector_add.py").read_text(
         encoding="utf-8")
+
+
+async def test_the_port_to_nki_prompt_says_what_the_tools_do(workspace: Path):
+    """The prompt's steps hold: an NKI port is checked here (in the NKI model), and propose_edit refuses a new
+    file, so the prompt asks for the text instead."""
+    pytest.importorskip("torch")
+    port = (Path(__file__).resolve().parents[1] / "nki" / "specs" / "scale_rows_nki.py").read_text(encoding="utf-8")
+    async with mcp_session(workspace, "--allow-run") as session:
+        prompt = await session.get_prompt("port_to_nki", {"path": "vector_add.py", "kernel": "add_kernel"})
+        text = prompt.messages[0].content.text
+        assert "kernel-lsp NKI model" in text and "cannot create the new file" in text
+        assert "run only where the Neuron tools are installed" not in text
+        verdict = structured(await session.call_tool("check", {"source": port}))
+        assert verdict["ok"] and "(kernel-lsp NKI model)" in verdict["verdicts"][0]["message"], verdict
+        refused = await session.call_tool("propose_edit", {"path": "add_kernel_nki.py", "new_source": port})
+        assert "no such file" in error_text(refused)

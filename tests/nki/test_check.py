@@ -60,7 +60,7 @@ def document(tmp_path_factory) -> dict:
     path.write_text(TEXT)
     done = subprocess.run([sys.executable, "-m", "kernel_lsp.cli", "check", "--run-checks", "--format", "json",
                            str(path)], check=False, capture_output=True, text=True, timeout=600, cwd=REPO)
-    return json.loads(done.stdout)
+    return {**json.loads(done.stdout), "exit_code": done.returncode}
 
 
 @pytest.fixture(scope="module")
@@ -89,10 +89,14 @@ def test_a_wrong_nki_kernel_is_a_mismatch_at_the_store(verdicts):
     assert LINES[v["line"] - 1].strip().startswith("nisa.dma_copy(dst=out[")  # the JSON's lines are 1-based
 
 
-def test_a_rule_broken_while_running_is_an_error_at_its_line(verdicts):
+def test_a_rule_broken_while_running_is_an_error_at_its_line(verdicts, document):
     v = verdicts["too_tall_inputs"]
-    assert v["status"] == "error" and "[NK001]" in v["message"], v
+    assert v["status"] == "rule-broken" and "[NK001]" in v["message"], v
     assert LINES[v["line"] - 1].strip().startswith("tile = nl.ndarray((rows, d)")
+    # docs/specs.md: a broken NeuronCore rule is an error (KV008), so CI fails on it at the default --fail-on.
+    [problem] = [p for p in document["problems"] if p["code"] == "KV008"]
+    assert problem["severity"] == "error" and problem["line"] == v["line"], problem
+    assert document["exit_code"] == 1
 
 
 def test_an_nki_call_the_model_lacks_is_not_checked_not_failed(verdicts):

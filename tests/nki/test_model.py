@@ -40,6 +40,17 @@ def test_fixture_matches_reference(path):
         assert ok, f"{path.stem} {case}: max abs error {err}"
 
 
+def test_every_rule_of_the_model_has_a_kernel_that_must_break_it():
+    """docs/nki-model.md's table of rules is the list of error classes: each needs a broken fixture."""
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "nki-model.md").read_text()
+    table = doc[doc.index("| Rule | Code | What |"):]
+    table = table[:table.index("\n\n")]
+    documented = set(re.findall(r"^\| `([a-z-]+)` \|", table, re.M))
+    covered = {_expectation(p)[0] for p in BROKEN}
+    assert len(documented) >= 14
+    assert documented - covered == set(), "rules without a broken fixture"
+
+
 @pytest.mark.parametrize("path", BROKEN, ids=lambda p: p.stem)
 def test_broken_fixture_caught_at_its_line(path):
     rule, line = _expectation(path)

@@ -189,6 +189,7 @@ def _module(name: str, attrs: dict) -> types.ModuleType:
 def _language_module(name: str) -> types.ModuleType:
     attrs = {k: v for k, v in vars(language).items() if not k.startswith("_") and k not in (
         "annotations", "builtins", "math", "np", "limits", "result", "tensor_engine_matmul", "cast", "current_run",
+        "mask_of",
         "matmul_class", "dtype_name", "dtype_of", "is_float", "value_of")}
     return _module(name, attrs)
 

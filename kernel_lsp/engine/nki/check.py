@@ -127,7 +127,7 @@ def spec_verdict(spec, kernel_line: int):
                              mismatched=c.get("mismatched", 0), total=c.get("total", 0),
                              first_index=tuple(c["first_index"]) if c.get("first_index") else None)
                   for c in found["cases"])
-    status = {"correct": "correct", "mismatch": "mismatch", "rule": "error", "rejected": "rejected",
+    status = {"correct": "correct", "mismatch": "mismatch", "rule": "rule-broken", "rejected": "rejected",
               "unsupported": "not-checked"}[found["status"]]
     return Verdict(kernel_name_of(spec.kernel), spec.name, spec.line - 1, kernel_line, status, label,
                    found["message"], found.get("line"), cases=cases, notes=notes,

@@ -290,8 +290,19 @@ class current:
             raise NkiRuleError("dtype", f"nisa.nc_matmul accumulates in float32 (or bfloat16) PSUM; dst is "
                                f"{dtype_name(dst.dtype)}")
         values = nl.tensor_engine_matmul(stationary, moving, "nisa.nc_matmul")
+        access = dst if isinstance(dst, Access) else Access(dst, ())
+        tile = access.tensor
+        if accumulate is True and tile.by_matmul is not None:
+            index = tuple(np.where(True, i, 0) for i in access.index)
+            other = tile.init[index] & ~tile.by_matmul[index]
+            if other.any():
+                raise NkiRuleError("psum-accumulate", "nisa.nc_matmul(accumulate=True) onto PSUM that another "
+                                   "instruction wrote (memset, nl.zeros, a copy): undefined on the Tensor Engine; "
+                                   "the first matmul of an accumulation group must overwrite (accumulate=False)")
         # Successive matmuls into one PSUM tile accumulate; fresh PSUM starts from zero.
         _write(dst, values, accumulate=accumulate is not False)
+        if tile.by_matmul is not None:
+            tile.by_matmul[tuple(np.where(True, i, 0) for i in access.index)] = True
 
     @staticmethod
     def memset(dst, value, **_):

@@ -27,6 +27,7 @@ from .tensor import (
     dtype_name,
     dtype_of,
     is_float,
+    mask_of,
     value_of,
 )
 
@@ -190,6 +191,33 @@ def affine_range(*args, **_):
 sequential_range = static_range = affine_range
 
 
+def _bound(value, what: str) -> int:
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+        raise Unsupported(f"{what} of type {type(value).__name__} (a bound held in a register, read on the "
+                          "device)")
+    return int(value)
+
+
+def dynamic_range(start, stop=None, step=1):
+    """nl.dynamic_range: a loop on the device; here its bounds must be known when the kernel runs."""
+    if stop is None:
+        start, stop = 0, start
+    if not isinstance(step, (int, np.integer)) or isinstance(step, bool) or step <= 0:
+        raise NkiRuleError("loop", f"the step of a device loop must be a positive integer known at compile time, "
+                           f"not {step!r}")
+    return range(_bound(start, "a loop bound"), _bound(stop, "a loop bound"), int(step))
+
+
+def fori_loop(lower, upper, body_fun, step=1):
+    """nl.fori_loop (NKI >= 0.6): body_fun(i) for i in range(lower, upper, step); the body's side effects are
+    the loop's only result, so carried state lives in tiles."""
+    if not callable(body_fun):
+        raise NkiRuleError("loop", f"nl.fori_loop's body must be a function of the iteration value, not "
+                           f"{type(body_fun).__name__}")
+    for i in dynamic_range(lower, upper, step):
+        body_fun(i)
+
+
 def program_id(axis=0):
     run = current_run()
     return run.program_id[axis] if axis < len(run.program_id) else 0
@@ -274,7 +302,7 @@ def result(values, dtype, mask=None, buffer=sbuf, engine: str | None = "vector",
     values = np.asarray(values)
     out = _allocate(values.shape, dtype, buffer)
     if mask is not None:
-        mask = np.asarray(mask, bool)
+        mask = mask_of(mask)
         try:
             np.broadcast_to(mask, values.shape)
         except ValueError:
@@ -288,7 +316,7 @@ def result(values, dtype, mask=None, buffer=sbuf, engine: str | None = "vector",
         out.data[...] = cast(values, out.dtype)
         out.init[...] = True
     else:
-        m = np.broadcast_to(np.asarray(mask, bool), values.shape)
+        m = np.broadcast_to(mask_of(mask), values.shape)
         out.data[m] = cast(values[m], out.dtype)
         out.init[...] = m
     if engine is not None:

@@ -262,6 +262,8 @@ class Tensor(_Operators):
         # For HBM tensors: the kernel line (0-based) that last wrote each element, -1 for none. A wrong value in
         # an output is then reported at the store that wrote it.
         self.writer = np.full(data.shape, -1, np.int32) if buffer == HBM else None
+        # For PSUM tiles: which elements a matmul wrote last (nc_matmul(accumulate=True) may add only onto those).
+        self.by_matmul = np.zeros(data.shape, bool) if buffer == PSUM else None
         run = current_run()
         if buffer in ON_CHIP and account:
             self._check_on_chip(run)
@@ -318,6 +320,11 @@ class Tensor(_Operators):
 
     def __len__(self) -> int:
         return self.data.shape[0]
+
+    def __array__(self, dtype=None, copy=None):
+        # Without this NumPy would take a tile for a sequence and build an object array one Access at a time.
+        raise NkiRuleError("shape", "a tile used where the kernel needs a value known when it is traced (an "
+                           "index, a mask, a bound); tile values are known only on the device")
 
     def __repr__(self) -> str:
         return f"<NKI model {self.buffer} tensor {self.shape} {dtype_name(self.dtype)}>"
@@ -405,7 +412,7 @@ class Access(_Operators):
         return f"<NKI model access {self.shape} of {self.tensor!r}>"
 
     def _masked(self, mask):
-        m = np.ones(self.shape, bool) if mask is None else np.broadcast_to(np.asarray(mask, bool), self.shape)
+        m = np.ones(self.shape, bool) if mask is None else np.broadcast_to(mask_of(mask), self.shape)
         for axis, (idx, size) in enumerate(zip(self.index, self.tensor.shape)):
             bad = m & ((idx < 0) | (idx >= size))
             if bad.any():
@@ -446,6 +453,8 @@ class Access(_Operators):
         sel = tuple(i[m] for i in index)
         t.data[sel] = _cast(values[m], t.dtype)
         t.init[sel] = True
+        if t.by_matmul is not None:
+            t.by_matmul[sel] = False
         if t.writer is not None:
             line = user_line()
             t.writer[sel] = -1 if line is None else line
@@ -486,6 +495,16 @@ def cast(values, dt) -> np.ndarray:
     return _cast(np.asarray(values), np.dtype(dt))
 
 
+def mask_of(mask) -> np.ndarray:
+    """An instruction's mask as booleans. NKI masks are predicates on indices (nl.arange, program ids, loop
+    variables, constants), fixed when the kernel is traced; a mask made of tile values is not NKI."""
+    if isinstance(mask, (Tensor, Access)):
+        raise NkiRuleError("mask", "a mask computed from tile values; an NKI mask is a predicate on indices "
+                           "(nl.arange, program ids, loop variables) fixed when the kernel is traced: select "
+                           "values with nl.where, nisa.affine_select or nisa.tensor_copy_predicated instead")
+    return np.asarray(mask, bool)
+
+
 def value_of(x, *, operand: str = "operand", mask=None) -> np.ndarray | np.number | float | int:
     """The values of an instruction operand: a tile, an access of a tile, a scalar or an index expression.
     Compute engines read SBUF and PSUM only: an HBM operand is a rule error. Under an instruction's mask only the
@@ -501,7 +520,7 @@ def value_of(x, *, operand: str = "operand", mask=None) -> np.ndarray | np.numbe
                                "SBUF/PSUM tiles: load it (nl.load / nisa.dma_copy) first", code="NK006")
         if mask is not None:
             try:
-                np.broadcast_to(np.asarray(mask, bool), x.shape)
+                np.broadcast_to(mask_of(mask), x.shape)
             except ValueError:
                 mask = None  # a mask over the result's space only
         if mask is None:
