@@ -289,3 +289,24 @@ def definition(target: Target) -> Location:
         return target.path, Span(p.span.start_line, p.span.start_col, p.span.start_line,
                                  p.span.start_col + len(p.name))
     return target.path, target.kernel.name_span
+
+
+def signature_text(kernel: TritonKernel) -> str:
+    """`helper(x, BLOCK: tl.constexpr)` as the parameters are written."""
+    params = [p.name + (f": {p.annotation}" if p.annotation else "") + (f" = {p.default}" if p.default else "")
+              for p in kernel.params]
+    return f"{kernel.name}({', '.join(params)})"
+
+
+def docstring(kernel: TritonKernel, text: str) -> str | None:
+    """The docstring of a kernel or helper, read from its file's text."""
+    import ast
+    import textwrap
+
+    lines = text.splitlines()[kernel.name_span.start_line:kernel.span.end_line + 1]
+    try:
+        tree = ast.parse(textwrap.dedent("\n".join(lines)))
+    except SyntaxError:
+        return None
+    fn = tree.body[0] if tree.body else None
+    return ast.get_docstring(fn) if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) else None
