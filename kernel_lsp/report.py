@@ -57,11 +57,7 @@ def text_report(batch: BatchResult, color: bool = False) -> str:
                          f"{paint('1', p.code)} {p.message}{fix}")
     for path in batch.missing:
         lines.append(f"{path}: {paint(colors['error'], 'error')}: no such file or directory")
-    for c in batch.compiled:
-        if c.ok:
-            lines.append(resource_line(c))
-            # The figures hold for launches that match what was assumed: say it where they are shown.
-            lines += [f"    assumed: {note}" for note in c.notes]
+    lines += compiled_lines(batch)
     lines += [f"{_display(k.path)}:{_cuda_line(k.line)} {k.name} {k.target} {k.registers} regs, "
               f"{k.spill_bytes or 0} B spill, {k.shared_bytes} B smem (nvcc)" for k in batch.cuda]
     verdicts = [(c.path, v) for c in batch.checks for v in c.verdicts]
@@ -95,6 +91,33 @@ def text_report(batch: BatchResult, color: bool = False) -> str:
         summary += f"; {_n(len(batch.missing), 'path')} not found"
     lines.append(summary)
     return "\n".join(lines) + "\n"
+
+
+def compiled_lines(batch: BatchResult) -> list[str]:
+    """A resource line per compiled configuration; the figures hold for launches that match what was assumed, so
+    that is said beside them: once per kernel and target for what every configuration assumed, under the
+    configuration for what only it did."""
+    groups: dict[tuple[str, str, str], list] = {}
+    for c in batch.compiled:
+        if c.ok:
+            groups.setdefault((c.path, c.kernel, c.target), []).append(c)
+    lines = []
+    for group in groups.values():
+        common = [n for n in group[0].notes if all(n in c.notes for c in group[1:])]
+        for c in group:
+            lines.append(resource_line(c))
+            lines += [f"    assumed: {_assumption(note)}" for note in c.notes if note not in common]
+        if len(group) > 1 and common:
+            lines.append(f"    assumed for all {len(group)} configurations:")
+            lines += [f"      {_assumption(note)}" for note in common]
+        else:
+            lines += [f"    assumed: {_assumption(note)}" for note in common]
+    return lines
+
+
+def _assumption(note: str) -> str:
+    """`n: assumed 4 (...)` reads `n: 4 (...)` after the line's own `assumed:`."""
+    return note.replace(": assumed ", ": ", 1).removeprefix("assumed ")
 
 
 def _kernel_lines(batch: BatchResult) -> dict[tuple[str, str], int]:

@@ -87,3 +87,16 @@ def test_a_missing_path_is_an_error_in_every_format(tmp_path):
     assert github.returncode == 2 and github.stdout.startswith("::error title=kernel-lsp::missing.py: no such file")
     assert run("check", "missing.py", "--diff", cwd=tmp_path).returncode == 2
     assert run("check", str(tmp_path), "--fix", "--watch").returncode == 2
+
+
+def test_assumptions_are_said_once_per_kernel():
+    import pytest
+
+    pytest.importorskip("triton")
+    proc = run("check", "examples/fused_softmax.py", "--target", "sm_90", timeout=300)
+    lines = proc.stdout.splitlines()
+    resources = [line for line in lines if line.startswith("examples/fused_softmax.py:") and " regs, " in line]
+    assert len(resources) == 4
+    assert lines.count("    assumed for all 4 configurations:") == 1
+    assert sum("tt.divisibility=16" in line for line in lines) == 1
+    assert not any(line.startswith("    assumed: ") for line in lines)  # nothing differs between them
