@@ -73,6 +73,7 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("--output", "-o", metavar="FILE", default="kernel-lsp-report.html",
                         help="the page to write (default: kernel-lsp-report.html)")
     _common_options(report)
+    _report_compiles_by_default(report)
     report.add_argument("--no-checks", dest="run_checks", action="store_false",
                         help="do not run the correctness specs nor time the kernels (they run the files' code)")
 
@@ -283,6 +284,15 @@ def _check(args: argparse.Namespace) -> int:
             return EXIT_USAGE
         return _watch(args, settings, targets)
     return _check_once(args, settings, targets)
+
+
+def _report_compiles_by_default(report: argparse.ArgumentParser) -> None:
+    """`report` compiles for the `targets` setting unless told otherwise (check compiles only when asked)."""
+    for action in report._actions:
+        if action.dest == "target":
+            action.help = ("compile every kernel for this GPU target, without a GPU (sm_90, gfx942, hopper, ...; "
+                           "repeatable or comma-separated). Without it the `targets` setting is used (default sm_90) "
+                           "when triton is installed")
 
 
 def _fix_options(check: argparse.ArgumentParser) -> None:

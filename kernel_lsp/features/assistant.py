@@ -160,8 +160,9 @@ async def run_action(ls: KernelLanguageServer, action: str, args: tuple) -> dict
     if not has_key(ls):
         return {"error": NO_KEY}
     if ls.state.settings.checks == "off":  # even Explain times or estimates the kernel by running it
-        return {"error": "the assistant verifies every candidate by running the kernel's check, and checks are off "
-                         "(the `checks` setting; untrusted VS Code workspaces turn it off)"}
+        from .verification import checks_off
+
+        return {"error": checks_off(ls, "the assistant verifies every candidate by running the kernel's check")}
     instruction = given.get("instruction")
     if action == "refine" and (not isinstance(instruction, str)):
         return {"error": "refine needs an instruction: \"go\" to accept the plan, an edited plan, or a request"}

@@ -189,8 +189,9 @@ async def optimize_tiling(ls: "KernelLanguageServer", *args: Any) -> dict[str, A
     if not path or doc is None or line is None:
         return {"error": "optimizeTiling needs an open document and a line inside a kernel"}
     if ls.state.settings.checks == "off":  # the search runs the launcher to count, time and verify
-        return {"error": "optimizing runs the kernel's launcher, and checks are off (the `checks` setting; "
-                         "untrusted VS Code workspaces turn it off)"}
+        from .verification import checks_off
+
+        return {"error": checks_off(ls, "optimizing runs the kernel's launcher")}
     kernel = ls.kernel_at(path, line)
     if kernel is None:
         return {"error": "no Triton kernel at this line"}
