@@ -79,9 +79,9 @@ def text_report(batch: BatchResult, color: bool = False) -> str:
         summary += f"; {_n(len(verdicts), 'spec')} checked ({correct} correct)"
     timed = [e for r in batch.latency for e in r.entries if e.us is not None and (e.chosen or e.source == "measured")]
     if timed:
-        how = "measured on the GPU" if batch.latency_source == "measured" else "estimated by the roofline model, no GPU"
+        how = "measured on the GPU" if batch.latency_source == "measured" else "estimated by the latency model, no GPU"
         if batch.latency_source != "measured" and any(e.engine_us for e in timed):
-            how = "estimated" + (" by the roofline model and" if any(not e.engine_us for e in timed) else "") + \
+            how = "estimated" + (" by the latency model and" if any(not e.engine_us for e in timed) else "") + \
                 " from the NKI model's counts, no device"
         summary += f"; {_n(len(timed), 'latency figure')} ({how})"
     fixable = sum(1 for f in batch.files for p in f.findings if p.fix)

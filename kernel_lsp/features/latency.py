@@ -137,7 +137,7 @@ def hover_section(ls: "KernelLanguageServer", path: str, kernel: str) -> str | N
     if not entries:
         return None
     measured = any(e.source == "measured" for e in entries)
-    lines = ["", f"**Latency** ({'measured' if measured else 'estimated by the roofline model, no GPU'})", "",
+    lines = ["", f"**Latency** ({'measured' if measured else 'estimated by the latency model, no GPU'})", "",
              "| shape | dtype | device | config | time | bound | roofline | vs reference | vs previous |",
              "| --- | --- | --- | --- | ---: | --- | ---: | ---: | ---: |"]
     for e in sorted(entries, key=lambda e: (_numel(e.shape), e.dtype, e.device, not e.chosen)):
