@@ -260,8 +260,10 @@ def _prepare(args: argparse.Namespace, compile_by_default: bool = False) -> tupl
     from .engine.compile import triton_installed
 
     if (targets or config_targets) and not triton_installed():
-        print("kernel-lsp: compiling for a target needs triton in this Python environment (pip install triton)",
-              file=sys.stderr)
+        from .install import add_command
+
+        print(f"kernel-lsp: compiling for a target needs triton in this Python environment: "
+              f"{add_command('triton>=3.6')}", file=sys.stderr)
         return EXIT_USAGE
     if compile_by_default and not (targets or config_targets) and triton_installed():
         config_targets = list(settings.targets)

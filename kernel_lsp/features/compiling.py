@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
@@ -173,8 +174,11 @@ class Compiles:
 
             if not triton_installed():
                 self.unavailable = True
+                from ..install import add_command
+
                 ls.message("background compiles need triton in the Python environment that runs kernel-lsp "
-                           "(pip install triton); the static checks keep working", types.MessageType.Info)
+                           f"({sys.prefix}): install it with `{add_command('triton>=3.6')}` and restart the "
+                           "server; the static checks keep working", types.MessageType.Info)
                 return None
             try:
                 self.api = ls.api_workspace(root)
