@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import functools
 from dataclasses import dataclass, field
 
 from .model import LaunchSite, Span, TritonKernel
@@ -66,6 +67,13 @@ class _File:
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 return node
         return None
+
+
+# A rename or references request reads the defining file and each launching one; the next request (and the
+# prepareRename before a rename) reads the same texts again: the parsed files are kept by text.
+@functools.lru_cache(maxsize=4)
+def _parsed(text: str) -> _File:
+    return _File(text)
 
 
 def _module_statements(body: list[ast.stmt]):
@@ -136,7 +144,7 @@ def decorator_uses(text: str, kernel: TritonKernel, name: str) -> KeyUses:
     perf models, heuristics functions), and keywords `name=` at calls of the kernel (a @jit helper)."""
     out = KeyUses()
     try:
-        f = _File(text)
+        f = _parsed(text)
     except (SyntaxError, ValueError):
         return out
     fn = next((n for n in ast.walk(f.tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
@@ -162,7 +170,7 @@ def importer_uses(text: str, kernel_name: str, local_names: set[str], name: str)
     """In a file importing a @jit helper: `name=` keywords at its calls."""
     out = KeyUses()
     try:
-        f = _File(text)
+        f = _parsed(text)
     except (SyntaxError, ValueError):
         return out
     _helper_call_keywords(f, local_names or {kernel_name}, name, out)
@@ -175,7 +183,7 @@ def launch_uses(text: str, sites: list[LaunchSite], other_sites: list[LaunchSite
     (`other_sites`) cannot be renamed for one of them."""
     out = KeyUses()
     try:
-        f = _File(text)
+        f = _parsed(text)
     except (SyntaxError, ValueError):
         return out
     calls = _launch_calls(f)
