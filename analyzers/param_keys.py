@@ -43,9 +43,16 @@ class _File:
                     if isinstance(t, ast.Name):
                         self.module_defs.setdefault(t.id, []).append(stmt.value)
         self.parents: dict[ast.AST, ast.AST] = {}
-        for node in ast.walk(self.tree):
+        self.launch_calls: dict[Span, ast.Call] = {}  # `kernel[grid](...)`, by the span of `kernel`
+        self.named_calls: dict[str, list[ast.Call]] = {}  # `f(...)`, by the name called
+        for node in ast.walk(self.tree):  # one walk: each request then looks these up
             for child in ast.iter_child_nodes(node):
                 self.parents[child] = node
+            if isinstance(node, ast.Call):
+                if isinstance(node.func, ast.Subscript):
+                    self.launch_calls[self.src.span(node.func.value)] = node
+                elif isinstance(node.func, ast.Name):
+                    self.named_calls.setdefault(node.func.id, []).append(node)
 
     def string_span(self, node: ast.Constant, name: str) -> Span | None:
         """The name inside a string literal's quotes."""
@@ -159,8 +166,8 @@ def decorator_uses(text: str, kernel: TritonKernel, name: str) -> KeyUses:
 
 
 def _helper_call_keywords(f: _File, callees: set[str], name: str, out: KeyUses) -> None:
-    for node in ast.walk(f.tree):
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in callees:
+    for callee in callees:
+        for node in f.named_calls.get(callee, ()):
             for kw in node.keywords:
                 if kw.arg == name:
                     out.spans.add(f.keyword_span(kw))
@@ -186,9 +193,13 @@ def launch_uses(text: str, sites: list[LaunchSite], other_sites: list[LaunchSite
         f = _parsed(text)
     except (SyntaxError, ValueError):
         return out
-    calls = _launch_calls(f)
+    calls = f.launch_calls
+    # Only a grid given by name can be shared with another kernel's launch: look at those launches alone.
+    named = {c.func.slice.id for s in sites if (c := calls.get(s.callee_span)) is not None
+             and isinstance(c.func, ast.Subscript) and isinstance(c.func.slice, ast.Name)}
     others = {id(g) for s in other_sites if (c := calls.get(s.callee_span)) is not None
-              for g in _grid_bindings(f, c)[0]}
+              and isinstance(c.func, ast.Subscript) and isinstance(c.func.slice, ast.Name)
+              and c.func.slice.id in named for g in _grid_bindings(f, c)[0]}
     for site in sites:
         call = calls.get(site.callee_span)
         if call is None:
@@ -206,14 +217,6 @@ def launch_uses(text: str, sites: list[LaunchSite], other_sites: list[LaunchSite
         for kw in call.keywords:
             if kw.arg is None:
                 _star_kwargs_uses(f, call, kw.value, name, out, where)
-    return out
-
-
-def _launch_calls(f: _File) -> dict[Span, ast.Call]:
-    out = {}
-    for node in ast.walk(f.tree):
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Subscript):
-            out[f.src.span(node.func.value)] = node
     return out
 
 
