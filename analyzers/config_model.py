@@ -307,3 +307,36 @@ def launch_from_work(work, hw: Hardware, registers: int | None = None, shared_by
                   bytes_per_iteration=per_iteration, warp_tile=warp_tile, block_elements=block,
                   reread_bytes=reread, program_bytes=program_bytes, registers=registers,
                   shared_bytes=shared_bytes, spill_bytes=spill_bytes)
+
+
+def configuration_estimate(work, hw: Hardware, resources=None):
+    """The one estimate of one launch of one configuration, shown everywhere (check, the lens, the report, tune,
+    the assistant): on a device this model is calibrated for, its figure, with the roofline's bound and the
+    fraction of the roofline floor it reaches; elsewhere the roofline's (analyzers/roofline.py). `work` is an
+    analyzers.roofline.Work, `resources` the compile's analyzers.roofline.Resources (None: assumed)."""
+    import dataclasses
+
+    from .roofline import estimate as roofline_estimate
+    from .roofline import label
+
+    base = roofline_estimate(work, hw, resources)
+    if not base.launchable or hw.name not in CALIBRATIONS or not math.isfinite(base.us):
+        return base
+    res = resources
+    launch = launch_from_work(work, hw, registers=res.registers if res else None,
+                              shared_bytes=res.shared_bytes if res else None,
+                              spill_bytes=(res.spill_bytes or 0) if res else 0)
+    ranked = estimate(launch, hw)
+    if not ranked.launchable and res is not None and res.registers is not None:
+        return dataclasses.replace(base, us=math.inf, bound="invalid", label=f"cannot launch on {hw.name}",
+                                   fraction_of_roofline=0.0, launchable=False, notes=(
+                                       f"cannot launch on {hw.name}: {res.registers} registers per thread and "
+                                       f"{res.shared_bytes} bytes of shared memory per program do not fit",))
+    if not math.isfinite(ranked.us) or ranked.us <= 0:
+        return base
+    floor = base.us * base.fraction_of_roofline  # the ideal roofline time of this work
+    return dataclasses.replace(
+        base, us=ranked.us, label=label(ranked.us, hw), fraction_of_roofline=min(1.0, floor / ranked.us),
+        terms_us={**base.terms_us, **{f"model_{k}": v for k, v in ranked.terms_us.items()}},
+        programs_per_sm=ranked.programs_per_sm, waves=ranked.waves,
+        model=f"kernel-lsp configuration model (calibrated on {ranked.calibrated_on or hw.name})")

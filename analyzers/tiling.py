@@ -31,10 +31,18 @@ class Candidate:
         return format_config(self.constexprs, self.num_warps, self.num_stages)
 
 
-def format_config(constexprs, num_warps: int, num_stages: int) -> str:
-    """"BLOCK_SIZE=1024, num_warps=4, num_stages=3"."""
-    parts = [f"{k}={v}" for k, v in constexprs]
-    return ", ".join(parts + [f"num_warps={num_warps}", f"num_stages={num_stages}"])
+def format_config(constexprs, num_warps: int, num_stages: int, order=None, **options) -> str:
+    """"BLOCK_SIZE=1024, num_warps=4, num_stages=3": a configuration as the user writes it, the constexprs in
+    `order` (the kernel's parameter order; others after them) where given. `options` (num_ctas, maxnreg, ...)
+    are shown only where set away from triton's defaults."""
+    pairs = list(constexprs)
+    if order is not None:
+        rank = {name: i for i, name in enumerate(order)}
+        pairs.sort(key=lambda kv: rank.get(kv[0], len(rank)))
+    parts = [f"{k}={v}" for k, v in pairs]
+    parts += [f"num_warps={num_warps}", f"num_stages={num_stages}"]
+    parts += [f"{k}={v}" for k, v in options.items() if v is not None and not (k == "num_ctas" and v == 1)]
+    return ", ".join(parts)
 
 
 def _pow2(v: object) -> bool:

@@ -12,8 +12,10 @@ So the kernel takes A already transposed (`a_t = A.T`, shape [K, M], K on the pa
 128 x 512 output tiles, and for each one accumulates K / 128 partial products in a single PSUM tile
 before copying it back to SBUF (casting to the output dtype) and out to HBM.
 
-`matmul_kernel` is a plain function that `run()` compiles with `nki.jit`, so that this file still imports
-(and lints) on machines without the nki package, which is published on AWS's own package index.
+`matmul_kernel` is a plain function wrapped with `nki.jit` only where nki is there, so that this file still
+imports (and lints) on machines without the nki package, which is published on AWS's own package index.
+`kernel-lsp check --run-checks` checks it against its spec (at the end) in kernel-lsp's NKI model, which answers
+`import nki` inside the check, and estimates its Trainium2 latency at the spec's bench shape.
 """
 
 from __future__ import annotations
@@ -69,6 +71,16 @@ def matmul_kernel(a_t, b):
     return out
 
 
+# The spec's kernel: nki.jit's wrapper where nki is importable (AWS's package, or kernel-lsp's NKI model inside
+# its check); the plain function elsewhere.
+matmul_jit = nki.jit(matmul_kernel) if nki is not None else matmul_kernel
+
+
+def matmul(a: np.ndarray, b: np.ndarray):
+    """A @ B for NumPy operands whose sizes are whole tiles; the kernel receives A transposed."""
+    return matmul_jit(np.ascontiguousarray(a.T), b)
+
+
 def reference(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """What the kernel computes, in NumPy: A @ B with float32 accumulation."""
     return (a.astype(np.float32) @ b.astype(np.float32)).astype(a.dtype)
@@ -78,6 +90,26 @@ def run(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """A @ B through the NKI CPU simulator; the kernel receives A transposed."""
     kernel = nki.jit(matmul_kernel)
     return nki.simulate(kernel)(np.ascontiguousarray(a.T), b)
+
+
+def torch_reference(a, b):
+    """The spec's reference, in PyTorch: A @ B with float32 accumulation."""
+    return (a.float() @ b.float()).to(a.dtype)
+
+
+from kernel_lsp.spec import spec  # beside the spec it serves: the kernel above needs none of it
+
+
+# Correctness spec: `kernel-lsp check --run-checks` runs matmul_kernel on these shapes (M, K, N), each a whole
+# number of 128 x 128 x 512 tiles as the kernel requires, and compares with torch_reference.
+@spec(kernel=matmul_jit, launcher=matmul, reference=torch_reference,
+      shapes=[(128, 128, 512), (256, 384, 1024)], dtypes=["float32"], bench_shapes=[(512, 1024, 1024)],
+      atol=1e-3, rtol=1e-3)
+def matmul_inputs(shape, dtype, device):
+    import torch
+
+    m, k, n = shape
+    return (torch.randn((m, k), dtype=dtype, device=device), torch.randn((k, n), dtype=dtype, device=device))
 
 
 if __name__ == "__main__":

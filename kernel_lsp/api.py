@@ -1095,7 +1095,10 @@ class Workspace:
         else:
             pins = None
         if not triton_installed():
-            raise ApiError("compiling needs triton in the server's Python environment (pip install triton)")
+            from .install import add_command
+
+            raise ApiError("compiling needs triton in the server's Python environment: "
+                           f"{add_command('triton>=3.6')}")
         if kernel is not None:
             analysis = dataclasses.replace(analysis, kernels=[k for k in analysis.kernels if k.name == kernel])
         service_pins = pins
@@ -1478,7 +1481,10 @@ class Workspace:
         full, text = self._buffer(path, source, confined)
         names = _target_names(list(self.settings.targets) if targets is None else targets)
         if not triton_installed():
-            raise ApiError("compiling needs triton in the server's Python environment (pip install triton)")
+            from .install import add_command
+
+            raise ApiError("compiling needs triton in the server's Python environment: "
+                           f"{add_command('triton>=3.6')}")
         if analysis is None:
             analysis = await asyncio.to_thread(self._analysis, full, text)
         service = self._editor_service(say)

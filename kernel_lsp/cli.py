@@ -61,9 +61,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     check = sub.add_parser("check", help="analyse files and folders; exit 1 when a problem at --fail-on is found")
     check.add_argument("paths", nargs="+", metavar="PATH")
-    check.add_argument("--format", choices=["text", "json", "sarif"], default="text",
-                       help="json follows kernel_lsp/schema/check-report.schema.json (docs/cli.md)")
+    check.add_argument("--format", choices=["text", "json", "sarif", "github"], default="text",
+                       help="json follows kernel_lsp/schema/check-report.schema.json; github prints GitHub Actions "
+                       "annotations (docs/cli.md)")
     _common_options(check)
+    _fix_options(check)
     check.add_argument("--fail-on", choices=["error", "warning", "info", "never"], default="error",
                        help="lowest severity that makes the exit code 1 (default: error)")
     check.add_argument("--exit-zero", action="store_true", help="exit 0 even when problems are found (same as --fail-on never)")
@@ -84,6 +86,7 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("--output", "-o", metavar="FILE", default="kernel-lsp-report.html",
                         help="the page to write (default: kernel-lsp-report.html)")
     _common_options(report)
+    _report_compiles_by_default(report)
     checks = report.add_mutually_exclusive_group()
     checks.add_argument("--run-checks", dest="run_checks", action="store_true", default=None,
                         help="also run the correctness specs and time the kernels, as check --run-checks does: "
@@ -303,8 +306,10 @@ def _prepare(args: argparse.Namespace, compile_by_default: bool = False) -> tupl
     from .engine.compile import triton_installed
 
     if (targets or config_targets) and not triton_installed():
-        print("kernel-lsp: compiling for a target needs triton in this Python environment (pip install triton)",
-              file=sys.stderr)
+        from .install import add_command
+
+        print(f"kernel-lsp: compiling for a target needs triton in this Python environment: "
+              f"{add_command('triton>=3.6')}", file=sys.stderr)
         return EXIT_USAGE
     if compile_by_default and not (targets or config_targets) and triton_installed():
         config_targets = list(settings.targets)
@@ -322,21 +327,92 @@ def _check(args: argparse.Namespace) -> int:
         print("kernel-lsp: --run-checks needs torch and triton in this Python environment", file=sys.stderr)
         return EXIT_USAGE
     if args.watch:
+        if args.fix or args.diff:
+            print("kernel-lsp: --fix and --diff do not combine with --watch", file=sys.stderr)
+            return EXIT_USAGE
         return _watch(args, settings, targets)
     return _check_once(args, settings, targets)
 
 
+def _report_compiles_by_default(report: argparse.ArgumentParser) -> None:
+    """`report` compiles for the `targets` setting unless told otherwise (check compiles only when asked)."""
+    for action in report._actions:
+        if action.dest == "target":
+            action.help = ("compile every kernel for this GPU target, without a GPU (sm_90, gfx942, hopper, ...; "
+                           "repeatable or comma-separated). Without it the `targets` setting is used (default sm_90) "
+                           "when triton is installed")
+
+
+def _fix_options(check: argparse.ArgumentParser) -> None:
+    check.add_argument("--fix", action="store_true",
+                       help="apply the quick fixes the editor offers for the problems found, then report what is "
+                       "left")
+    check.add_argument("--diff", action="store_true",
+                       help="print the quick fixes as a unified diff instead of writing them (exit 1 when there is "
+                       "one)")
+
+
+def _quick_fixes(args: argparse.Namespace, result) -> int:
+    """Apply (or with --diff, print) the quick fixes of the problems found; the number of files they change."""
+    from .fixing import apply_fixes, unified_diff
+    from .report import display_path
+
+    files = applied = skipped = 0
+    for f in result.files:
+        fixes = [p.fix for p in f.findings if p.fix]
+        if not fixes:
+            continue
+        try:
+            with open(f.path, encoding="utf-8", newline="") as fh:
+                before = fh.read()
+        except (OSError, ValueError) as exc:
+            print(f"kernel-lsp: {display_path(f.path)}: not fixed, cannot read it: {exc}", file=sys.stderr)
+            continue
+        fixed = apply_fixes(before, fixes)
+        skipped += len(fixed.skipped)
+        if fixed.text == before:
+            continue
+        files += 1
+        applied += len(fixed.applied)
+        if args.diff:
+            sys.stdout.write(unified_diff(display_path(f.path), before, fixed.text))
+            continue
+        try:
+            with open(f.path, "w", encoding="utf-8", newline="") as fh:
+                fh.write(fixed.text)
+        except OSError as exc:
+            print(f"kernel-lsp: {display_path(f.path)}: not fixed, cannot write it: {exc}", file=sys.stderr)
+            files -= 1
+            applied -= len(fixed.applied)
+    if not args.quiet:
+        verb = "would fix" if args.diff else "fixed"
+        line = f"kernel-lsp: {verb} {applied} problem{'s' * (applied != 1)} in {files} file{'s' * (files != 1)}"
+        if skipped:
+            line += f"; {skipped} other fix{'es' * (skipped != 1)} overlap one applied: run again to apply them"
+        print(line, file=sys.stderr)
+    return files
+
+
 def _check_once(args: argparse.Namespace, settings: Settings, targets: list[str]) -> int:
-    from .report import json_report, sarif_report, text_report
+    from .report import github_report, json_report, sarif_report, text_report
 
     with _Progress(_show_progress(args)) as progress:
         result = _check_files(args, settings, targets, args.run_checks, progress)
+    if getattr(args, "fix", False) or getattr(args, "diff", False):
+        changed = _quick_fixes(args, result)
+        if args.diff:
+            return EXIT_USAGE if result.missing else (EXIT_PROBLEMS if changed else EXIT_OK)
+        if changed:  # report what the fixes left, at its new positions
+            with _Progress(_show_progress(args)) as progress:
+                result = _check_files(args, settings, targets, args.run_checks, progress)
     for line in result.messages:  # where the jobs ran, when not where asked (a Ray cluster lost, ...)
         print(f"kernel-lsp: {line}", file=sys.stderr)
     if args.format == "json":
         out = json_report(result, one_line=args.watch)  # --watch: one document per line and run
     elif args.format == "sarif":
         out = sarif_report(result)
+    elif args.format == "github":
+        out = github_report(result)
     else:
         color = args.color == "always" or (args.color == "auto" and not args.output and sys.stdout.isatty())
         out = text_report(result, color=color)

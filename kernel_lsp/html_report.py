@@ -252,7 +252,7 @@ def html_page(batch: BatchResult, not_run: Iterable[str] = (), checks_ran: bool 
     counts = {s: sum(1 for f in batch.files for p in f.findings if p.severity == s) for s in _SEVERITY_ORDER}
     when = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
     source = {"measured": "measured on this machine's GPU",
-              "estimate": "estimated by the roofline model (no GPU): estimates, not measurements"}.get(
+              "estimate": "estimated by the latency model (no GPU): estimates, not measurements"}.get(
         batch.latency_source or "", "")
     parts = [(f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>kernel-lsp report</title>"
               f"<style>{_STYLE}</style></head><body>"),

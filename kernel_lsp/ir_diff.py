@@ -72,8 +72,10 @@ def run(args: argparse.Namespace) -> int:
     except (UnknownTargetError, SideError) as exc:
         return _fail(str(exc))
     if (args.a_python is None or args.b_python is None) and not triton_installed():
-        return _fail("compiling needs triton in this Python environment (pip install triton), or --a-python and "
-                     "--b-python naming interpreters that have it")
+        from .install import add_command
+
+        return _fail(f"compiling needs triton in this Python environment ({add_command('triton>=3.6')}), or "
+                     "--a-python and --b-python naming interpreters that have it")
     analysis = analyze_source(text, path)
     if analysis.kernel(kernel) is None:
         found = ", ".join(k.name for k in analysis.kernels) or "none"

@@ -34,6 +34,9 @@ def _display(path: str) -> str:
     return path if rel.startswith("..") else rel
 
 
+display_path = _display
+
+
 def _count(batch: BatchResult, severity: str) -> int:
     return sum(1 for f in batch.files for x in f.findings if x.severity == severity)
 
@@ -53,12 +56,8 @@ def text_report(batch: BatchResult, color: bool = False) -> str:
             lines.append(f"{paint('1', where)}: {paint(colors[p.severity], _LEVEL[p.severity])} "
                          f"{paint('1', p.code)} {p.message}{fix}")
     for path in batch.missing:
-        lines.append(f"{path}: no such file or directory")
-    for c in batch.compiled:
-        if c.ok:
-            lines.append(resource_line(c))
-            # The figures hold for launches that match what was assumed: say it where they are shown.
-            lines += [f"    assumed: {note}" for note in c.notes]
+        lines.append(f"{path}: {paint(colors['error'], 'error')}: no such file or directory")
+    lines += compiled_lines(batch)
     lines += [f"{_display(k.path)}:{_cuda_line(k.line)} {k.name} {k.target} {k.registers} regs, "
               f"{k.spill_bytes or 0} B spill, {k.shared_bytes} B smem (nvcc)" for k in batch.cuda]
     verdicts = [(c.path, v) for c in batch.checks for v in c.verdicts]
@@ -80,16 +79,45 @@ def text_report(batch: BatchResult, color: bool = False) -> str:
         summary += f"; {_n(len(verdicts), 'spec')} checked ({correct} correct)"
     timed = [e for r in batch.latency for e in r.entries if e.us is not None and (e.chosen or e.source == "measured")]
     if timed:
-        how = "measured on the GPU" if batch.latency_source == "measured" else "estimated by the roofline model, no GPU"
+        how = "measured on the GPU" if batch.latency_source == "measured" else "estimated by the latency model, no GPU"
         if batch.latency_source != "measured" and any(e.engine_us for e in timed):
-            how = "estimated" + (" by the roofline model and" if any(not e.engine_us for e in timed) else "") + \
+            how = "estimated" + (" by the latency model and" if any(not e.engine_us for e in timed) else "") + \
                 " from the NKI model's counts, no device"
         summary += f"; {_n(len(timed), 'latency figure')} ({how})"
     fixable = sum(1 for f in batch.files for p in f.findings if p.fix)
     if fixable:
-        summary += f"; {fixable} with a quick fix in the editor"
+        summary += f"; {fixable} with a quick fix (--fix applies them, --diff shows them)"
+    if batch.missing:
+        summary += f"; {_n(len(batch.missing), 'path')} not found"
     lines.append(summary)
     return "\n".join(lines) + "\n"
+
+
+def compiled_lines(batch: BatchResult) -> list[str]:
+    """A resource line per compiled configuration; the figures hold for launches that match what was assumed, so
+    that is said beside them: once per kernel and target for what every configuration assumed, under the
+    configuration for what only it did."""
+    groups: dict[tuple[str, str, str], list] = {}
+    for c in batch.compiled:
+        if c.ok:
+            groups.setdefault((c.path, c.kernel, c.target), []).append(c)
+    lines = []
+    for group in groups.values():
+        common = [n for n in group[0].notes if all(n in c.notes for c in group[1:])]
+        for c in group:
+            lines.append(resource_line(c))
+            lines += [f"    assumed: {_assumption(note)}" for note in c.notes if note not in common]
+        if len(group) > 1 and common:
+            lines.append(f"    assumed for all {len(group)} configurations:")
+            lines += [f"      {_assumption(note)}" for note in common]
+        else:
+            lines += [f"    assumed: {_assumption(note)}" for note in common]
+    return lines
+
+
+def _assumption(note: str) -> str:
+    """`n: assumed 4 (...)` reads `n: 4 (...)` after the line's own `assumed:`."""
+    return note.replace(": assumed ", ": ", 1).removeprefix("assumed ")
 
 
 def _kernel_lines(batch: BatchResult) -> dict[tuple[str, str], int]:
@@ -333,13 +361,50 @@ def sarif_report(batch: BatchResult) -> str:
                     "replacements": [{"deletedRegion": _region(e["line"], e["column"], e["end_line"], e["end_column"]),
                                       "insertedContent": {"text": e["text"]}} for e in p.fix.edits]}]}]
             results.append(entry)
+    run: dict[str, Any] = {
+        "tool": {"driver": {"name": "kernel-lsp", "version": __version__, "rules": rules}},
+        "columnKind": "unicodeCodePoints",
+        "results": results,
+    }
+    if batch.missing:  # the run did not check what it was asked to: say so where code scanning reads it
+        run["invocations"] = [{"executionSuccessful": False, "toolExecutionNotifications": [
+            {"level": "error", "message": {"text": f"{path}: no such file or directory"},
+             "locations": [{"physicalLocation": {"artifactLocation": {"uri": path.replace(os.sep, "/")}}}]}
+            for path in batch.missing]}]
     doc = {
         "$schema": "https://json.schemastore.org/sarif-2.1.0.json",
         "version": "2.1.0",
-        "runs": [{
-            "tool": {"driver": {"name": "kernel-lsp", "version": __version__, "rules": rules}},
-            "columnKind": "unicodeCodePoints",
-            "results": results,
-        }],
+        "runs": [run],
     }
     return json.dumps(doc, indent=2) + "\n"
+
+
+_GITHUB_LEVEL = {"error": "error", "warning": "warning", "information": "notice", "hint": "notice"}
+
+
+def _github_data(text: str) -> str:
+    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def _github_property(text: str) -> str:
+    return _github_data(text).replace(":", "%3A").replace(",", "%2C")
+
+
+def github_report(batch: BatchResult) -> str:
+    """GitHub Actions workflow commands: one `::error file=...,line=...::message` annotation per problem (notices
+    for information), shown on the pull request's diff; a missing path is an error annotation without a file."""
+    lines = []
+    for f in batch.files:
+        name = _github_property(_display(f.path).replace(os.sep, "/"))
+        for p in f.findings:
+            where = f"file={name},line={p.line},col={p.column}"
+            if p.end_line != p.line:
+                where += f",endLine={p.end_line}"
+            else:
+                where += f",endColumn={p.end_column}"
+            title = _github_property(f"{p.code} {p.rule}" if p.rule else p.code)
+            fix = f" (quick fix: {p.fix.title})" if p.fix else ""
+            lines.append(f"::{_GITHUB_LEVEL[p.severity]} {where},title={title}::{_github_data(p.message + fix)}")
+    for path in batch.missing:
+        lines.append(f"::error title=kernel-lsp::{_github_data(path + ': no such file or directory')}")
+    return "\n".join(lines) + ("\n" if lines else "")

@@ -358,7 +358,7 @@ def test_run_checks_reports_latency_in_text_and_json(tmp_path):
     proc = run(*args, cwd=tmp_path, timeout=500)
     assert re.search(r"^vector_add\.py:\d+ add_kernel \(16777216,\) float32: ≈[\d.]+ µs H200 est\. \[BLOCK_SIZE=1024",
                      proc.stdout, re.MULTILINE), proc.stdout
-    assert "latency figures (estimated by the roofline model, no GPU)" in proc.stdout.splitlines()[-1]
+    assert "latency figures (estimated by the latency model, no GPU)" in proc.stdout.splitlines()[-1]
     # The second run's estimate equals the first one's: nothing to compare, no "+0%".
     assert "vs previous" not in proc.stdout
 

@@ -17,13 +17,17 @@
 ;;   (kernel-lsp-setup)
 ;;
 ;; Commands: `kernel-lsp-status', `kernel-lsp-reindex', `kernel-lsp-show-ir' (the compiled IR of the kernel at
-;; point) and `kernel-lsp-execute' (any command the server offers).  See docs/editors.md.
+;; point; \[xref-find-definitions] in it goes back to the source line) and `kernel-lsp-execute' (any command
+;; the server offers).  Emacs 28 (Debian 12) needs eglot from ELPA or `apt install elpa-eglot'; Emacs 29 has it
+;; built in.  See docs/editors.md.
 
 ;;; Code:
 
 (require 'eglot)
 (require 'jsonrpc)
+(require 'project)
 (require 'subr-x)
+(require 'xref)
 
 (defgroup kernel-lsp nil
   "kernel-lsp, the language server for GPU kernels."
@@ -63,6 +67,12 @@ writes it by default."
 \\[eglot] yourself)."
   :type '(choice (const :tag "Buffers with kernels" kernels) (const :tag "Every Python buffer" always)
                  (const :tag "Never" nil)))
+
+(defcustom kernel-lsp-root-markers '("pyproject.toml" "setup.py" "setup.cfg")
+  "Files that mark a project's root where no version control does (no .git above the file).
+The nearest folder above a Python buffer holding one of them is its project, so the server indexes the
+launchers and helpers beside the kernel, as Neovim's root markers do."
+  :type '(repeat string))
 
 (defconst kernel-lsp-modes '(python-mode python-ts-mode)
   "The major modes kernel-lsp serves.")
@@ -124,8 +134,19 @@ eglot for the modes in `kernel-lsp-modes'."
   (setq eglot-server-programs
         (cons (cons kernel-lsp-modes #'kernel-lsp-contact)
               (cl-remove-if (lambda (entry) (eq (cdr entry) #'kernel-lsp-contact)) eglot-server-programs)))
+  (add-hook 'project-find-functions #'kernel-lsp-project-root 90)  ; after version control's
   (dolist (mode kernel-lsp-modes)
     (add-hook (intern (format "%s-hook" mode)) #'kernel-lsp-maybe-start)))
+
+(defun kernel-lsp-project-root (dir)
+  "A project for a Python buffer outside version control: the nearest folder above DIR holding one of
+`kernel-lsp-root-markers' (a `transient' project, which eglot and project.el read as its root)."
+  (when (memq major-mode kernel-lsp-modes)
+    (let ((roots (delq nil (mapcar (lambda (marker) (locate-dominating-file dir marker))
+                                   kernel-lsp-root-markers))))
+      (when roots
+        ;; The nearest: the longest of the folders found.
+        (cons 'transient (expand-file-name (car (sort roots (lambda (a b) (> (length a) (length b)))))))))))
 
 ;;; Commands
 
@@ -197,17 +218,61 @@ A result with an :error key is reported as an error."
              (plist-get n :files) (plist-get n :tritonKernels) (plist-get n :nkiKernels))
     status))
 
+(defvar-local kernel-lsp--ir-server nil
+  "The kernel-lsp server that wrote this Show IR buffer's file: it maps the buffer's lines to source lines.")
+
+(define-minor-mode kernel-lsp-ir-mode
+  "A Show IR buffer: \\[xref-find-definitions] on a line jumps to the source line it was compiled from.
+The jump asks the server that wrote the file, so no tags table is involved."
+  :lighter " IR"
+  (if kernel-lsp-ir-mode
+      (add-hook 'xref-backend-functions #'kernel-lsp--ir-xref-backend nil t)
+    (remove-hook 'xref-backend-functions #'kernel-lsp--ir-xref-backend t)))
+
+(defun kernel-lsp--ir-xref-backend ()
+  (and kernel-lsp--ir-server 'kernel-lsp-ir))
+
+(defun kernel-lsp--path-uri (path)
+  (if (fboundp 'eglot-path-to-uri) (eglot-path-to-uri path) (eglot--path-to-uri path)))
+
+(defun kernel-lsp--uri-path (uri)
+  (if (fboundp 'eglot-uri-to-path) (eglot-uri-to-path uri) (eglot--uri-to-path uri)))
+
+(cl-defmethod xref-backend-identifier-at-point ((_backend (eql kernel-lsp-ir)))
+  (let ((line (1- (line-number-at-pos))))
+    (propertize (format "IR line %d" (1+ line)) 'kernel-lsp-line line)))
+
+(cl-defmethod xref-backend-identifier-completion-table ((_backend (eql kernel-lsp-ir)))
+  nil)
+
+(cl-defmethod xref-backend-definitions ((_backend (eql kernel-lsp-ir)) identifier)
+  (let* ((line (or (get-text-property 0 'kernel-lsp-line identifier) (1- (line-number-at-pos))))
+         (found (jsonrpc-request kernel-lsp--ir-server :textDocument/definition
+                                 (list :textDocument (list :uri (kernel-lsp--path-uri buffer-file-name))
+                                       :position (list :line line :character 0))))
+         (locations (cond ((vectorp found) (append found nil)) (found (list found)))))
+    (mapcar (lambda (location)
+              (let* ((start (plist-get (plist-get location :range) :start))
+                     (path (kernel-lsp--uri-path (plist-get location :uri))))
+                (xref-make (format "%s:%d" (file-name-nondirectory path) (1+ (plist-get start :line)))
+                           (xref-make-file-location path (1+ (plist-get start :line))
+                                                    (plist-get start :character)))))
+            locations)))
+
 (defun kernel-lsp-show-ir (&optional stage)
   "Open the compiled IR (STAGE: ttgir by default; ttir, llir, ptx, sass, amdgcn) of the kernel at point."
   (interactive (list (let ((s (completing-read "IR stage (default ttgir): "
                                                '("ttir" "ttgir" "llir" "ptx" "sass" "amdgcn") nil nil)))
                        (unless (string-empty-p s) s))))
-  (let* ((argument (append (kernel-lsp-position-argument) (and stage (list :stage stage))))
+  (let* ((server (kernel-lsp--server))
+         (argument (append (kernel-lsp-position-argument) (and stage (list :stage stage))))
          (result (kernel-lsp-execute-command "kernel-lsp.showIR" (vector argument)))
          (path (plist-get result :path))
          (lines (plist-get result :lines)))
     (when path
       (find-file-other-window path)
+      (setq kernel-lsp--ir-server server)
+      (kernel-lsp-ir-mode 1)
       (when (and lines (> (length lines) 0))
         (goto-char (point-min))
         (forward-line (aref lines 0))))

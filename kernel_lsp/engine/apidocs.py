@@ -26,7 +26,7 @@ from pathlib import Path
 
 log = logging.getLogger(__name__)
 
-FORMAT = 1  # bump when the dump's shape changes: older cache files are read again
+FORMAT = 2  # bump when the dump's shape or content changes: older cache files are read again
 DUMP_TIMEOUT_S = 120.0
 VERSION_CHECK_S = 30.0
 
@@ -118,6 +118,21 @@ def _entry(module: str, name: str, obj) -> dict:
     return {"name": name, "kind": kind, "signature": signature, "params": list(params), "doc": doc}
 
 
+def _own_name(module_name: str, obj) -> bool:
+    """Whether a name of a module without `__all__` is its API, not what it imported for itself (`List`, a
+    TypeVar `T`, `functools.wraps`, the `core` module it reads)."""
+    import types as pytypes
+    import typing
+
+    if isinstance(obj, pytypes.ModuleType):
+        return obj.__name__.startswith(module_name + ".")
+    if isinstance(obj, typing.TypeVar):
+        return False
+    owner = getattr(obj, "__module__", None)
+    root = module_name.split(".")[0]
+    return not isinstance(owner, str) or owner == root or owner.startswith(root + ".")
+
+
 def dump(package: str) -> dict:
     """Every public name of the package's modules with its signature and docstring (imports the package)."""
     import importlib
@@ -130,11 +145,15 @@ def dump(package: str) -> dict:
             module = importlib.import_module(module_name)
         except Exception:  # noqa: BLE001 - a module this version lacks (or cannot import here) is left out
             continue
-        names = getattr(module, "__all__", None) or [n for n in dir(module) if not n.startswith("_")]
+        public = getattr(module, "__all__", None)
+        names = public or [n for n in dir(module) if not n.startswith("_")]
         entries = []
         for name in sorted(set(names)):
             try:
-                entries.append(_entry(module_name, name, getattr(module, name)))
+                obj = getattr(module, name)
+                if public is None and not _own_name(module_name, obj):
+                    continue
+                entries.append(_entry(module_name, name, obj))
             except Exception:  # noqa: BLE001 - one odd attribute must not lose the rest
                 continue
         modules[module_name] = entries

@@ -77,6 +77,27 @@ async def hover(ls: "KernelLanguageServer", path: str, text: str, line: int, col
     dotted, start, end = at
     qualname = resolve_dotted(dotted, imported_names(text))
     found = await ls.api_docs.entry_for(qualname)
-    if found is None or (found[0].kind == "module" and not found[0].doc):
+    if found is None:
+        own = user_function_markdown(ls, path, text, dotted)
+        return convert.hover_over(own, rng(line, start, end)) if own else None
+    if found[0].kind == "module" and not found[0].doc:
         return None
     return convert.hover_over(markdown(*found), rng(line, start, end))
+
+
+def user_function_markdown(ls: "KernelLanguageServer", path: str, text: str, dotted: str) -> str | None:
+    """A kernel or @jit helper of the workspace as Markdown: its signature, docstring and where it is defined."""
+    import os
+
+    from ..engine import navigation
+
+    named = navigation.kernel_named(ls.state.index, path, text, dotted)
+    if named is None:
+        return None
+    where, kernel = named
+    doc = navigation.docstring(kernel, ls.current_text(where) or "")
+    kinds = [d for d in kernel.decorators if d != "jit"]
+    what = "@triton.jit function" + (f" ({', '.join('@triton.' + k for k in kinds)})" if kinds else "")
+    place = f"{os.path.relpath(where, ls.workspace_root(where))}:{kernel.name_span.start_line + 1}"
+    head = f"```python\ndef {navigation.signature_text(kernel)}\n```"
+    return "\n\n".join(x for x in (head, doc, f"*{what}, {place}*") if x)

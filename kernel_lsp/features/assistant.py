@@ -33,6 +33,7 @@ if TYPE_CHECKING:
 ACTION_OF = {ASSISTANT_OPTIMIZE: "optimize", PORT_TO_NKI: "port", FIX_THIS: "fix", EXPLAIN_TIME: "explain",
              WRITE_SPEC: "spec"}
 NO_KEY = "set ANTHROPIC_API_KEY in the editor's environment (or the assistantApiKey setting) to use the assistant"
+SET_UP_TITLE = "Set up the assistant (set ANTHROPIC_API_KEY)"
 # Codes the "Fix this" action is offered for: compile errors, failed checks, and the static rules.
 FIXABLE_PREFIXES = ("KC001", "KV", "TR", "NK")
 
@@ -159,8 +160,9 @@ async def run_action(ls: KernelLanguageServer, action: str, args: tuple) -> dict
     if not has_key(ls):
         return {"error": NO_KEY}
     if ls.state.settings.checks == "off":  # even Explain times or estimates the kernel by running it
-        return {"error": "the assistant verifies every candidate by running the kernel's check, and checks are off "
-                         "(the `checks` setting; untrusted VS Code workspaces turn it off)"}
+        from .verification import checks_off
+
+        return {"error": checks_off(ls, "the assistant verifies every candidate by running the kernel's check")}
     from .lifecycle import why_file_may_not_run
 
     refused = why_file_may_not_run(ls, path)
@@ -307,15 +309,20 @@ def assistant_actions(ls: KernelLanguageServer, params: types.CodeActionParams) 
     where = {"uri": uri, "line": line, "character": params.range.start.character}
     actions: list[types.CodeAction] = []
 
+    if not key:
+        # One entry instead of every action greyed out: what to do to have them. Running it answers the same.
+        if wants(types.CodeActionKind.RefactorRewrite):
+            actions.append(convert.command_action(SET_UP_TITLE, types.CodeActionKind.RefactorRewrite,
+                                                  ASSISTANT_OPTIMIZE, [where],
+                                                  disabled=NO_KEY if disabled_support else None))
+        return actions
+
     def add(title: str, kind: str, command: str, arguments: dict, why_not: str | None = None,
             diagnostics: list | None = None) -> None:
-        reason = why_not or (None if key else NO_KEY)
-        if reason and not disabled_support:
-            if why_not:
-                return  # nothing the user could do from this client: leave it out
-            title += " (needs ANTHROPIC_API_KEY)"  # still listed; running it says why it cannot start
+        if why_not and not disabled_support:
+            return  # nothing the user could do from this client: leave it out
         actions.append(convert.command_action(title, kind, command, [arguments], diagnostics=diagnostics,
-                                              disabled=reason if disabled_support else None))
+                                              disabled=why_not if disabled_support else None))
 
     if wants(types.CodeActionKind.QuickFix):
         for d in params.context.diagnostics[:3]:

@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Sequence
+import sys
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING
@@ -138,6 +139,28 @@ class Compiles:
         self.stale_dropped = 0
         self.unavailable = False  # triton is not installed where the server runs
         self.pin_hint_told = False  # the user has been told how to pin parameter types the compile had to assume
+        self._changed: dict[str, asyncio.Event] = {}  # path -> set when what is shown of its compile changes
+
+    def _notify(self, path: str) -> None:
+        event = self._changed.pop(path, None)
+        if event is not None:
+            event.set()
+
+    async def settled(self, path: str, ready: Callable[[], bool], timeout: float) -> bool:
+        """Wait until `ready()` holds, looking again each time a compile of the file finishes or shows some jobs
+        (a request waiting on the compile it needs, such as Show IR after typing); False when it timed out."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while not ready():
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                return False
+            event = self._changed.setdefault(path, asyncio.Event())
+            try:
+                await asyncio.wait_for(event.wait(), remaining)
+            except asyncio.TimeoutError:
+                return ready()
+        return True
 
     def workspace(self) -> "Workspace | None":
         """The API workspace the compiles run through (the compile root's), or None where nothing compiles."""
@@ -151,8 +174,11 @@ class Compiles:
 
             if not triton_installed():
                 self.unavailable = True
+                from ..install import add_command
+
                 ls.message("background compiles need triton in the Python environment that runs kernel-lsp "
-                           "(pip install triton); the static checks keep working", types.MessageType.Info)
+                           f"({sys.prefix}): install it with `{add_command('triton>=3.6')}` and restart the "
+                           "server; the static checks keep working", types.MessageType.Info)
                 return None
             try:
                 self.api = ls.api_workspace(root, runs_code=False)  # the offline compile runs none
@@ -251,6 +277,12 @@ class Compiles:
         return found
 
     def _compiled(self, path: str, analysis: FileAnalysis, result: CompileResult | None) -> None:
+        try:
+            self._show_compiled(path, analysis, result)
+        finally:
+            self._notify(path)
+
+    def _show_compiled(self, path: str, analysis: FileAnalysis, result: CompileResult | None) -> None:
         entry = self.ls.state.index.get(path)
         if result is None:
             return
@@ -270,6 +302,7 @@ class Compiles:
             return  # superseded: the newer text's compile shows its own
         self.compiling[path] = Shown(analysis, result, problems_of(result))
         self.ls.publish([path], hints=True)
+        self._notify(path)
 
     def shown(self, path: str) -> Shown | None:
         """The compile results of a file's current text: complete, else those of the jobs finished so far."""

@@ -47,6 +47,7 @@ log = logging.getLogger(__name__)
 
 DEFAULT_STAGE = "ttgir"
 SHOW_DOCUMENT_TIMEOUT = 5.0
+IR_WAIT_S = 180.0  # how long Show IR waits for a compile on its way (a cold compile of many configurations)
 
 
 def _slug(text: str) -> str:
@@ -119,18 +120,28 @@ async def show_ir(ls: "KernelLanguageServer", uri: Any, line: Any, character: An
     if target not in configured:
         return _fail(ls, f"target {target!r} is not configured: the `targets` setting has {', '.join(configured)}",
                      kernel=kernel.name)
-    shown = ls.compiles.shown(path)
-    configs = [c for c in shown.result.configs if c.kernel == kernel.name and c.target == target] if shown else []
-    uncompiled = next((u for u in shown.result.uncompiled if u.kernel == kernel.name and u.target == target), None) \
-        if shown else None
+    def compiled() -> tuple[list, Any]:
+        shown = ls.compiles.shown(path)
+        if shown is None:
+            return [], None
+        return ([c for c in shown.result.configs if c.kernel == kernel.name and c.target == target],
+                next((u for u in shown.result.uncompiled if u.kernel == kernel.name and u.target == target), None))
+
+    configs, uncompiled = compiled()
+    if not configs and uncompiled is None:
+        if ls.open_document(path) is None and settings.compile != "workspace":
+            return _fail(ls, f"{kernel.name} has not been compiled for {target} yet: the file is not open (the "
+                             "`compile` setting is \"open\")", kernel=kernel.name)
+        # Asked right after typing: the compile of this text is on its way; open the IR when it is done.
+        ls.compiles.say(f"Show IR: waiting for the compile of {kernel.name} for {target}")
+        await ls.compiles.settled(path, lambda: any(compiled()), IR_WAIT_S)
+        configs, uncompiled = compiled()
+        if not configs and uncompiled is None:
+            return _fail(ls, f"{kernel.name} has not been compiled for {target} after {IR_WAIT_S:.0f} s: its "
+                             "compile is still queued or running (the status command shows the queue)",
+                         kernel=kernel.name)
     if uncompiled is not None:
         return _fail(ls, f"{kernel.name} could not be compiled for {target}: {uncompiled.reason}", kernel=kernel.name)
-    if not configs:
-        if ls.open_document(path) is None and settings.compile != "workspace":
-            why = "the file is not open (the `compile` setting is \"open\")"
-        else:
-            why = "its compile is still running (try again in a moment)"
-        return _fail(ls, f"{kernel.name} has not been compiled for {target} yet: {why}", kernel=kernel.name)
     ok = [c for c in configs if c.ok]
     if not ok:
         failed = next((c for c in configs if c.error), None)

@@ -137,7 +137,7 @@ def hover_section(ls: "KernelLanguageServer", path: str, kernel: str) -> str | N
     if not entries:
         return None
     measured = any(e.source == "measured" for e in entries)
-    lines = ["", f"**Latency** ({'measured' if measured else 'estimated by the roofline model, no GPU'})", "",
+    lines = ["", f"**Latency** ({'measured' if measured else 'estimated by the latency model, no GPU'})", "",
              "| shape | dtype | device | config | time | bound | roofline | vs reference | vs previous |",
              "| --- | --- | --- | --- | ---: | --- | ---: | ---: | ---: |"]
     for e in sorted(entries, key=lambda e: (_numel(e.shape), e.dtype, e.device, not e.chosen)):
@@ -189,8 +189,9 @@ async def optimize_tiling(ls: "KernelLanguageServer", *args: Any) -> dict[str, A
     if not path or doc is None or line is None:
         return {"error": "optimizeTiling needs an open document and a line inside a kernel"}
     if ls.state.settings.checks == "off":  # the search runs the launcher to count, time and verify
-        return {"error": "optimizing runs the kernel's launcher, and checks are off (the `checks` setting; "
-                         "untrusted VS Code workspaces turn it off)"}
+        from .verification import checks_off
+
+        return {"error": checks_off(ls, "optimizing runs the kernel's launcher")}
     kernel = ls.kernel_at(path, line)
     if kernel is None:
         return {"error": "no Triton kernel at this line"}

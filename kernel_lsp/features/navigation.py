@@ -26,7 +26,7 @@ def target_at(ls: "KernelLanguageServer", uri: str, position: types.Position):
         return path, None
     at = ls.positions(path).span(types.Range(position, position))
     ls.note_focus(path, at.start_line)
-    return path, navigation.target_at(ls.state.index, path, text, at.start_line, at.start_col)
+    return path, navigation.target_at(ls.state.index, path, text, at.start_line, at.start_col, ls.current_text)
 
 
 def to_locations(ls: "KernelLanguageServer", found: list) -> list[types.Location]:

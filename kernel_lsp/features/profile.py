@@ -168,8 +168,9 @@ async def profile_lines(ls: KernelLanguageServer, *args: Any) -> dict[str, Any]:
     from .verification import spec_request
 
     if ls.state.settings.checks == "off":  # profiling runs the file's launcher, as checks do
-        return {"error": "profiling runs the kernel's launcher, and checks are off (the `checks` setting; "
-                         "untrusted VS Code workspaces turn it off)"}
+        from .verification import checks_off
+
+        return {"error": checks_off(ls, "profiling runs the kernel's launcher")}
     found = spec_request(ls, args, "profileLines", "profiling needs its inputs and bench shapes")
     if isinstance(found, dict):
         return found

@@ -1,5 +1,7 @@
 """Rename a kernel (its definition, calls, imports and launch sites across the workspace) or a kernel parameter
-(its uses in the kernel, `NAME=` at launch sites, autotune config keys and heuristics)."""
+(its uses in the kernel, `NAME=` at launch sites and helper calls, autotune config keys, heuristics and pruners,
+`meta["NAME"]` in grids, `**kwargs` keys). A parameter rename with a place it cannot follow (a grid passed in,
+a pruner imported from elsewhere) is refused with an error naming those places, before anything is edited."""
 
 from __future__ import annotations
 
@@ -7,6 +9,7 @@ import keyword
 from typing import TYPE_CHECKING
 
 from lsprotocol import types
+from pygls.exceptions import JsonRpcException
 from pygls.uris import from_fs_path
 
 from ..convert import files_edit
@@ -26,6 +29,9 @@ def register(server: "KernelLanguageServer") -> None:
 
         at = ls.positions(path).span(types.Range(params.position, params.position))
         name = target.param.name if target.param else target.kernel.name
+        unproven = navigation.unproven_places(ls.state.index, target, ls.current_text)
+        if unproven:
+            raise _refused(navigation.UnsafeRename(name, unproven))
         for where, span in navigation.references(ls.state.index, target, ls.current_text):
             if where == path and span.start_line == at.start_line and span.start_col <= at.start_col <= span.end_col:
                 return types.PrepareRenamePlaceholder(range=ls.positions(path).range(span), placeholder=name)
@@ -41,10 +47,17 @@ def register(server: "KernelLanguageServer") -> None:
             return None
         from ..engine import navigation
 
-        edits = navigation.rename_edits(ls.state.index, target, new, ls.current_text)
+        try:
+            edits = navigation.rename_edits(ls.state.index, target, new, ls.current_text)
+        except navigation.UnsafeRename as exc:
+            raise _refused(exc) from None
         changes = []
         for path, file_edits in sorted(edits.items()):
             doc = ls.open_document(path)
             changes.append((from_fs_path(path) or path, doc.version if doc is not None else None,
                             ls.positions(path), file_edits))
         return files_edit(changes)
+
+
+def _refused(exc: Exception) -> JsonRpcException:
+    return JsonRpcException(message=str(exc), code=types.LSPErrorCodes.RequestFailed)

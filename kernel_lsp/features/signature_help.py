@@ -1,6 +1,7 @@
 """Signature help inside a call: a kernel launch `kernel[grid](` shows the kernel's parameters (constexpr ones and
 those its autotune configs or heuristics set are marked); an API call (`tl.load(`) shows the installed package's
-own signature and docstring."""
+own signature and docstring; a call of the workspace's own @jit helper (`helper(`) shows its parameters and
+docstring."""
 
 from __future__ import annotations
 
@@ -49,6 +50,14 @@ def _signature(label: str, params: list[tuple[str, str | None]], doc: str | None
     return types.SignatureHelp(signatures=[sig], active_signature=0, active_parameter=active)
 
 
+def call_help(kernel: TritonKernel, doc: str | None, call: "CallAt") -> types.SignatureHelp:
+    """A direct call of a @jit helper: its parameters as written, and its docstring."""
+    params = [(p.name + (f": {p.annotation}" if p.annotation else "") + (f" = {p.default}" if p.default else ""),
+               "compile-time constant" if p.is_constexpr else None) for p in kernel.params]
+    label = f"{kernel.name}(" + ", ".join(t for t, _ in params) + ")"
+    return _signature(label, params, doc or "@triton.jit function", _active([p.name for p in kernel.params], call))
+
+
 def launch_help(kernel: TritonKernel, call: "CallAt") -> types.SignatureHelp:
     provided = kernel.provided_by_decorators
     params, names = [], []
@@ -89,8 +98,11 @@ def register(server: "KernelLanguageServer") -> None:
             found = navigation.kernel_named(ls.state.index, path, text, call.callee)
             return launch_help(found[1], call) if found is not None else None
         found_entry = await ls.api_docs.entry_for(resolve_dotted(call.callee, imported_names(text)))
-        if found_entry is None:
-            return None
+        if found_entry is None:  # a @jit helper (or kernel) of the workspace called directly
+            named = navigation.kernel_named(ls.state.index, path, text, call.callee)
+            if named is None:
+                return None
+            return call_help(named[1], navigation.docstring(named[1], ls.current_text(named[0]) or ""), call)
         entry, version = found_entry
         if entry.signature is None:
             return None

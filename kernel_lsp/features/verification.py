@@ -180,9 +180,24 @@ class Checks:
         return result
 
 
+def checks_off(ls: "KernelLanguageServer", doing: str = "checking runs the kernel's launcher") -> str:
+    """Why the file's code may not run, and what turns it on: the folder's trust where the settings ask for checks
+    but the folder is not trusted, else the `checks` setting."""
+    state = ls.state
+    if state.requested.checks != "off":  # asked for, turned off by the trust gate
+        if not state.roots:
+            return (f"{doing}, and code runs only in a trusted workspace folder: this file was opened without one. "
+                    "Open its project folder as the workspace, then trust it (the command \"Trust this "
+                    "workspace\", or `kernel-lsp trust FOLDER` in a terminal)")
+        return (f"{doing}, and this workspace's folder is not trusted ({', '.join(state.roots)}): trust it with the "
+                "command \"Trust this workspace\" (or `kernel-lsp trust FOLDER` in a terminal; in VS Code, its "
+                "workspace trust)")
+    return f"{doing}, and checks are off (set the `checks` setting to \"save\" or \"request\")"
+
+
 async def run_checks_command(ls: "KernelLanguageServer", *args: Any) -> dict[str, Any]:
     if ls.state.settings.checks == "off":
-        return {"error": "checks are off (set the `checks` setting to \"save\" or \"request\")"}
+        return {"error": checks_off(ls)}
     found = spec_request(ls, args, "runChecks", "use the code action \"Write a correctness spec\"")
     if isinstance(found, dict):
         return found

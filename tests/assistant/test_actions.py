@@ -94,7 +94,7 @@ async def test_optimize_states_a_plan_then_proposes_a_verified_faster_kernel(sta
     [ask] = fake.requests
     assert ask.body["model"] == "claude-sonnet-4-5" and not ask.body.get("stream")
     assert KEY in ask.headers.get("x-api-key", "") + ask.headers.get("authorization", "")  # SDK 2.14: Bearer
-    assert TWICE in ask.text and "≈106 µs H200 est." in ask.text  # the buffer and its latency went out
+    assert TWICE in ask.text and "≈118 µs H200 est." in ask.text  # the buffer and its latency went out
     assert "plan" in ask.text.lower()
 
     result = await s.command("kernel-lsp.refine", at(uri, instruction="go"))
@@ -103,10 +103,10 @@ async def test_optimize_states_a_plan_then_proposes_a_verified_faster_kernel(sta
     assert c.PLAN in fake.requests[1].text  # the accepted plan steers the code
     summary = proposal["summary"]
     assert summary.startswith("correct on 13 cases (CPU interpreter)"), summary
-    assert "not timed: no GPU; estimate ≈106 µs -> ≈53 µs H200 est. (-50%)" in summary
+    assert "not timed: no GPU; estimate ≈118 µs -> ≈59 µs H200 est. (-50%)" in summary
     assert "3,000 in / 480 out tokens (2 calls), ≈$0.0162" in summary  # 3000 * $3 + 480 * $15 per million
     assert proposal["table"][0] == ["#", "result", "latency", "details"]
-    assert proposal["table"][1][:3] == ["1.1", "correct", "≈53 µs H200 est."]
+    assert proposal["table"][1][:3] == ["1.1", "correct", "≈59 µs H200 est."]
     assert proposal["usage"]["costUsd"] == pytest.approx(0.0162)
     assert proposal["status"] == "correct" and proposal["verified"] is True  # shown faster, with its evidence
     assert proposal["title"] == "Optimize tiling (add_kernel)" and "1 attempt, 1 verified;" in summary
@@ -357,7 +357,7 @@ async def test_explain_answers_with_text_and_no_edit(start, fake):
     uri = s.open("vector_add.py")
     result = await s.command("kernel-lsp.explainTime", at(uri))
     assert "proposal" not in result and c.EXPLANATION in result["markdown"]
-    assert result["markdown"].startswith("**add_kernel**: ≈53 µs H200 est. (estimated (no GPU))")
+    assert result["markdown"].startswith("**add_kernel**: ≈59 µs H200 est. (estimated (no GPU))")
     sent = fake.requests[0].text
     assert '"bound": "memory"' in sent and "Latency report" in sent  # the figures were what it explained
     assert any(c.EXPLANATION in m.message for m in s.client.messages)
@@ -377,7 +377,7 @@ async def test_explain_states_the_figures_of_the_settings_hardware_table(start, 
         expected = await ws.measure_buffer(tmp_path / "vector_add.py", EXAMPLE, kernels=["add_kernel"], gpu=False,
                                            history=False)
     figures = ", ".join(e.label for e in expected.entries if e.us is not None and e.chosen)
-    assert figures and not figures.startswith("≈53 µs")  # the override slows the memory-bound kernel
+    assert figures and not figures.startswith("≈59 µs")  # the override slows the memory-bound kernel
     assert result["markdown"].startswith(f"**add_kernel**: {figures} (estimated (no GPU))"), result["markdown"]
 
 

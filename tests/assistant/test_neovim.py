@@ -34,7 +34,7 @@ def test_optimize_in_neovim(tmp_path, fake):
     assert r["lines_after_plan"] == r["lines_before_confirmation"] == lines  # nothing changed before "yes"
     assert r["modified_before_confirmation"] is False
     assert r["summary"].startswith("correct on 13 cases (CPU interpreter)")
-    assert "≈106 µs -> ≈53 µs H200 est. (-50%)" in r["summary"]
+    assert "≈118 µs -> ≈59 µs H200 est. (-50%)" in r["summary"]
     assert r["lines_after"] == EXAMPLE.splitlines() and r["modified_after"] is True
     assert (root / "vector_add.py").read_text() == TWICE  # applied to the buffer, not written to disk
     assert len(fake.requests) == 2

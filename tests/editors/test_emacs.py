@@ -84,3 +84,62 @@ def test_eglot_shows_the_server_diagnostics_through_flymake(emacs: str, tmp_path
     typo = [d for d in result["diagnostics"] if "TR007" in d["text"]]
     assert typo and typo[0]["line"] == TYPO_LINE, result
     assert result["statusCompile"] == "off"  # kernel-lsp-settings arrived as initializationOptions
+
+
+IR_DRIVER = r"""
+(package-initialize)
+(add-to-list 'load-path (getenv "KERNEL_LSP_EL"))
+(require 'kernel-lsp)
+(require 'json)
+(setq kernel-lsp-command (list (getenv "KERNEL_LSP_PYTHON") "-P" "-m" "kernel_lsp" "serve"))
+(setq kernel-lsp-settings '(:compile "open" :compileDebounceMs 0 :targets ["sm_90"] :compileWorkers 1
+                            :pins (:add_kernel (:BLOCK 256))))
+(setq eglot-sync-connect t)
+(kernel-lsp-setup)
+(defun kl-wait (pred seconds)
+  (let ((deadline (+ (float-time) seconds)))
+    (while (and (not (funcall pred)) (< (float-time) deadline))
+      (accept-process-output nil 0.05))
+    (funcall pred)))
+(find-file (getenv "KERNEL_LSP_FILE"))
+(run-hooks 'post-command-hook)
+(let* ((server (kl-wait #'eglot-current-server 20))
+       (root (and server (project-root (eglot--project server))))
+       (source (current-buffer)))
+  (goto-char (point-min))
+  (search-forward "x = tl.load")
+  (let* ((shown (kernel-lsp-show-ir "ttgir"))
+         (ir-file buffer-file-name)
+         (ir-line (line-number-at-pos))
+         (backend (xref-find-backend)))
+    ;; M-. on the IR line: the server's answer, not a tags table (which would prompt, and fail in batch).
+    (xref-find-definitions (xref-backend-identifier-at-point backend))
+    (princ (json-encode (list :root root :irFile ir-file :irLine ir-line :backend (symbol-name backend)
+                              :jumpedTo buffer-file-name :jumpedLine (line-number-at-pos))))
+    (terpri)
+    (with-current-buffer source (eglot-shutdown server))))
+"""
+
+
+@pytest.mark.timeout(300)
+def test_show_ir_and_the_jump_back_without_a_tags_table_in_a_project_without_git(emacs: str, tmp_path: Path):
+    pytest.importorskip("triton")
+    from tests.server.kernels import GOOD
+
+    (tmp_path / "pyproject.toml").write_text("[project]\nname = 'kernels'\n")  # no .git: the marker is the root
+    (tmp_path / "pkg").mkdir()
+    kernel = tmp_path / "pkg" / "kernels.py"
+    kernel.write_text(GOOD)
+    driver = tmp_path / "driver.el"
+    driver.write_text(IR_DRIVER)
+    env = {"KERNEL_LSP_EL": str(ROOT / "editors" / "emacs"), "KERNEL_LSP_PYTHON": sys.executable,
+           "KERNEL_LSP_FILE": str(kernel), "HOME": str(tmp_path), "PATH": "/usr/bin:/bin"}
+    run = subprocess.run([emacs, "--batch", "-l", str(driver)], check=False, capture_output=True, text=True,
+                         timeout=240, env=env, cwd=tmp_path, stdin=subprocess.DEVNULL)
+    lines = [line[line.index('{"root"'):] for line in run.stdout.splitlines() if '{"root"' in line]
+    assert run.returncode == 0 and lines, f"emacs failed:\n{run.stdout}\n{run.stderr}"
+    result = json.loads(lines[-1])
+    assert Path(result["root"]) == tmp_path  # the folder with pyproject.toml, not the file's own
+    assert result["backend"] == "kernel-lsp-ir" and result["irFile"].endswith(".ttgir")
+    assert result["jumpedTo"] == str(kernel)
+    assert result["jumpedLine"] == GOOD.splitlines().index("    x = tl.load(x_ptr + offs, mask=mask)") + 1

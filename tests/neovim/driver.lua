@@ -547,10 +547,17 @@ function scenarios.assistant()
   result.modified_after = vim.bo[buf].modified
 end
 
+--- A server command that cannot start: the message names the command and how to install kernel-lsp.
+function scenarios.no_server()
+  result.notes = wait_note(20000, "the server did not start")
+end
+
 local ok, err = xpcall(function()
-  wait(20000, function() -- the server starts in a fresh Python, slow on a busy machine
-    return client() ~= nil
-  end, "kernel-lsp to attach")
+  if result.scenario ~= "no_server" then
+    wait(20000, function() -- the server starts in a fresh Python, slow on a busy machine
+      return client() ~= nil
+    end, "kernel-lsp to attach")
+  end
   local scenario = scenarios[result.scenario]
   assert(scenario, "unknown scenario " .. tostring(result.scenario))
   scenario()

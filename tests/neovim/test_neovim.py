@@ -439,3 +439,14 @@ def test_generated_command_list_is_current():
     assert gen.OUT.read_text() == gen.render(), "run python editors/neovim/gen_commands.py"
     assert gen.user_name("kernel-lsp.portToNki") == "KernelPortToNki"
     assert gen.user_name("kernel-lsp.showIR") == "KernelIR"
+
+
+def test_a_server_that_cannot_start_says_how_to_install_it(nvim, tmp_path):
+    root = workspace(tmp_path, {"vector_add.py": EXAMPLES / "vector_add.py"})
+    # An interpreter without kernel-lsp: what a fresh machine's python3 is.
+    missing = [sys.executable, "-I", "-c", "import sys; sys.exit(1)"]
+    r = run_scenario(nvim, "no_server", root / "vector_add.py", setup={"cmd": missing})
+    (note,) = r["notes"]
+    assert note["level"] == "ERROR"
+    assert "exited with code 1" in note["message"] and "pipx install ./kernel-lsp" in note["message"]
+    assert sys.executable in note["message"]

@@ -164,3 +164,19 @@ async def test_compare_ir_says_what_is_wrong(start):
         got = await s.command(COMPARE_IR, {"uri": uri, "line": LOAD_LINE, "character": 0, **given})
         assert message in got.get("error", ""), (given, got)
     assert "compile" in await s.command("kernel-lsp.status")  # the server still answers
+
+
+async def test_show_ir_right_after_typing_opens_when_the_compile_finishes(start):
+    s = await start({"kernels.py": GOOD}, options={**OPTIONS, "compileDebounceMs": 300})
+    uri = s.open("kernels.py")
+    await wait_compiled(s)
+    # An edit inside the kernel: the compile shown so far is of the old text, a new one is on its way.
+    edited = GOOD.replace("    x = tl.load(x_ptr + offs, mask=mask)", "    x = tl.load(x_ptr + offs, mask=mask) * 2")
+    s.set_text(uri, edited)
+    got = await s.command(SHOW_IR, uri, LOAD_LINE, 8)
+    assert "error" not in got, got
+    assert got["lines"] and got["target"] == "sm_90"
+    assert any("arith.mul" in line for line in Path(got["path"]).read_text().splitlines())  # the new text's IR
+    caps = s.client.capabilities
+    if caps.window and caps.window.show_document and caps.window.show_document.support:
+        assert s.client.shown_documents[-1].uri == got["uri"]

@@ -48,7 +48,7 @@ async def test_estimates_after_a_check_and_an_optimize_tiling_proposal(start):
     assert any("(16777216,) float32: ≈" in t for t in titles), titles
     hover = await s.client.text_document_hover_async(types.HoverParams(
         text_document=types.TextDocumentIdentifier(uri=uri), position=types.Position(KERNEL_LINE, 6)))
-    assert "**Latency** (estimated by the roofline model, no GPU)" in hover.contents.value
+    assert "**Latency** (estimated by the latency model, no GPU)" in hover.contents.value
     assert "| (16777216,) | float32 | H200 |" in hover.contents.value
 
     actions = await s.client.text_document_code_action_async(types.CodeActionParams(

@@ -53,3 +53,36 @@ async def test_a_file_without_a_workspace_folder_is_compiled_and_says_what_is_of
     assert not (folder / ".kernel-lsp").exists()  # nothing written into a folder nobody trusted
     told = [m.message for m in client.messages if "no workspace folder" in m.message]
     assert len(told) == 1  # once per session
+
+
+async def test_run_checks_in_a_single_file_names_the_missing_trusted_folder(client, tmp_path):
+    folder = tmp_path / "downloads"
+    folder.mkdir()
+    (folder / "kernels.py").write_text(GOOD)
+    await client.initialize_session(types.InitializeParams(capabilities=capabilities("neovim"),
+                                                           initialization_options=OPTIONS))
+    uri = (folder / "kernels.py").as_uri()
+    client.text_document_did_open(types.DidOpenTextDocumentParams(
+        types.TextDocumentItem(uri=uri, language_id="python", version=1, text=GOOD)))
+    answer = await client.workspace_execute_command_async(types.ExecuteCommandParams(
+        command="kernel-lsp.runChecks", arguments=[{"uri": uri}]))
+    # The `checks` setting asks for checks: what keeps them off is the missing trusted folder, and that is said.
+    assert "`checks` setting" not in answer["error"]
+    assert "trusted workspace folder" in answer["error"] and "Trust this workspace" in answer["error"]
+
+
+@pytest.fixture
+def trusting_nothing(tmp_path_factory, monkeypatch) -> None:
+    """A trust file trusting nothing, set before the server starts (list this fixture before `start`)."""
+    from kernel_lsp.engine.trust import TRUST_FILE_ENV
+
+    monkeypatch.setenv(TRUST_FILE_ENV, str(tmp_path_factory.mktemp("user-config") / "trusted.json"))
+
+
+async def test_run_checks_in_an_untrusted_folder_says_so_and_how_to_trust_it(trusting_nothing, start):
+    s = await start({"kernels.py": GOOD}, options={**OPTIONS, "checks": "save"})
+    uri = s.open("kernels.py")
+    answer = await s.command("kernel-lsp.runChecks", {"uri": uri})
+    assert "is not trusted" in answer["error"] and str(s.root) in answer["error"]
+    assert "Trust this workspace" in answer["error"] and "kernel-lsp trust" in answer["error"]
+    assert "`checks` setting" not in answer["error"]

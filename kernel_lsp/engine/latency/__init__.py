@@ -30,7 +30,8 @@ from pathlib import Path
 from typing import TypedDict
 
 from analyzers.hardware import Hardware, get_device
-from analyzers.roofline import ArgTraffic, Resources, Work, estimate, format_us, roofline_floor_us
+from analyzers.config_model import configuration_estimate
+from analyzers.roofline import ArgTraffic, Resources, Work, format_us, roofline_floor_us
 from analyzers.roofline import label as estimate_label
 from analyzers.tiling import format_config
 
@@ -257,7 +258,7 @@ def entries_for_point(point: dict, devices: Sequence[tuple[str, Hardware]],
                     res = resources(base["kernel"], target, dict(work.constexprs), work.num_warps, work.num_stages)
                 except Exception:  # noqa: BLE001 - missing compile facts only make the estimate coarser
                     res = None
-            est = estimate(work, hw, res)
+            est = configuration_estimate(work, hw, res)
             label = launch.get("config_label") or config_label(work)
             group.append((launch.get("config_index"), est, work, label))
         if not group:

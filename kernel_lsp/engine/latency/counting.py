@@ -104,7 +104,7 @@ def capture(kernel, launcher, args, overrides: dict | None = None) -> list[Launc
             configs = self.configs
         # Overrides replace every config's values, so the other configs would only repeat the first launch.
         for i, cfg in enumerate(configs[:1] if overrides else configs):
-            state["config"] = (i, str(cfg))
+            state["config"] = (i, config_text(cfg, target))
             try:
                 self.fn.run(*a, **kw, **cfg.all_kwargs())
             finally:
@@ -120,6 +120,20 @@ def capture(kernel, launcher, args, overrides: dict | None = None) -> list[Launc
         interp.InterpretedFunction.run = original_run
         autotuner.Autotuner.run = original_tune
     return launches
+
+
+def config_text(cfg: Any, kernel: Any) -> str:
+    """An autotune config as the user writes it (`BLOCK_M=128, BLOCK_N=64, num_warps=8, num_stages=3`, in the
+    kernel's parameter order), not triton's repr with every default in it."""
+    from analyzers.tiling import format_config
+
+    try:
+        order = list(inspect.signature(kernel.fn).parameters)
+    except (AttributeError, TypeError, ValueError):
+        order = None
+    return format_config(list(getattr(cfg, "kwargs", {}).items()), getattr(cfg, "num_warps", 4),
+                         getattr(cfg, "num_stages", 3), order, num_ctas=getattr(cfg, "num_ctas", 1),
+                         maxnreg=getattr(cfg, "maxnreg", None))
 
 
 def _bound_args(launch: Launch) -> dict:

@@ -8,7 +8,8 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
-from analyzers.roofline import achieved, estimate
+from analyzers.config_model import configuration_estimate
+from analyzers.roofline import achieved
 
 from . import COUNT_TIMEOUT_S, KernelLatency, LatencyReport, WorkerError, _device_from_name, work_from_json
 
@@ -56,7 +57,8 @@ def measured_roofline(measured: Sequence[KernelLatency], counted: list[dict] | s
             by_config.setdefault(launch.get("config_index"), []).append(launch)
         notes = []
         if len(by_config) > 1:  # autotuned: the one the model expects the autotuner to pick
-            pick = min(by_config, key=lambda i: sum(estimate(work_from_json(x), hw).us for x in by_config[i]))
+            pick = min(by_config, key=lambda i: sum(configuration_estimate(work_from_json(x), hw).us
+                                                    for x in by_config[i]))
             notes.append(f"the work of autotune config {by_config[pick][0].get('config_label') or pick} (the one "
                          "expected to win; the GPU's pick is not reported)")
             launches = by_config[pick]

@@ -29,12 +29,12 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from analyzers import config_model
 from analyzers.analyze import analyze_source
 from analyzers.source import parse_python
 from analyzers.model import Span, TextEdit, apply_edits
-from analyzers.roofline import estimate
-from analyzers.tiling import Candidate, choose, config_key, enumerate_space, rank, search_plan
+from analyzers.config_model import configuration_estimate
+from analyzers.roofline import Resources
+from analyzers.tiling import Candidate, choose, config_key, enumerate_space, format_config, rank, search_plan
 
 from ..gpu import gpu_present
 from . import WorkerError, count_work, measure_file, resolve_device, work_from_json
@@ -177,6 +177,12 @@ def _search(path, source, kernel, hw, root, *, timed, verify, say, cancel, radiu
                                f"no spec for {kernel}: the search needs a @spec with bench shapes")
         return proposal
     point = base[0]
+    found = analyze_source(source, "<search>").kernel(kernel)
+    param_order = [p.name for p in found.params] if found is not None else None
+
+    def shown(c: Candidate) -> str:  # as the user writes it: the kernel's parameter order
+        return format_config(c.constexprs, c.num_warps, c.num_stages, param_order)
+
     launches = point["launches"]
     autotuned = any(lc.get("config_index") is not None for lc in launches)
     grid_free = all(lc.get("grid_callable") for lc in launches)
@@ -196,7 +202,7 @@ def _search(path, source, kernel, hw, root, *, timed, verify, say, cancel, radiu
         space = enumerate_space(dict(current.constexprs), tunable, current.num_warps, current.num_stages,
                                 radius=radius, limit=limit)
     proposal.space_size = len(space)
-    proposal.current = current.label
+    proposal.current = shown(current)
     points = {c: {"spec": point.get("spec"), "kernel": kernel, "shape": point.get("shape"),
                   "dtype": point.get("dtype"), "overrides": c.overrides} for c in space}
     say(f"estimating {len(space)} configurations with the model (work counted on the CPU)", 0.15)
@@ -206,6 +212,11 @@ def _search(path, source, kernel, hw, root, *, timed, verify, say, cancel, radiu
         proposal.errors.append(f"work counting failed: {exc}")
         return proposal
     work = dict(zip(space, counted))
+    # The configurations the file's own launch runs were counted in full above, as `check` counts them: their
+    # figures come from that count, so tune, check, the lens and the report show one estimate per configuration.
+    for c in set(configs):
+        if c in work:
+            work[c] = {**point, "launches": [lc for lc, cc in zip(launches, configs) if cc == c]}
     estimated: dict[Candidate, float | None] = {}
     notes: dict[Candidate, str] = {}
     # First every candidate is ranked on assumed resources; then the best-ranked ones (up to `compile_budget`, and
@@ -299,7 +310,7 @@ def _search(path, source, kernel, hw, root, *, timed, verify, say, cancel, radiu
     if (winner is not None and current in figures and winner in figures
             and figures[winner] >= figures[current] * 0.98):
         winner = current  # within 2% of what the user has: no edit is worth proposing
-    proposal.tried = [Tried(c.label, c.overrides, estimated.get(c), measured.get(c),
+    proposal.tried = [Tried(shown(c), c.overrides, estimated.get(c), measured.get(c),
                             "measured" if c in measured else "estimated", notes.get(c),
                             nodes.get(c),
                             compiled[c].as_dict() if c in compiled and not compiled[c].assumed
@@ -308,7 +319,7 @@ def _search(path, source, kernel, hw, root, *, timed, verify, say, cancel, radiu
     if winner is None:
         proposal.errors.append("no configuration could be estimated")
         return proposal
-    proposal.winner, proposal.winner_overrides, proposal.source = winner.label, winner.overrides, source_kind
+    proposal.winner, proposal.winner_overrides, proposal.source = shown(winner), winner.overrides, source_kind
     proposal.winner_us = figures.get(winner)
     proposal.current_us = figures.get(current)
     if proposal.current_us and proposal.winner_us:
@@ -338,13 +349,13 @@ def _search(path, source, kernel, hw, root, *, timed, verify, say, cancel, radiu
             if not edits:
                 continue
             attempts += 1
-            say(f"verifying {cand.label} against the reference", min(0.95, 0.8 + 0.05 * attempts))
+            say(f"verifying {shown(cand)} against the reference", min(0.95, 0.8 + 0.05 * attempts))
             ok, message = _verify(path, source, kernel, edits, root, cancel)
             if ok is False:
                 failed.add(cand.constexprs)
-                tried[cand.label].note = f"fails its check: {message}"[:300]
+                tried[shown(cand)].note = f"fails its check: {message}"[:300]
                 continue
-            proposal.winner, proposal.winner_overrides = cand.label, cand.overrides
+            proposal.winner, proposal.winner_overrides = shown(cand), cand.overrides
             proposal.winner_us, proposal.edits = figures.get(cand), edits
             proposal.speedup = proposal.current_us / proposal.winner_us \
                 if proposal.current_us and proposal.winner_us else None
@@ -352,7 +363,7 @@ def _search(path, source, kernel, hw, root, *, timed, verify, say, cancel, radiu
             verified = True
             break
         if not verified:  # nothing proposed: what the user has stays
-            proposal.winner, proposal.winner_overrides = current.label, current.overrides
+            proposal.winner, proposal.winner_overrides = shown(current), current.overrides
             proposal.winner_us, proposal.edits, proposal.speedup = figures.get(current), [], None
             if failed:
                 proposal.errors.append(f"the faster configurations tried fail the spec's check (block sizes "
@@ -364,27 +375,20 @@ def _search(path, source, kernel, hw, root, *, timed, verify, say, cancel, radiu
 
 
 def _estimate(p: dict, hw, res: CandidateResources) -> tuple[float | None, str | None]:
-    """The model's figure for one candidate (its counted work `p`, on `res`'s registers, shared memory and spills
-    where they were compiled, else assumed) and a note where it cannot launch or was not counted."""
+    """The figure for one candidate (its counted work `p`, on `res`'s registers, shared memory and spills where
+    they were compiled, else assumed), from the estimate check, the lens and the report show
+    (config_model.configuration_estimate): the launches of the configuration add up. A note where it cannot
+    launch or was not counted."""
     if p.get("error") or not p.get("launches"):
         return None, p.get("error") or "not launched"
-    est = [estimate(work_from_json(lc), hw) for lc in p["launches"][:1]]
-    us = est[0].us if est and math.isfinite(est[0].us) else None
-    if est and not est[0].launchable:
-        return us, est[0].notes[0] if est[0].notes else "cannot launch"
-    if est and hw.name in config_model.CALIBRATIONS:
-        # The configuration model, calibrated on this device, tells configurations apart where the roofline
-        # gives a memory-bound kernel one figure for all of them.
-        launch = config_model.launch_from_work(work_from_json(p["launches"][0]), hw, registers=res.registers,
-                                               shared_bytes=res.shared_bytes, spill_bytes=res.spill_bytes or 0)
-        ranked_by = config_model.estimate(launch, hw)
-        if math.isfinite(ranked_by.us):
-            return ranked_by.us, None
-        if not ranked_by.launchable and not res.assumed:
-            # The compile's own registers and shared memory leave no room for one program per multiprocessor.
-            return None, (f"cannot launch on {hw.name}: {res.registers} registers per thread and "
-                          f"{res.shared_bytes} bytes of shared memory per program do not fit")
-    return us, None
+    resources = None if res.assumed else Resources(res.registers, res.shared_bytes, res.spill_bytes)
+    total = 0.0
+    for lc in p["launches"]:
+        est = configuration_estimate(work_from_json(lc), hw, resources)
+        if not est.launchable:
+            return None, est.notes[0] if est.notes else f"cannot launch on {hw.name}"
+        total += est.us
+    return (total if math.isfinite(total) else None), None
 
 
 def _sizes(constexprs) -> str:

@@ -117,6 +117,25 @@ local function json_settings(settings)
   return next(out) == nil and vim.empty_dict() or out
 end
 
+--- The server ended with an error: say which command failed and how to have a working one, instead of Neovim's
+--- bare "quit with exit code 1" (most often kernel-lsp is not installed for that command).
+function M.server_exited(cmd, code, client_id)
+  if code == 0 then
+    return
+  end
+  local client = vim.lsp.get_client_by_id(client_id)
+  if client and client.initialized then
+    return -- it ran and stopped: Neovim's own message and the log say why
+  end
+  local shown = table.concat(cmd, " ")
+  vim.schedule(function()
+    vim.notify(("kernel-lsp: the server did not start: `%s` exited with code %d. Install kernel-lsp for that command "
+      .. "(`pipx install ./kernel-lsp` puts `kernel-lsp` on PATH; or `python -m pip install ./kernel-lsp` into "
+      .. "the Python that `python` names in setup()), or set `cmd` in require(\"kernel_lsp\").setup(). "
+      .. "`:checkhealth vim.lsp` and `:LspLog` show more."):format(shown, code), vim.log.levels.ERROR)
+  end)
+end
+
 local function default_cmd(python)
   if python then
     return { vim.fn.expand(python), "-P", "-m", "kernel_lsp", "serve" }
@@ -1110,8 +1129,12 @@ function M.setup(opts)
       return vim.NIL
     end
   end
+  local cmd = opts.cmd or default_cmd(opts.python)
   vim.lsp.config(M.name, {
-    cmd = opts.cmd or default_cmd(opts.python),
+    cmd = cmd,
+    on_exit = function(code, _, client_id)
+      M.server_exited(cmd, code, client_id)
+    end,
     filetypes = { "python", "cuda" }, -- .cu files are compiled with nvcc where it is installed
     root_markers = { "pyproject.toml", "setup.py", ".git" },
     -- The TCP session token goes with initialize only: it is not a setting (workspace/configuration omits it).
