@@ -38,11 +38,12 @@ def test_fix_writes_the_fixes_and_reports_what_is_left(tmp_path):
     assert "tl.arange(0, 128)" in fixed and "tl.arrange" not in fixed
     assert "def fill_kernel(out_ptr, value, n_elements, BLOCK: tl.constexpr):" in fixed
     assert 'other=float("-inf")' in fixed and "BLOCK_SIZE=1024)" in fixed
-    assert "fixed 6 problems in 1 file" in proc.stderr
+    assert "mask=offsets < n_elements" in fixed  # the missing masks, built from the kernel's own bound
+    assert "fixed 8 problems in 1 file" in proc.stderr
     # What has no quick fix is still reported, at its line in the fixed file, and fails the run.
     assert proc.returncode == 1
     codes = {line.split()[2] for line in proc.stdout.splitlines()[:-1]}
-    assert codes == {"TR002", "TR010"}, proc.stdout
+    assert codes == {"TR010"}, proc.stdout
     assert "with a quick fix" not in proc.stdout
     again = run("check", str(target), "--diff")  # nothing left to fix
     assert again.returncode == 0 and again.stdout == ""

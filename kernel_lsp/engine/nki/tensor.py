@@ -354,6 +354,7 @@ class Tensor(_Operators):
         view.data = self.data.reshape(shape)
         view.init = self.init.reshape(shape)
         view.writer = self.writer.reshape(shape) if self.writer is not None else None
+        view.by_matmul = self.by_matmul.reshape(shape) if self.by_matmul is not None else None
         view.buffer, view.is_input, view.name = self.buffer, self.is_input, self.name
         view.partition_axis = 0
         view._base = self
