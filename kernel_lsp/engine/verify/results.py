@@ -27,6 +27,9 @@ FAILED_CHECKS = (
     "self-reference",  # the reference launches the kernel: it certifies itself
     "patched",  # the file replaced functions the checker relies on (torch, triton, numpy, the checker)
     "introspection",  # the file reaches into the checker (frames, gc, the checker's modules, its pipe)
+    "work",  # the kernel relays or starts what PyTorch (or an earlier call) computed in the launcher
+    "spec",  # the spec cannot tell right from wrong: no tensor, NaN, zeros pass, inputs ignore the seed
+    "loose-tolerance",  # status "correct", at a tolerance looser than the dtype warrants (a warning, KV008)
 )
 
 
