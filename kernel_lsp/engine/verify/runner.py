@@ -411,16 +411,18 @@ class SpecCheck:
         unproduced = [traced.unproduced(o) if isinstance(o, torch.Tensor) else None for o in outs]
         self._fresh_memory(outs, label)
         again = _clone(pristine)
-        retraced = Provenance(_tensors_of(again))  # a launcher that replays an earlier answer shows here
+        # Once per shape, dtype and config: a launcher that replays an earlier answer shows here.
+        retraced = Provenance(_tensors_of(again)) if twin else None
         second = self._call(again, "launcher", retraced)
-        work += [w for w in retraced.work if w not in work]
+        if retraced is not None:
+            work += [w for w in retraced.work if w not in work]
         second_launches = self.hooks.launches
         twin_out = self._twin(pristine, label) if twin else None
         ablated = self._probe(pristine) if first else None
         refs = _outputs(self._reference(reference_args, label))
         if early is not None:
             self._reference_stands_alone(early, refs, dtype, label)
-        launcher_memory = set(traced.regions) | set(retraced.regions)
+        launcher_memory = set(traced.regions) | set(retraced.regions if retraced is not None else ())
         if any(isinstance(r, torch.Tensor) and r.numel() and r.untyped_storage().data_ptr() in launcher_memory
                for r in refs):
             raise Failure("not-checked", f"not checked: the reference returned memory the launcher wrote ({label}); "
@@ -808,8 +810,8 @@ class SpecCheck:
                             self.notes.append(f"config {label} skipped for {dtype}: it cannot launch on "
                                               f"{self.device_label} ({failure.message.split(': ', 1)[-1]}); the "
                                               "autotuner skips it too")
-                    if launched and all(c.ok for c in cases):
-                        self._chosen_shapes(label, cases, every=config is configs[0] or not self.chosen)
+                    if launched and all(c.ok for c in cases) and not self.chosen:
+                        self._chosen_shapes(label, cases)
                 skipped += launched == 0
             if not cases:
                 raise Failure("error", f"no autotune config can launch on {self.device_label}")
@@ -845,12 +847,12 @@ class SpecCheck:
     # Cases on the interpreter at a derived or bench shape cost up to this many times the largest listed case.
     INTERPRETER_GROWTH = 8
 
-    def _chosen_shapes(self, config: str | None, cases: list[CaseResult], every: bool) -> None:
-        """Shapes the spec does not list, derived by kernel-lsp: each dimension of the largest listed shape grown
-        (at least doubled and past the largest block size seen, to an odd size) and shrunk (to a size that is no
-        multiple of any block size seen), for the first dtype; one grown shape for every other dtype; and the
-        bench shapes, which are what gets timed. With `every` false (further autotune configs) only one grown
-        shape. A shape the inputs function, the reference or the launcher refuses (raises) is skipped with a note;
+    def _chosen_shapes(self, config: str | None, cases: list[CaseResult]) -> None:
+        """Shapes the spec does not list, derived by kernel-lsp (once per spec, with the first config that
+        launches): each dimension of the largest listed shape grown (at least doubled and past the largest block
+        size seen, to an odd size) in the first dtype, one dimension of it shrunk (to a size that is no multiple of
+        any block size seen), one shrunk shape for every other dtype, and the bench shapes, which are what gets
+        timed. A shape the inputs function, the reference or the launcher refuses (raises) is skipped with a note;
         a wrong answer is a mismatch "on a shape kernel-lsp chose"."""
         s = self.spec
         base = max(s.shapes, key=_numel)
@@ -864,7 +866,7 @@ class SpecCheck:
             return not self.interpreter or _numel(shape) <= budget
 
         def grown(dim: int, i: int) -> int:
-            size = max(2 * dim, dim + block) + rng.choice((1, 3, 5, 7))
+            size = max(2 * dim, block) + rng.choice((1, 3, 5, 7))
             if not affordable(base[:i] + (size,) + base[i + 1:]):
                 size = 2 * dim + rng.choice((1, 3, 5, 7))  # past the block needs too big a case here
             return size + 1 if size % 2 == 0 else size
@@ -879,30 +881,31 @@ class SpecCheck:
         wanted: list[tuple[tuple, str]] = []
         for i, dim in enumerate(base):
             wanted.append((base[:i] + (grown(dim, i),) + base[i + 1:], s.dtypes[0]))
-            if every and (small := shrunk(dim)) is not None:
+        for i in rng.sample(range(len(base)), len(base)):
+            if (small := shrunk(base[i])) is not None:
                 wanted.append((base[:i] + (small,) + base[i + 1:], s.dtypes[0]))
-            if not every:
                 break
-        if every:
-            for dtype in s.dtypes[1:]:
-                i = rng.randrange(len(base))
-                wanted.append((base[:i] + (grown(base[i], i),) + base[i + 1:], dtype))
-            listed = {tuple(x) for x in s.shapes}
-            for bench in s.bench_shapes:
-                if tuple(bench) in listed:
-                    continue
-                if not affordable(tuple(bench)):
-                    self.notes.append(f"bench shape {tuple(bench)} not checked on the CPU interpreter "
-                                      f"({_numel(bench)} elements); it is checked where it is timed")
-                    continue
-                wanted.append((tuple(bench), s.dtypes[0]))
+        for dtype in s.dtypes[1:]:
+            i = rng.randrange(len(base))
+            size = shrunk(base[i])
+            wanted.append((base[:i] + (size if size is not None else grown(base[i], i),) + base[i + 1:], dtype))
+        listed = {tuple(x) for x in s.shapes}
+        for bench in s.bench_shapes:
+            if tuple(bench) in listed:
+                continue
+            if not affordable(tuple(bench)):
+                self.notes.append(f"bench shape {tuple(bench)} not checked on the CPU interpreter "
+                                  f"({_numel(bench)} elements); it is checked where it is timed")
+                continue
+            wanted.append((tuple(bench), s.dtypes[0]))
         ran = []
         for shape, dtype in wanted:
             if not affordable(shape):
                 continue
             self.chosen.add((shape, dtype))
             try:
-                case = self.case(shape, dtype, secrets.randbits(63), config, False)
+                # Without the twin run: what a launch is handed and what PyTorch computes is still traced.
+                case = self.case(shape, dtype, secrets.randbits(63), config, False, twin=False)
             except Failure as failure:
                 if failure.status == "error":
                     self.notes.append(f"shape {shape} {dtype} (chosen by kernel-lsp) skipped: {failure.message}")
