@@ -51,8 +51,9 @@ register(Rule(
     "function, the reference or the launcher, a spec argument of the wrong kind).",
 ))
 register(Rule(
-    code="KV006", name="check-not-trusted", language="checks", severity=Severity.WARNING,
-    summary="The spec was not checked: the file changes what the checker relies on or reaches into it.",
+    code="KV006", name="check-not-trusted", language="checks", severity=Severity.ERROR,
+    summary="The spec was not checked: the file changes what the checker relies on or reaches into it, or the "
+    "spec cannot tell a right answer from a wrong one.",
     wrong="", right="",
     explanation="A verdict means something only if the inputs, the reference and the comparison are the ones the "
     "spec states. A file that replaces functions of torch, numpy, triton or the checker (`torch.randn = ...`, "
@@ -60,7 +61,19 @@ register(Rule(
     "`sys._getframe` or `inspect.stack`, the garbage collector's object lists, ctypes, the checker's modules, code "
     "built at run time with `exec`/`eval`), gets no verdict: the diagnostic sits on the line that does it. The "
     "replacement would also apply to every program that imports the file. Remove it, or move it out of the file "
-    "that holds the spec.",
+    "that holds the spec. The spec itself is checked too: a reference that returns no tensor, a Tensor subclass, "
+    "only NaN or infinities, or values an all-zero output matches; inputs that are the same for every seed; a "
+    "reference that launches a Triton kernel (it would certify the kernel under test). An error: a gamed or "
+    "unverifiable spec must fail CI like a wrong kernel.",
+))
+register(Rule(
+    code="KV009", name="check-loose-tolerance", language="checks", severity=Severity.WARNING,
+    summary="Correct only at a tolerance looser than the dtype warrants.",
+    wrong="", right="",
+    explanation="The spec's atol/rtol for a dtype let the reference rounded to the next coarser dtype pass (a "
+    "float32 spec at 1e-2 accepts float16 or TF32 precision). The kernel matched at that tolerance; whether it "
+    "matches at the dtype's own precision is not known. Tighten the tolerance, or keep it where the kernel's "
+    "arithmetic is meant to be coarser (TF32 matmuls) and accept the warning.",
 ))
 register(Rule(
     code="KV007", name="nki-cross-check", language="checks", severity=Severity.INFO,
@@ -88,5 +101,7 @@ register(Rule(
 VERDICT_CODES = {"mismatch": "KV001", "rejected": "KV002", "out-of-bounds": "KV003", "crashed": "KV004",
                  "timeout": "KV004", "out-of-memory": "KV004", "error": "KV005", "not-checked": "KV006",
                  "rule-broken": "KV008"}
+# A correct verdict's failed_check that still raises a problem (the verdict says why).
+CORRECT_CODES = {"loose-tolerance": "KV009"}
 # A verdict's note that is about the tools, not the kernel (AWS's simulator and the NKI model disagree): KV007.
 TOOL_NOTE = "tool problem, information:"

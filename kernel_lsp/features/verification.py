@@ -15,7 +15,7 @@ from pygls.uris import from_fs_path, to_fs_path
 
 from analyzers.model import Problem, Span
 from analyzers.rules import make_problem
-from analyzers.rules.verification import TOOL_NOTE, VERDICT_CODES
+from analyzers.rules.verification import CORRECT_CODES, TOOL_NOTE, VERDICT_CODES
 from analyzers.specs import specced_kernels
 
 from .. import convert
@@ -49,7 +49,7 @@ def check_problems(result: CheckResult, text: str) -> list[Problem]:
     lines = text.splitlines()
     out: list[Problem] = []
     for v in result.verdicts:
-        code = VERDICT_CODES.get(v.status)
+        code = VERDICT_CODES.get(v.status) or (CORRECT_CODES.get(v.failed_check or "") if v.ok else None)
         if code is None:
             continue
         message = v.message + (" (" + "; ".join(v.notes) + ")" if v.notes else "")

@@ -49,6 +49,19 @@ def flat_inputs(shape, dtype, device):
 @spec(kernel=scale_rows, launcher=numpy_instead, reference=scale_reference, shapes=[(5, 7)])
 def numpy_inputs(shape, dtype, device):
     return (torch.randn(shape, dtype=dtype, device=device),)
+
+
+@nki.jit
+def host_scale(x):
+    n, d = x.shape
+    out = nl.ndarray((n, d), dtype=x.dtype, buffer=nl.shared_hbm)
+    nl.store(out, x.data * 3)  # NumPy on the host, inside the kernel
+    return out
+
+
+@spec(kernel=host_scale, launcher=host_scale, reference=scale_reference, shapes=[(5, 7)])
+def host_inputs(shape, dtype, device):
+    return (torch.randn(shape, dtype=dtype, device=device),)
 '''
 TEXT = BASE + EXTRA
 LINES = TEXT.splitlines()
@@ -109,3 +122,13 @@ def test_a_launcher_may_return_a_view_of_the_kernels_output_but_not_its_own_arra
     assert verdicts["flat_inputs"]["status"] == "correct", verdicts["flat_inputs"]
     assert verdicts["numpy_inputs"]["status"] == "rejected"
     assert "not an output of the NKI kernel" in verdicts["numpy_inputs"]["message"]
+
+
+def test_a_kernel_that_computes_on_the_host_and_stores_it_is_refused(verdicts):
+    v = verdicts["host_inputs"]
+    assert v["status"] != "correct" and "computed on the host inside the kernel" in v["message"], v
+
+
+def test_nki_cases_draw_fresh_secret_seeds(verdicts):
+    seeds = [c["seed"] for c in verdicts["scale_inputs"]["cases"]]
+    assert len(set(seeds)) == len(seeds) and max(seeds) > 2**32

@@ -369,7 +369,8 @@ def measured_entry(point: dict, root: str | None, floor_device: Hardware | str |
     entry = KernelLatency(**base, source="measured", device=device, us=t.median_us,
                           label=f"{format_us(t.median_us)} on {device}", timing=t.to_json(),
                           reference_us=ref.median_us if ref else None, speedup=speedup,
-                          suspicious=suspicious(t.median_us, ref.median_us if ref else None, floor),
+                          suspicious=point.get("audit") or suspicious(t.median_us, ref.median_us if ref else None,
+                                                                      floor),
                           config=str(point.get("overrides") or ""))
     if root:
         name = history_name(path, entry.kernel)

@@ -190,6 +190,115 @@ def time_callable(fn, repetitions: int = DEFAULT_REPETITIONS, warmup: int = WARM
     return replace(timing, launch_us=statistics.median(launch))
 
 
+class NotVerified(Exception):
+    """A timed repetition's output did not match the reference on its own inputs: no figure."""
+
+
+def time_checked(fn, fresh, verify, repetitions: int = DEFAULT_REPETITIONS, warmup: int = WARMUP,
+                 batch: int = BATCH) -> Timing:
+    """`time_callable`, with every call on inputs never seen before and every timed call's output verified: `fresh()`
+    returns a new argument tuple (drawn from a new secret seed) and is called outside the timed window; after each
+    batch's synchronisation `verify(args, output)` returns why an output is wrong, or None, and a wrong one raises
+    NotVerified. The launcher gets the same kind of inputs on every call and cannot tell a timed call from a warm-up
+    one: a memo between repetitions, an answer keyed by the bench seed or a launcher that turns wrong after some
+    calls gives no figure."""
+    import torch
+
+    flush = _flush_buffer()
+    _raise_clocks(flush)
+    host: list[float] = []
+    for _ in range(max(1, warmup)):
+        args = fresh()
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        out = fn(*args)
+        host.append((time.perf_counter() - t0) * 1e6)
+        torch.cuda.synchronize()
+        _verified(verify, args, out, "a warm-up call")
+    lead = _Lead(flush, max(host[1:] or host))
+    starts = [torch.cuda.Event(enable_timing=True) for _ in range(repetitions)]
+    ends = [torch.cuda.Event(enable_timing=True) for _ in range(repetitions)]
+    launch: list[float] = []
+    pending: list[tuple[int, tuple, object]] = []
+    for i in range(repetitions):
+        args = fresh()
+        lead()
+        starts[i].record()
+        t0 = time.perf_counter()
+        out = fn(*args)
+        launch.append((time.perf_counter() - t0) * 1e6)
+        ends[i].record()
+        pending.append((i, args, out))
+        if (i + 1) % max(1, batch) == 0 or i + 1 == repetitions:
+            torch.cuda.synchronize()
+            for j, a, o in pending:
+                _verified(verify, a, o, f"timed repetition {j + 1}")
+            pending = []
+    torch.cuda.synchronize()
+    timing = summarize([s.elapsed_time(e) * 1000.0 for s, e in zip(starts, ends)])
+    return replace(timing, launch_us=statistics.median(launch))
+
+
+def _verified(verify, args, out, which: str) -> None:
+    why = verify(args, out)
+    if why:
+        raise NotVerified(f"{which}'s output is wrong on its own inputs ({why}): a figure comes only from verified "
+                          "runs")
+
+
+# Device kernels that are PyTorch's or a vendor library's compute, not a Triton kernel's (by their symbol names).
+LIBRARY_KERNELS = ("gemm", "cublas", "cutlass", "sm90_xmma", "at::native", "elementwise", "reduce_kernel",
+                   "softmax_warp", "cudnn")
+# Kernels the harness itself launches around a timed call (the L2 flush, the spin).
+_HARNESS_KERNELS = ("FillFunctor", "spin_kernel", "fill_kernel")
+
+
+def audit_launches(fn, args, triton_names: set[str]) -> str | None:
+    """One call of `fn(*args)` seen by the CUDA profiler (CUPTI activity records, outside Python's reach): why its
+    timing is not the kernel's, or None. It launches no kernel at all, launches on a stream other than the one the
+    timer's events are recorded on, or spends most of its device time in PyTorch or library kernels."""
+    import json
+    import os
+    import tempfile
+
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        fn(*args)
+        torch.cuda.synchronize()
+    handle, path = tempfile.mkstemp(suffix=".json")
+    os.close(handle)
+    try:
+        prof.export_chrome_trace(path)
+        with open(path) as f:
+            trace = json.load(f)
+    finally:
+        os.unlink(path)
+    kernels = [e for e in trace.get("traceEvents", []) if e.get("cat") == "kernel"]
+    kernels = [e for e in kernels if not any(h in e.get("name", "") for h in _HARNESS_KERNELS)]
+    if not kernels:
+        return "the timed call launched no kernel on the GPU (CUDA profiler): there is nothing of the kernel's to time"
+    timed_stream = torch.cuda.current_stream().cuda_stream
+    streams = {e.get("args", {}).get("stream") for e in kernels}
+    names = ", ".join(sorted({e.get("name", "?") for e in kernels})[:4])
+    # The profiler numbers streams its own way (7 is the legacy default stream); a handle it reports that is neither
+    # is a stream the launcher made.
+    own = {timed_stream, 7, 0, None}
+    if streams - own:
+        return (f"the call launched kernels on a stream the timer does not cover ({names}; streams "
+                f"{sorted(s for s in streams if s is not None)}): the events would not time them")
+    total = sum(float(e.get("dur", 0)) for e in kernels) or 1.0
+    library = sum(float(e.get("dur", 0)) for e in kernels
+                  if any(k in e.get("name", "") for k in LIBRARY_KERNELS)
+                  and not any(t in e.get("name", "") for t in triton_names))
+    if library / total > 0.5:
+        return (f"{library / total:.0%} of the call's device time is in PyTorch or library kernels ({names}), not "
+                "in Triton kernels: the figure times PyTorch's work")
+    return None
+
+
 def with_overrides(kernel, launcher, overrides: dict):
     """The launcher with the kernel's launches given `overrides` (constexprs, num_warps, num_stages). An autotuned
     kernel is launched through its jit function with the overrides as the only configuration."""

@@ -21,6 +21,7 @@ import json
 import math
 import os
 import re
+import secrets
 import sys
 import time
 import traceback
@@ -280,11 +281,15 @@ def _measure(module, request: dict) -> list[dict]:
     for point in _points(module, request):
         entry = {**point, "error": None}
         try:
-            torch.manual_seed(0)
+            torch.manual_seed(secrets.randbits(63))
             kernel, launcher, reference, args = _resolve(module, point, "cuda")
             overrides = point.get("overrides")
             run = timing.with_overrides(kernel, launcher, overrides) if overrides else launcher
-            entry["kernel_timing"] = timing.time_callable(lambda f=run, a=args: f(*a), repetitions=reps).to_json()
+            checked = _checked_timing(module, point, run, reps)
+            if checked is None:  # a factory point: no spec to draw inputs from or verify against
+                entry["kernel_timing"] = timing.time_callable(lambda f=run, a=args: f(*a), repetitions=reps).to_json()
+            else:
+                entry["kernel_timing"], entry["audit"] = checked
             if reference is not None and not request.get("skip_reference"):
                 entry["reference_timing"] = timing.time_callable(lambda f=reference, a=args: f(*a),
                                                                  repetitions=reps).to_json()
@@ -295,6 +300,54 @@ def _measure(module, request: dict) -> list[dict]:
             entry["traceback"] = traceback.format_exc()
         results.append(entry)
     return results
+
+
+def _checked_timing(module, point: dict, run, reps: int) -> tuple[dict, str | None] | None:
+    """The launcher timed on fresh inputs per call, each timed call's output verified against the spec's reference
+    at the timed shape (timing.time_checked), and one more call audited by the CUDA profiler. None for a point
+    without a spec."""
+    import torch
+
+    from kernel_lsp.spec import unwrap_kernel
+
+    from ..verify.compare import DEFAULT_TOLERANCES, compare
+    from . import timing
+
+    if point.get("factory"):
+        return None
+    found = [s for s in _specs(module)
+             if s.name == point.get("spec") or (not point.get("spec") and s.kernel_name == point.get("kernel"))]
+    if not found:
+        return None
+    s = found[0]
+    dtype_name = str(point.get("dtype") or s.dtypes[0]).removeprefix("torch.")
+    dtype = _torch_dtype(dtype_name)
+    shape = tuple(point.get("shape") or s.bench_shapes[0])
+    atol, rtol = s.tolerance(dtype_name, DEFAULT_TOLERANCES)
+
+    def fresh() -> tuple:
+        torch.manual_seed(secrets.randbits(63))
+        made = s.inputs(shape, dtype, "cuda")
+        return tuple(made) if isinstance(made, (tuple, list)) else (made,)
+
+    def verify(args: tuple, out) -> str | None:
+        expected = s.reference(*args)
+        outs = list(out) if isinstance(out, (tuple, list)) else [out]
+        refs = list(expected) if isinstance(expected, (tuple, list)) else [expected]
+        if len(outs) != len(refs):
+            return f"{len(outs)} outputs, the reference has {len(refs)}"
+        for o, r in zip(outs, refs):
+            if isinstance(r, torch.Tensor):
+                result = compare(o, r, atol, rtol, [])
+                if result.message or not result.ok:
+                    return result.message or f"{result.mismatched} of {result.total} elements differ at shape {shape}"
+        return None
+
+    kernel_names = {getattr(getattr(unwrap_kernel(v), "fn", None), "__name__", "") for v in vars(module).values()
+                    if hasattr(unwrap_kernel(v), "arg_names")}
+    kernel_names.discard("")
+    audit = timing.audit_launches(run, fresh(), kernel_names)
+    return timing.time_checked(run, fresh, verify, repetitions=reps).to_json(), audit
 
 
 def _untrusted(source: str, snapshot, when: str) -> dict | None:

@@ -4,6 +4,7 @@ the spec's tolerances. Runs inside a checking process (it imports torch and the 
 
 from __future__ import annotations
 
+import secrets
 from typing import Any
 
 import numpy as np
@@ -25,10 +26,11 @@ def check_spec(spec, call, *, label: str = MODEL_LABEL, defaults: dict | None = 
     cases: list[dict[str, Any]] = []  # JSON-like, as the simulator's verdicts are
     for shape in spec.shapes:
         for dtype in spec.dtypes:
-            for seed in range(spec.seeds):
+            for _ in range(spec.seeds):
+                seed = secrets.randbits(63)  # fresh and secret for every case and run; each case records its own
                 torch.manual_seed(seed)
                 args = _as_tuple(spec.inputs(shape, getattr(torch, dtype), "cpu"))
-                want = spec.reference(*[a.clone() if isinstance(a, torch.Tensor) else a for a in args])
+                kept = [a.clone() if isinstance(a, torch.Tensor) else a for a in args]
                 arrays = [to_numpy(a) for a in args]
                 del OUTCOMES[:]
                 case = {"shape": list(shape), "dtype": dtype, "seed": seed}
@@ -44,6 +46,9 @@ def check_spec(spec, call, *, label: str = MODEL_LABEL, defaults: dict | None = 
                     return {"ok": False, "status": "rejected", "line": None, "cases": cases,
                             "message": "the launcher returned without running the NKI kernel"}
                 outcome = OUTCOMES[-1]
+                # The reference runs once the kernel has returned, on copies made before it ran: its answer
+                # exists nowhere while the kernel runs.
+                want = spec.reference(*kept)
                 atol, rtol = spec.tolerance(dtype, defaults)
                 verdict = _compare(got, want, outcome, atol, rtol)
                 cases.append({**case, **{k: v for k, v in verdict.items() if k not in ("line", "rejected")}})

@@ -266,6 +266,10 @@ def store(dst, value, mask=None, **_):
     if isinstance(value, (Tensor, Access)) and value.buffer == HBM:
         raise NkiRuleError("buffer", "nl.store takes an SBUF tile as its value, not an HBM tensor (use "
                            "nisa.dma_copy for HBM to HBM)")
+    if not isinstance(value, (Tensor, Access, int, float, bool, np.number)):
+        raise NkiRuleError("host-value", f"nl.store of a {type(value).__module__.split('.')[0]} "
+                           f"{type(value).__name__}: a value computed on the host inside the kernel (NumPy or torch "
+                           "on a tensor's .data), not by the NeuronCore; store a tile the kernel computed")
     access.write(value_of(value, operand="value"), mask)
     n = int(np.prod(access.shape)) if mask is None else int(np.broadcast_to(mask, access.shape).sum())
     current_run().counters.dma(SBUF, HBM, n * access.dtype.itemsize)

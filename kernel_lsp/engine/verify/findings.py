@@ -9,7 +9,7 @@ from dataclasses import replace
 
 from analyzers.model import Problem, Span
 from analyzers.rules import make_problem
-from analyzers.rules.verification import TOOL_NOTE, VERDICT_CODES
+from analyzers.rules.verification import CORRECT_CODES, TOOL_NOTE, VERDICT_CODES
 
 from .results import CheckReport, Verdict
 
@@ -28,7 +28,7 @@ def check_problems(report: CheckReport, text: str) -> list[Problem]:
     lines = text.splitlines()
     out: list[Problem] = []
     for v in report.verdicts:
-        code = VERDICT_CODES.get(v.status)
+        code = VERDICT_CODES.get(v.status) or (CORRECT_CODES.get(v.failed_check or "") if v.ok else None)
         if code is None:
             continue
         message = v.message

@@ -152,6 +152,8 @@ class KernelHooks:
 
         with torch._C.DisableTorchFunction():  # the checker's own tensor work is not the launcher's
             # The interpreter records every address a launch stores to; on a GPU what changed shows against a copy.
+            if self.provenance is not None:
+                self.provenance.kernel_reads(list(tensors.values()), getattr(self.jit, "__name__", "the kernel"))
             before = None if self.interpreter else _storages(tensors)
             start = len(self.stored)
             result = self._launch(launch, args, kwargs)

@@ -44,8 +44,22 @@ _PURE_WRITES = {"copy_", "__setitem__", "fill_", "zero_", "normal_", "uniform_",
 # Calls that turn a tensor's values into Python values.
 _TO_PYTHON = {"item", "tolist", "__float__", "__int__", "__bool__", "__index__", "__complex__", "numpy",
               "equal", "allclose", "__array__", "__format__", "__repr__", "__str__", "__reduce_ex__"}
-# The launcher's own copies of its inputs (reported, not refused).
-_COPIES = {"clone", "contiguous", "to", "copy_", "float", "half", "bfloat16", "double", "detach", "cpu", "cuda"}
+# The launcher's own copies of its inputs (reported, not refused): casts, copies, and rearrangements that compute
+# nothing (a pad, a reshape that copies, a concatenation of inputs).
+_COPIES = {"clone", "contiguous", "to", "copy_", "float", "half", "bfloat16", "double", "detach", "cpu", "cuda",
+           "pad", "constant_pad_nd", "reshape", "flatten", "view", "permute", "transpose", "t", "expand", "repeat",
+           "cat", "concat", "concatenate", "stack", "narrow", "flip", "roll", "squeeze", "unsqueeze", "type",
+           "movedim", "tile", "__getitem__", "split", "chunk", "unbind", "select", "index_select",
+           "gather", "unfold", "as_strided", "expand_as", "view_as", "reshape_as", "broadcast_to", "swapaxes"}
+# Factories that turn values from outside PyTorch (NumPy arrays, Python lists) into a tensor: what they hold was
+# computed somewhere, so they count as computed values, not as an allocation.
+_FROM_VALUES = {"tensor", "as_tensor", "from_numpy", "frombuffer", "asarray"}
+# A kernel's tensor argument, or the kernel-produced operands of one PyTorch call in the launcher, larger than this
+# share of the launcher's input elements is work, not a pre- or post-step (a one-element max, a sum of per-block
+# partials, per-row statistics of a matrix with at least this many columns).
+WORK_SHARE = 1 / 8
+# Below this many elements nothing is judged as work: at tiny shapes a legitimate step is as large as the work.
+WORK_FLOOR = 64
 
 
 @dataclass
@@ -111,7 +125,11 @@ class Provenance(TorchFunctionMode):
         self.regions: dict[int, Region] = {}
         self.made_by: dict[int, str] = {}  # storage address -> the last PyTorch op that made or wrote it
         self.inputs = {t.untyped_storage().data_ptr() for t in inputs or () if isinstance(t, torch.Tensor)}
+        self.input_elements = sum(t.numel() for t in inputs or () if isinstance(t, torch.Tensor))
         self.laundered: str | None = None
+        self.computed: dict[int, str] = {}  # storage address -> the PyTorch op that computed values into it
+        self.work: list[str] = []  # the launcher's PyTorch work that a kernel relayed or finished: one line each
+        self.handed: list[tuple[str, Any]] = []  # (op, copy) of smaller PyTorch-computed tensors a launch read
 
     def _region(self, t: Any) -> Region:
         ptr = t.untyped_storage().data_ptr()
@@ -151,6 +169,11 @@ class Provenance(TorchFunctionMode):
         if not isinstance(t, torch.Tensor) or t.numel() == 0 or t.device.type == "meta":
             return
         ptr = t.untyped_storage().data_ptr()
+        if state == "computed":
+            self.computed[ptr] = op
+            state = "other"
+        else:
+            self.computed.pop(ptr, None)
         if state != "kernel":
             self.made_by[ptr] = op
             if state == "other" and ptr not in self.regions:
@@ -202,14 +225,74 @@ class Provenance(TorchFunctionMode):
         if name in _CONSTANT_FILLS and not sources or (name in _CONSTANT_FILLS and name.endswith("_like")):
             whole = all(w.numel() * w.element_size() == w.untyped_storage().nbytes() for w in written)
             return "provided" if whole else "other"
+        if name in _FROM_VALUES:
+            return "computed"
         if name in _FACTORIES:
             return "other"
-        if (name in _COPIES and len(sources) == 1 and sources[0].untyped_storage().data_ptr() in self.inputs
+        if (name in _COPIES and sources and all(self._input_like(t) for t in sources)
                 and all(w.numel() * w.element_size() == w.untyped_storage().nbytes() for w in written)):
             return "provided"
         if sources and self.laundered is None and all(self._produced(t) for t in sources):
+            if name not in _COPIES and name not in _PURE_WRITES:
+                used = sum(t.numel() for t in sources)
+                if used > max(WORK_SHARE * self.input_elements, WORK_FLOOR):
+                    self.work.append(f"torch.{name} computed on {used} kernel-produced elements")
             return "kernel"
-        return "other"
+        if name in _COPIES and sources and all(self._input_like(t) or self._produced(t) for t in sources):
+            return "other"
+        return "computed"
+
+    def _input_like(self, t: Any) -> bool:
+        """An input of the launcher, or the launcher's own copy of one (a cast, a pad)."""
+        if t.device.type == "meta":
+            return False
+        ptr = t.untyped_storage().data_ptr()
+        if ptr in self.inputs:
+            return ptr not in self.computed
+        region = self.regions.get(ptr)
+        return region is not None and bool(_per_element(region.provided, t).all())
+
+    # --- what the kernel reads ---
+
+    def kernel_reads(self, tensors: list, kernel: str) -> None:
+        """Before a launch: its tensor arguments. One that PyTorch computed in the launcher, or that existed before
+        the call (a cache, a global), and is large next to the inputs carries work the kernel only relays."""
+        limit = max(WORK_SHARE * self.input_elements, WORK_FLOOR)
+        seen = set()
+        for t in tensors:
+            if not isinstance(t, torch.Tensor) or t.device.type == "meta":
+                continue
+            ptr = t.untyped_storage().data_ptr()
+            if ptr in seen:
+                continue
+            seen.add(ptr)
+            if ptr in self.computed and t.numel() <= limit:
+                if t.numel() >= 2 and sum(c.numel() for _, c in self.handed) < 1 << 20:
+                    self.handed.append((self.computed[ptr], t.detach().clone()))
+            elif ptr in self.computed:
+                self.work.append(f"{kernel} was handed {t.numel()} elements that {self.computed[ptr]} computed "
+                                 "in the launcher")
+            elif t.numel() > limit and ptr not in self.inputs and ptr not in self.regions and ptr not in self.made_by:
+                self.work.append(f"{kernel} was handed {t.numel()} elements of a tensor that existed before this "
+                                 "call (a cache or a global, not the inputs)")
+
+    def relayed(self, outputs: list) -> str | None:
+        """A smaller PyTorch-computed tensor a launch read whose nonzero values reappear, bit for bit, as at least
+        half of its values in an output: the kernel relayed PyTorch's answer for part of the output (a tail)."""
+        with torch._C.DisableTorchFunction():
+            for op, values in self.handed:
+                flat = values.reshape(-1)
+                flat = flat[flat != 0]
+                if flat.numel() < 2:
+                    continue
+                for out in outputs:
+                    if not isinstance(out, torch.Tensor) or out.dtype != flat.dtype or not out.numel():
+                        continue
+                    found = int(torch.isin(flat, out.reshape(-1)).sum())
+                    if 2 * found >= flat.numel():
+                        return (f"{found} of the output's values are ones that {op} computed in the launcher and a "
+                                "launch was handed")
+        return None
 
     # --- the verdict on one output ---
 

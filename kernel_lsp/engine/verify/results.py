@@ -8,7 +8,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 STATUSES = ("correct", "mismatch", "rejected", "out-of-bounds", "crashed", "timeout", "out-of-memory", "error",
-            "not-checked")
+            "not-checked", "rule-broken")
 
 # Which check decided a verdict ("rejected", "not-checked", "out-of-bounds", a failing device assertion): a
 # stable name for JSON,
@@ -27,6 +27,9 @@ FAILED_CHECKS = (
     "self-reference",  # the reference launches the kernel: it certifies itself
     "patched",  # the file replaced functions the checker relies on (torch, triton, numpy, the checker)
     "introspection",  # the file reaches into the checker (frames, gc, the checker's modules, its pipe)
+    "work",  # the kernel relays or starts what PyTorch (or an earlier call) computed in the launcher
+    "spec",  # the spec cannot tell right from wrong: no tensor, NaN, zeros pass, inputs ignore the seed
+    "loose-tolerance",  # status "correct", at a tolerance looser than the dtype warrants (a warning, KV009)
 )
 
 

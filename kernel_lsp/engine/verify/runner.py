@@ -89,33 +89,101 @@ def _forced_config(autotuner: Any, config: Any):
         autotuner.configs = saved
 
 
-@contextlib.contextmanager
-def _prefilled():
-    """torch.empty & co. return NaN-filled tensors while the launcher runs: memory the kernel does not write
-    cannot carry an earlier answer."""
+_ALLOCATIONS = {"empty", "empty_like", "empty_strided", "new_empty"}
+
+
+def _fill_mode(nan: bool):
+    """A torch-function mode (not a replaced name: `torch.empty` stays the object the file imported) that fills
+    memory the launcher allocates: with the NaN fill on a call whose outputs are compared, so that memory the kernel
+    does not write cannot carry an earlier answer and shows as "never written"; with random finite values on the
+    other calls. Which fill a call gets is the checker's secret: a launcher that reads its fresh memory to tell a
+    checked call from another finds a call of the other kind among the ones it is judged on."""
     import torch
+    from torch.overrides import TorchFunctionMode
 
-    def wrap(fn):
-        def allocate(*args, **kwargs):
-            t = fn(*args, **kwargs)
-            return prefill(t) if isinstance(t, torch.Tensor) else t
-        return allocate
+    class Fill(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            result = func(*args, **(kwargs or {}))
+            if getattr(func, "__name__", "") in _ALLOCATIONS and isinstance(result, torch.Tensor):
+                with torch._C.DisableTorchFunction():
+                    if nan:
+                        prefill(result)
+                    elif result.numel() and result.device.type != "meta":
+                        with torch.no_grad():
+                            if result.dtype.is_floating_point:
+                                result.uniform_(-4.0, 4.0)
+                            elif result.dtype == torch.bool:
+                                result.random_(0, 2)
+                            elif not result.is_complex():
+                                result.random_(0, 100)
+            return result
 
-    saved = {name: getattr(torch, name) for name in ("empty", "empty_like", "empty_strided")}
-    saved_new = torch.Tensor.new_empty
-    own = "new_empty" in vars(torch.Tensor)  # else inherited: restored by removing the wrapper (integrity.py)
+    return Fill()
+
+
+def _source_of(kernel: Any) -> str | None:
+    """A jit function's body, without decorators and its name: the same code under any name compares equal."""
+    import inspect
+    import textwrap
+
+    fn = getattr(kernel, "fn", kernel)
     try:
-        for name, fn in saved.items():
-            setattr(torch, name, wrap(fn))
-        torch.Tensor.new_empty = wrap(saved_new)
+        text = textwrap.dedent(inspect.getsource(fn))
+    except (OSError, TypeError):
+        return None
+    lines = text.splitlines()
+    while lines and not lines[0].lstrip().startswith(("def ", "async def ")):
+        lines.pop(0)
+    if not lines:
+        return None
+    return "\n".join([lines[0].split("(", 1)[-1]] + lines[1:])
+
+
+@contextlib.contextmanager
+def _triton_launches(launched: list):
+    """While the reference runs, every Triton launch (of any jit function, under any name) is recorded as
+    (name, code). Class-level for the duration of the reference only: the launcher never runs under it."""
+    classes = []
+    with contextlib.suppress(Exception):
+        from triton.runtime.jit import JITFunction
+
+        classes.append(JITFunction)
+    with contextlib.suppress(Exception):
+        from triton.runtime.interpreter import InterpretedFunction
+
+        classes.append(InterpretedFunction)
+    saved = [(cls, cls.__dict__.get("run")) for cls in classes if "run" in cls.__dict__]
+
+    def wrap(original):
+        def run(self, *args, **kwargs):
+            if not kwargs.get("warmup"):
+                fn = getattr(self, "fn", None)
+                launched.append((getattr(fn, "__name__", type(self).__name__), _source_of(self)))
+            return original(self, *args, **kwargs)
+        return run
+
+    try:
+        for cls, original in saved:
+            cls.run = wrap(original)
         yield
     finally:
-        for name, fn in saved.items():
-            setattr(torch, name, fn)
-        if own:
-            torch.Tensor.new_empty = saved_new
-        else:
-            del torch.Tensor.new_empty
+        for cls, original in saved:
+            cls.run = original
+
+
+def _numel(shape: tuple) -> int:
+    n = 1
+    for d in shape:
+        n *= d
+    return n
+
+
+def _lower_precision(dtype: Any) -> Any:
+    """The next coarser float dtype, to test whether a tolerance can tell the two apart."""
+    import torch
+
+    return {torch.float64: torch.float32, torch.float32: torch.float16, torch.float16: torch.float8_e4m3fn,
+            torch.bfloat16: torch.float8_e5m2}.get(dtype)
 
 
 def _tree(value: Any, fn) -> Any:
@@ -221,6 +289,11 @@ class SpecCheck:
         self.returned: list = []  # earlier outputs, kept alive so that their addresses stay unique
         self.notes: list[str] = []
         self.snapshot, self.source = snapshot, source
+        self.blocks: set[int] = set()  # constexpr values of the kernel's launches: block sizes the checker can see
+        self.chosen: set[tuple] = set()  # (shape, dtype) of the cases kernel-lsp derived itself
+        self.trivial: list[bool] = []  # per case with elements: an all-zero output would have passed too
+        self.loose: dict[str, str | None] = {}  # dtype -> why its tolerance is looser than it warrants (None: not)
+        self.compared = 0  # elements compared over every case
 
     def _untouched(self, what: str) -> None:
         """The functions the checker relies on are still the ones it started with, after user code ran."""
@@ -231,11 +304,12 @@ class SpecCheck:
 
     # --- one call of the launcher ---
 
-    def _call(self, args: tuple, what: str, provenance: Any = None) -> Any:
+    def _call(self, args: tuple, what: str, provenance: Any = None, nan: bool = False) -> Any:
         self.hooks.reset()
         self.hooks.provenance = provenance
         try:
-            with _prefilled(), provenance if provenance is not None else contextlib.nullcontext():
+            with _fill_mode(nan), \
+                    provenance if provenance is not None else contextlib.nullcontext():
                 result = self.spec.launcher(*args)
             if self.device == "cuda":
                 self.torch.cuda.synchronize()
@@ -299,6 +373,8 @@ class SpecCheck:
             line = _exception_line(exc, self.path)
             raise Failure("error", f"the inputs function raised for {label}: {_describe(exc)}", line) from None
         args = tuple(args) if isinstance(args, (tuple, list)) else (args,)
+        if first and twin:
+            self._inputs_follow_seed(shape, dtype, args)
         upcast = self.interpreter and dtype == "bfloat16"
         kernel_args = _tree(args, lambda v: v.float() if isinstance(v, torch.Tensor) and v.dtype == torch.bfloat16
                             else v) if upcast else args
@@ -306,31 +382,60 @@ class SpecCheck:
         reference_args = _clone(args)
         from .provenance import Provenance  # imports torch: only ever in the checking process
 
+        early: Any = None
+        if twin:  # the reference once before any launcher call on these inputs: it must not need the launcher
+            try:
+                with _triton_launches([]):
+                    early = _outputs(self.spec.reference(*_clone(args)))
+            except Exception as exc:  # noqa: BLE001
+                early = exc
         traced = Provenance(_tensors_of(kernel_args))
-        first_out = self._call(kernel_args, "launcher", traced)
+        first_out = self._call(kernel_args, "launcher", traced, nan=True)
         if self.hooks.launches == 0:
             raise Failure("rejected", f"the launcher returned without launching {self.kernel} ({label}); the "
                           "result must come from the kernel", self.launcher_line, "no-launch")
         blocks = sorted({v for launch in self.hooks.launch_args for v in launch.constexprs.values()})
+        self.blocks.update(b for b in blocks if 1 < b <= 1 << 16)
+        work = list(traced.work)
         stored = self.hooks.stored
         for i, (now, before) in enumerate(zip(_tensors_of(kernel_args), _tensors_of(pristine))):
             if not bitwise_equal(now, before):
                 raise Failure("rejected", f"the launcher modified input {i} ({label}); inputs must be left "
                               "unchanged", self.launcher_line, "input-modified")
         outs = _outputs(first_out)
+        relayed = traced.relayed(outs)
+        if relayed:
+            work.append(relayed)
+        handed = {t.untyped_storage().data_ptr() for launch in self.hooks.launch_args
+                  for t in launch.tensors.values()}
         unproduced = [traced.unproduced(o) if isinstance(o, torch.Tensor) else None for o in outs]
         self._fresh_memory(outs, label)
-        second = self._call(_clone(pristine), "launcher")
+        again = _clone(pristine)
+        # Once per shape, dtype and config: a launcher that replays an earlier answer shows here.
+        retraced = Provenance(_tensors_of(again)) if twin else None
+        second = self._call(again, "launcher", retraced)
+        if retraced is not None:
+            work += [w for w in retraced.work if w not in work]
         second_launches = self.hooks.launches
         twin_out = self._twin(pristine, label) if twin else None
         ablated = self._probe(pristine) if first else None
         refs = _outputs(self._reference(reference_args, label))
+        if early is not None:
+            self._reference_stands_alone(early, refs, dtype, label)
+        launcher_memory = set(traced.regions) | set(retraced.regions if retraced is not None else ())
+        if any(isinstance(r, torch.Tensor) and r.numel() and r.untyped_storage().data_ptr() in launcher_memory
+               for r in refs):
+            raise Failure("not-checked", f"not checked: the reference returned memory the launcher wrote ({label}); "
+                          "a reference computes its own answer", max(self.spec.line - 1, 0), "self-reference")
 
         if len(outs) != len(refs):
             raise Failure("mismatch", f"the launcher returned {len(outs)} output(s), the reference {len(refs)}",
                           self.launcher_line)
         atol, rtol = self.spec.tolerance(dtype, DEFAULT_TOLERANCES)
         cast_to = tdtype if upcast else None
+        self._spec_sound(refs, atol, rtol, dtype, label)
+        if first and twin and len(outs) == len(refs):
+            self._inputs_matter(kernel_args, reference_args, refs, handed, label)
         cmps = []  # per tensor output; their maxima are the passing case's numbers
         for i, (out, ref) in enumerate(zip(outs, refs)):
             if not isinstance(ref, torch.Tensor):
@@ -357,6 +462,10 @@ class SpecCheck:
         if twin:
             exempt = [u.provided if u is not None else None for u in unproduced]
             self._provenance(outs, twin_out, refs, atol, rtol, pristine, label, exempt)
+        if work:
+            raise Failure("rejected", f"the work is not {self.kernel}'s: {work[0]}; the launcher computes with "
+                          "PyTorch (or replays earlier values) and the kernel only relays or starts it "
+                          f"({label})", self.launcher_line, "work")
         if ablated is not None and len(ablated) == len(refs) and all(
                 compare(out, ref, atol, rtol, blocks, cast_to).ok for out, ref in zip(ablated, refs)
                 if isinstance(ref, torch.Tensor) and ref.numel()):
@@ -367,6 +476,116 @@ class SpecCheck:
         return CaseResult(tuple(shape), dtype, seed, True, max((c.max_abs or 0.0) for c in cmps) if cmps else 0.0,
                           max((c.max_rel or 0.0) for c in cmps) if cmps else 0.0, 0, total, None, None, config,
                           None)
+
+    def _spec_sound(self, refs: list, atol: float, rtol: float, dtype: str, label: str) -> None:
+        """What the spec itself must give for a comparison to mean something: tensors with elements and finite
+        values from the reference, a tolerance no looser than the dtype warrants, and inputs that follow the seed
+        (checked once, on the first case)."""
+        torch = self.torch
+        line = max(self.spec.line - 1, 0)
+        tensors = [r for r in refs if isinstance(r, torch.Tensor)]
+        if not tensors:
+            got = type(refs[0]).__name__ if len(refs) == 1 else f"{len(refs)} values"
+            raise Failure("not-checked", f"not checked: the reference returned no tensor ({got}; {label}); "
+                          "nothing can be compared", line, "spec")
+        odd = next((r for r in tensors if type(r) is not torch.Tensor and not isinstance(r, torch.nn.Parameter)),
+                   None)
+        if odd is not None:
+            raise Failure("not-checked", f"not checked: the reference returned a {type(odd).__name__}, a subclass "
+                          f"of torch.Tensor whose methods could decide the comparison ({label}); return a plain "
+                          "tensor", line, "spec")
+        for r in tensors:
+            if r.numel() and r.dtype.is_floating_point and not bool(torch.isfinite(r).any()):
+                raise Failure("not-checked", f"not checked: every element of the reference is NaN or infinite "
+                              f"({label}): any output compares equal or none does; inputs that give finite values "
+                              "are needed", line, "spec")
+        elements = [r for r in tensors if r.numel()]
+        self.compared += sum(r.numel() for r in elements)
+        if elements:
+            self.trivial.append(all(compare(torch.zeros_like(r), r, atol, rtol, []).ok for r in elements))
+        lower = _lower_precision(elements[0].dtype) if elements else None
+        if lower is not None and self._spec_tolerance(dtype):
+            # Loose when, on every case of the dtype, the reference rounded to the next coarser dtype passes.
+            passes = all(compare(r.to(lower).to(r.dtype), r, atol, rtol, []).ok for r in elements
+                         if bool(torch.isfinite(r).all()) and float(r.abs().max()) < torch.finfo(lower).max)
+            if passes and self.loose.get(dtype, "") is not None:
+                d_atol, d_rtol = DEFAULT_TOLERANCES.get(dtype, (0.0, 0.0))
+                self.loose[dtype] = (f"atol={atol:g}, rtol={rtol:g} for {dtype} (looser than {dtype}'s default "
+                                     f"{d_atol:g}/{d_rtol:g}: the reference rounded to {str(lower)[6:]} passes it)")
+            elif not passes:
+                self.loose[dtype] = None
+
+    def _spec_tolerance(self, dtype: str) -> bool:
+        """Whether the spec sets its own tolerance for this dtype (the defaults are never loose)."""
+        return any(v is not None and (not isinstance(v, dict) or dtype in v) for v in (self.spec.atol, self.spec.rtol))
+
+    def _inputs_follow_seed(self, shape: tuple, dtype: str, args: tuple) -> None:
+        """Inputs drawn for another seed must differ somewhere: inputs that ignore it are the same on every case
+        and run, and an answer for them can be written down in advance."""
+        torch = self.torch
+        seed = secrets.randbits(63)
+        random.seed(seed)
+        torch.manual_seed(seed)
+        try:
+            other = self.spec.inputs(shape, getattr(torch, dtype), self.device)
+        except Exception:  # noqa: BLE001 - it ran for this shape a moment ago; the case reports any error
+            return
+        other = tuple(other) if isinstance(other, (tuple, list)) else (other,)
+        mine, theirs = _tensors_of(args), _tensors_of(other)
+        if not any(t.numel() > 1 for t in mine) or len(mine) != len(theirs):
+            return
+        if all(a.shape == b.shape and bitwise_equal(a, b) for a, b in zip(mine, theirs)):
+            raise Failure("not-checked", f"not checked: the inputs function returns the same values for every "
+                          f"seed (shape {shape} {dtype}); draw them from torch's random generator (torch.randn, "
+                          "torch.rand), which the checker seeds afresh for every case",
+                          max(self.spec.line - 1, 0), "spec")
+
+    def _reference_stands_alone(self, early: Any, refs: list, dtype: str, label: str) -> None:
+        """The reference's answer computed before the launcher ever ran on these inputs must be the one it gives
+        after: a reference that reads what the launcher left behind (a stash of its output) certifies the kernel."""
+        torch = self.torch
+        why = None
+        if isinstance(early, BaseException):
+            why = f"it raised ({_describe(early)}) when it ran before the launcher"
+        else:
+            atol, rtol = self.spec.tolerance(dtype, DEFAULT_TOLERANCES)
+            pairs = [(a, r) for a, r in zip(early, refs) if isinstance(r, torch.Tensor)]
+            if len(early) != len(refs) or any(
+                    not isinstance(a, torch.Tensor) or a.shape != r.shape
+                    or not (bitwise_equal(a, r) or compare(a, r, atol, rtol, []).ok) for a, r in pairs):
+                why = "its answer before the launcher ran differs from its answer after"
+        if why:
+            raise Failure("not-checked", f"not checked: the reference depends on the launcher: {why} ({label}); a "
+                          "reference computes its answer from the inputs alone", max(self.spec.line - 1, 0),
+                          "self-reference")
+
+    def _inputs_matter(self, args: tuple, reference_args: tuple, refs: list, handed: set, label: str) -> None:
+        """Every input a launch reads must matter to the reference: an input the reference's answer does not depend
+        on can carry the answer to the kernel (inputs that return the expected output as one more argument)."""
+        torch = self.torch
+        originals = _tensors_of(args)
+        for i, t in enumerate(originals):
+            if t.numel() < 2 or t.untyped_storage().data_ptr() not in handed:
+                continue
+            changed = _clone(reference_args)
+            target = _tensors_of(changed)[i]
+            with torch.no_grad():
+                if target.dtype.is_floating_point:
+                    target.add_(torch.rand_like(target) + 0.5)
+                elif target.dtype == torch.bool:
+                    target.logical_not_()
+                else:
+                    target.add_(1)
+            try:
+                again = _outputs(self.spec.reference(*changed))
+            except Exception:  # noqa: BLE001, S112 - an input the reference rejects changed is one it reads
+                continue
+            if len(again) == len(refs) and all(
+                    isinstance(a, torch.Tensor) and isinstance(r, torch.Tensor) and bitwise_equal(a, r)
+                    for a, r in zip(again, refs) if isinstance(r, torch.Tensor)):
+                raise Failure("rejected", f"{self.kernel} reads input {i} (shape {tuple(t.shape)}), which the "
+                              f"reference's answer does not depend on ({label}): an input the reference ignores "
+                              "can carry the answer to the kernel", max(self.spec.line - 1, 0), "work")
 
     def _same(self, a: Any, b: Any, atol: float, rtol: float) -> bool:
         """Two runs' outputs agree: bit for bit on the interpreter (programs run in order there); within the
@@ -405,12 +624,22 @@ class SpecCheck:
 
     def _reference(self, args: tuple, label: str) -> Any:
         self.hooks.reset()
+        launched: list[tuple[str, str | None]] = []
         try:
-            expected = self.spec.reference(*args)
+            with _triton_launches(launched):
+                expected = self.spec.reference(*args)
         except Exception as exc:  # noqa: BLE001
             line = _exception_line(exc, self.path)
             raise Failure("error", f"the reference raised for {label}: {_describe(exc)}", line) from None
         self._untouched("inputs function, the launcher or the reference")  # all of them ran by now
+        if launched:
+            mine = _source_of(self.hooks.jit)
+            which = launched[0][0]
+            copy = (f" (its code is {self.kernel}'s, the kernel under test)"
+                    if mine and any(src == mine for _, src in launched) else "")
+            raise Failure("not-checked", f"not checked: the reference launches the Triton kernel {which}{copy}; a "
+                          f"reference must compute in plain PyTorch, or a kernel can certify itself ({label})",
+                          max(self.spec.line - 1, 0), "self-reference")
         if self.hooks.launches:
             raise Failure("rejected", f"the reference launches {self.kernel} (directly or through the launcher): "
                           f"a kernel cannot certify itself; write the reference in plain PyTorch ({label})",
@@ -552,14 +781,14 @@ class SpecCheck:
                               "benchmarking")
         if self.interpreter and "bfloat16" in s.dtypes:
             self.notes.append(BF16_NOTE)
-        seed_base = secrets.randbits(30)
-        self.notes.append(f"random seeds {seed_base}..{seed_base + len(s.shapes) * len(s.dtypes) * s.seeds - 1}")
+        # Every case, repetition and derived shape draws its own 63-bit seed from the system's secret source (each
+        # case records its own, to replay it): nothing the launcher can read tells a checked call's seed apart.
+        self.notes.append("random seeds drawn afresh for every case (each case records its own)")
         try:
             first = True
             skipped = 0  # configurations that could launch for no dtype
             for config in configs:
                 label = _config_label(config) if config is not None else None
-                counter = 0
                 launched = 0
                 with _forced_config(autotuner, config):
                     for dtype in s.dtypes:
@@ -567,9 +796,8 @@ class SpecCheck:
                         try:
                             for shape in s.shapes:
                                 for repeat in range(s.seeds):
-                                    seed = seed_base + counter
-                                    counter += 1
-                                    case = self.case(shape, dtype, seed, label, first, twin=repeat == 0)
+                                    case = self.case(shape, dtype, secrets.randbits(63), label, first,
+                                                     twin=repeat == 0)
                                     cases.append(case)
                                     first = first and not case.ok
                             launched += 1
@@ -582,8 +810,8 @@ class SpecCheck:
                             self.notes.append(f"config {label} skipped for {dtype}: it cannot launch on "
                                               f"{self.device_label} ({failure.message.split(': ', 1)[-1]}); the "
                                               "autotuner skips it too")
-                    if launched and all(c.ok for c in cases):
-                        self._unseen_shape(label, seed_base + counter, cases)
+                    if launched and all(c.ok for c in cases) and not self.chosen:
+                        self._chosen_shapes(label, cases)
                 skipped += launched == 0
             if not cases:
                 raise Failure("error", f"no autotune config can launch on {self.device_label}")
@@ -597,32 +825,98 @@ class SpecCheck:
         bad = [c for c in cases if not c.ok]
         if bad:
             line = bad[0].line if bad[0].line is not None else kernel_line
-            return verdict("mismatch", mismatch_message(bad[0], len(bad), len(cases)), line)
+            text = mismatch_message(bad[0], len(bad), len(cases))
+            if (bad[0].shape, bad[0].dtype) in self.chosen:
+                text = "mismatch on a shape kernel-lsp chose: " + text.removeprefix("mismatch: ")
+            return verdict("mismatch", text, line)
+        if not self.compared:
+            return verdict("not-checked", "not checked: no case compared any element (the reference returned only "
+                           "empty tensors); list shapes with elements", spec_line, "spec")
+        if self.trivial and all(self.trivial):
+            return verdict("not-checked", "not checked: an all-zero output would have matched the reference on "
+                           "every case (its values lie within the tolerance of zero); inputs that give a reference "
+                           "away from zero are needed", spec_line, "spec")
         launched = len(configs) - skipped
         configs_text = f", {launched} config{'' if launched == 1 else 's'}" if autotuner is not None else ""
+        loose = [why for why in self.loose.values() if why]
+        if loose:
+            return verdict("correct", f"correct at {'; '.join(loose)} on {len(cases)} "
+                           f"cases{configs_text} ({self.device_label})", spec_line, "loose-tolerance")
         return verdict("correct", f"correct on {len(cases)} cases{configs_text} ({self.device_label})")
 
-    def _unseen_shape(self, config: str | None, seed: int, cases: list[CaseResult]) -> None:
-        """One shape the spec does not list, derived from a listed one: a launcher that handles only the listed
-        shapes fails here. Shapes the inputs function or the reference cannot take are skipped with a note."""
-        if any("unseen shape" in n for n in self.notes):
+    # Cases on the interpreter at a derived or bench shape cost up to this many times the largest listed case.
+    INTERPRETER_GROWTH = 8
+
+    def _chosen_shapes(self, config: str | None, cases: list[CaseResult]) -> None:
+        """Shapes the spec does not list, derived by kernel-lsp (once per spec, with the first config that
+        launches): each dimension of the largest listed shape grown (at least doubled and past the largest block
+        size seen, to an odd size) in the first dtype, one dimension of it shrunk (to a size that is no multiple of
+        any block size seen), one shrunk shape for every other dtype, and the bench shapes, which are what gets
+        timed. A shape the inputs function, the reference or the launcher refuses (raises) is skipped with a note;
+        a wrong answer is a mismatch "on a shape kernel-lsp chose"."""
+        s = self.spec
+        base = max(s.shapes, key=_numel)
+        if not base:
             return
-        rng = random.Random(seed)
-        grown = list(rng.choice(self.spec.shapes))
-        if not grown:
-            return
-        grown[-1] += rng.randint(1, 9)
-        shape = tuple(grown)
-        dtype = self.spec.dtypes[0]
-        try:
-            case = self.case(shape, dtype, seed, config, False)
-        except Failure as failure:
-            if failure.status in ("error",):
-                self.notes.append(f"unseen shape {shape} skipped: {failure.message}")
-                return
-            raise
-        self.notes.append(f"also checked unseen shape {shape}")
-        cases.append(case)
+        rng = random.Random(secrets.randbits(64))
+        block = max(self.blocks, default=1)
+        budget = max(self.INTERPRETER_GROWTH * _numel(base), 1 << 14)
+
+        def affordable(shape: tuple) -> bool:
+            return not self.interpreter or _numel(shape) <= budget
+
+        def grown(dim: int, i: int) -> int:
+            size = max(2 * dim, block) + rng.choice((1, 3, 5, 7))
+            if not affordable(base[:i] + (size,) + base[i + 1:]):
+                size = 2 * dim + rng.choice((1, 3, 5, 7))  # past the block needs too big a case here
+            return size + 1 if size % 2 == 0 else size
+
+        def shrunk(dim: int) -> int | None:
+            for step in rng.sample(range(1, 8), 7):
+                size = dim - step
+                if size >= 1 and not any(size % b == 0 for b in self.blocks):
+                    return size
+            return None
+
+        wanted: list[tuple[tuple, str]] = []
+        for i, dim in enumerate(base):
+            wanted.append((base[:i] + (grown(dim, i),) + base[i + 1:], s.dtypes[0]))
+        for i in rng.sample(range(len(base)), len(base)):
+            if (small := shrunk(base[i])) is not None:
+                wanted.append((base[:i] + (small,) + base[i + 1:], s.dtypes[0]))
+                break
+        for dtype in s.dtypes[1:]:
+            i = rng.randrange(len(base))
+            size = shrunk(base[i])
+            wanted.append((base[:i] + (size if size is not None else grown(base[i], i),) + base[i + 1:], dtype))
+        listed = {tuple(x) for x in s.shapes}
+        for bench in s.bench_shapes:
+            if tuple(bench) in listed:
+                continue
+            if not affordable(tuple(bench)):
+                self.notes.append(f"bench shape {tuple(bench)} not checked on the CPU interpreter "
+                                  f"({_numel(bench)} elements); it is checked where it is timed")
+                continue
+            wanted.append((tuple(bench), s.dtypes[0]))
+        ran = []
+        for shape, dtype in wanted:
+            if not affordable(shape):
+                continue
+            self.chosen.add((shape, dtype))
+            try:
+                # Without the twin run: what a launch is handed and what PyTorch computes is still traced.
+                case = self.case(shape, dtype, secrets.randbits(63), config, False, twin=False)
+            except Failure as failure:
+                if failure.status == "error":
+                    self.notes.append(f"shape {shape} {dtype} (chosen by kernel-lsp) skipped: {failure.message}")
+                    continue
+                raise
+            cases.append(case)
+            ran.append(f"{shape} {dtype}")
+            if not case.ok:
+                break
+        if ran:
+            self.notes.append(f"also checked shapes kernel-lsp chose: {', '.join(ran)}")
 
 
 def mismatch_message(case: CaseResult, failed: int, total: int) -> str:
