@@ -11,6 +11,8 @@ What triton accepts was checked by AOT-compiling small kernels with triton 3.6.0
 from __future__ import annotations
 
 import ast
+import bisect
+import collections
 import difflib
 import functools
 import math
@@ -97,6 +99,19 @@ Binding = tuple[str, ast.expr | ast.For | None, ast.Name | None]
 # File-level information shared by all kernels
 
 
+def _nested_defs(stmt: ast.stmt) -> Iterator[ast.stmt]:
+    """stmt and the statements nested in its blocks, breadth first as ast.walk gives them; defs are statements,
+    so the expressions around them (most of a function's nodes) need no visit."""
+    queue = collections.deque([stmt])
+    while queue:
+        node = queue.popleft()
+        yield node
+        for field_name in ("body", "orelse", "finalbody", "handlers", "cases"):
+            block = getattr(node, field_name, None)
+            if isinstance(block, list):
+                queue.extend(b for b in block if isinstance(b, ast.AST))
+
+
 @dataclass
 class FileFacts:
     ctx: FileContext
@@ -115,10 +130,12 @@ class FileFacts:
         if self._launchers is None:
             self._launchers = {}
             lines = {s.span.start_line + 1 for s in self.ctx.triton.launch_sites}
+            ordered = sorted(lines)
             for stmt in self.ctx.body if lines else ():
-                for fn in ast.walk(stmt) if isinstance(stmt, (ast.FunctionDef, ast.ClassDef)) else ():
-                    if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) or not any(
-                            fn.lineno <= ln <= (fn.end_lineno or fn.lineno) for ln in lines):
+                for fn in _nested_defs(stmt) if isinstance(stmt, (ast.FunctionDef, ast.ClassDef)) else ():
+                    # A bisection, not a scan of every launch line: linear in the file, not in defs x launches.
+                    if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) or bisect.bisect_right(
+                            ordered, fn.end_lineno or fn.lineno) == bisect.bisect_left(ordered, fn.lineno):
                         continue
                     by_name: dict[str, list[ast.Call]] = {}
                     for n in ast.walk(fn):
