@@ -11,6 +11,7 @@ import gc
 import itertools
 import logging
 import os
+import threading
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -21,6 +22,7 @@ from pygls.lsp.server import LanguageServer
 from pygls.uris import from_fs_path, to_fs_path
 
 from analyzers import analyze_source
+from analyzers.budget import AnalysisCancelled
 from analyzers.model import FileAnalysis
 from analyzers.source import ParseCache
 
@@ -154,11 +156,13 @@ class KernelLanguageServer(LanguageServer):
         # A pulling client asks for the problems right after each change, and that request analyses the new
         # version itself; the background job only matters when no request comes (then dependents need it).
         delay = PULL_FALLBACK_DELAY if self.state.pull else 0.0
+        cancel = threading.Event()  # set when a newer version supersedes this one: the analysis stops early
         self.state.scheduler.submit(
             ("analyze", path),
-            lambda: self._analyze_text(path, text, version),
+            lambda: self._analyze_text(path, text, version, cancel),
             lambda a: self._deliver(path, uri, version, a),
             delay=delay,
+            cancel=cancel,
         )
 
     def collect_garbage(self, full: bool = True) -> None:
@@ -188,12 +192,16 @@ class KernelLanguageServer(LanguageServer):
         entry = self.state.index.get(path)
         return entry is not None and entry.from_buffer and entry.version == version
 
-    def _analyze_text(self, path: str, text: str, version: int | None = None) -> FileAnalysis | None:
+    def _analyze_text(self, path: str, text: str, version: int | None = None,
+                      cancel: threading.Event | None = None) -> FileAnalysis | None:
         if version is not None and self._is_current(path, version):
             return None  # a request already analysed this version
         if oversize(text, self.state.settings.max_file_bytes) is not None:
             return None  # set_text records the size problem
-        return analyze_source(text, path, self.parse_cache(path))
+        try:
+            return analyze_source(text, path, self.parse_cache(path), cancel)
+        except AnalysisCancelled:
+            return None  # superseded: its task is cancelled too, so nothing of it is delivered
 
     def parse_cache(self, path: str) -> ParseCache | None:
         """Open documents keep their parsed statements between edits; files on disk do not."""
