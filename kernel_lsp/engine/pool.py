@@ -90,9 +90,15 @@ def _call(functions: dict[str, Callable], job_id: int, fn_path: str, payload: by
         return (job_id, "error", traceback.format_exc())
 
 
-def _worker_main(conn, env: dict[str, str | None], memory_limit_mb: int | None, initializer: str | None) -> None:
+def _worker_main(conn, env: dict[str, str | None], memory_limit_mb: int | None, initializer: str | None,
+                 niceness: int = 0) -> None:
     # The server's stdout may be the LSP stream: whatever a job prints (triton, LLVM, print debugging) goes to stderr.
     os.dup2(2, 1)
+    if niceness:  # background work yields the cores to the process answering the editor (and ptxas inherits it)
+        try:
+            os.nice(niceness)
+        except OSError:
+            pass
     # Own process group: killing the worker also kills what its job started (ptxas, ...), and a Ctrl-C in the
     # server's terminal reaches the server only, which then stops its workers itself.
     os.setpgrp()
@@ -186,13 +192,16 @@ class WorkerPool:
         env: dict[str, str | None] | None = None,
         memory_limit_mb: int | None = None,
         start_timeout: float = 60.0,
+        niceness: int = 0,
     ):
         """`size`: at most this many workers (default: one per core but one). `initializer`: "module:function"
         run once in each new worker (heavy imports belong there: its time does not count against job timeouts).
         `env`: variables set (None: removed) in each worker before the initializer and the jobs' modules are
         imported; PYTHONPATH entries go onto sys.path. `memory_limit_mb`: RLIMIT_AS of each worker (address
-        space, so leave headroom above the resident size you expect). Workers inherit the server's sys.path and
-        working directory."""
+        space, so leave headroom above the resident size you expect). `niceness`: added to each worker's nice
+        value (background work that must not slow down the server's answers). Workers inherit the server's
+        sys.path and working directory."""
+        self.niceness = niceness
         self.size = size or max(1, (os.cpu_count() or 2) - 1)
         self.initializer = initializer
         self.env = dict(env or {})
@@ -470,7 +479,7 @@ class WorkerPool:
         ours, theirs = _CTX.Pipe()
         process = _CTX.Process(
             target=_worker_main,
-            args=(theirs, self.env, self.memory_limit_mb, self.initializer),
+            args=(theirs, self.env, self.memory_limit_mb, self.initializer, self.niceness),
             name="kernel-lsp-worker",
             # Not daemonic: a job may itself need multiprocessing (torch does); _kill_leftovers covers exit.
             daemon=False,

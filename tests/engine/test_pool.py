@@ -63,6 +63,17 @@ def children_of_this_process() -> dict[int, str]:
     return found
 
 
+async def test_background_workers_run_at_a_lower_priority():
+    """Compile workers yield the cores to the server that answers the editor (its nice value stays)."""
+    pool = WorkerPool(1, niceness=5)
+    try:
+        outcome = await pool.run(J + "niceness", None, timeout=scaled(30))
+        assert outcome.ok, outcome
+        assert outcome.value == min(os.nice(0) + 5, 19)
+    finally:
+        await pool.close()
+
+
 async def test_ok_lazily_started_with_env_and_initializer():
     pool = WorkerPool(2, initializer=J + "init", env={"KERNEL_LSP_TEST_VAR": "set", "KERNEL_LSP_TEST_GONE": None})
     os.environ["KERNEL_LSP_TEST_GONE"] = "inherited"

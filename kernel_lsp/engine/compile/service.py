@@ -48,6 +48,7 @@ TRITON_CACHE = "triton-cache"
 # takes milliseconds and spares the process start.
 PLAN_IN_PROCESS_BYTES = 256 * 1024
 # Not the kernel's fault: try again next time. A timeout is cached, with its timeout (see _cached).
+COMPILE_NICENESS = 10  # compile workers (and the ptxas they start) run at this much lower priority
 _UNCACHED_KINDS = ("crash", "internal", "cancelled")
 
 
@@ -333,7 +334,9 @@ class CompileService:
             env: dict[str, str | None] = {CACHE_DIR_ENV: str(self.triton_cache_dir),
                                           "TRITON_CACHE_DIR": str(self.triton_cache_dir), "TRITON_INTERPRET": None}
             def local() -> WorkerPool:
-                return WorkerPool(self.settings.compile_workers or None, initializer=WARM_FN, env=env)
+                # Below the server's priority: an analysis of the buffer being typed in never waits for a compile.
+                return WorkerPool(self.settings.compile_workers or None, initializer=WARM_FN, env=env,
+                                  niceness=COMPILE_NICENESS)
 
             # With `executor: ray` compiles are Ray tasks (a CPU each) and this pool is the fallback; results land
             # in this workspace's cache either way. The nodes use their own triton cache.
