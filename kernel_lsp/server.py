@@ -12,6 +12,7 @@ import itertools
 import logging
 import os
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -68,6 +69,9 @@ class ServerState:
     trust_asked: bool = False  # the user has been asked once this session
     index: WorkspaceIndex = field(default_factory=WorkspaceIndex)
     scheduler: Scheduler = field(default_factory=Scheduler)
+    # Analyses a request needs now (bring_current): not queued behind background jobs.
+    request_executor: ThreadPoolExecutor = field(
+        default_factory=lambda: ThreadPoolExecutor(max_workers=1, thread_name_prefix="kernel-lsp-request"))
     roots: list[str] = field(default_factory=list)
     watcher: WorkspaceWatcher | None = None
     pull: bool = False  # the client pulls diagnostics (textDocument/diagnostic); otherwise we push
@@ -225,6 +229,28 @@ class KernelLanguageServer(LanguageServer):
             if not self.state.pull:
                 self.publish([path])  # the background analysis of this version will find it current and not push
         return path
+
+    async def bring_current(self, uri: str) -> str | None:
+        """ensure_current for requests, without holding up the event loop: the analysis of a version no analysis
+        has reached yet runs in a thread (incremental: the document's parse cache and statement memo), so other
+        messages are read and answered meanwhile, and the answer is about the text the request was sent for,
+        never an older version's positions. Returns the path."""
+        path = to_fs_path(uri)
+        if path is None or is_cuda(path):
+            return path
+        for _ in range(3):  # a newer edit may arrive while its predecessor is analysed: then that one is
+            doc = self.workspace.text_documents.get(uri)
+            if doc is None or self._is_current(path, doc.version):
+                break
+            version, text = doc.version, doc.source
+            analysis = await asyncio.get_running_loop().run_in_executor(
+                self.state.request_executor, self._analyze_text, path, text)
+            doc = self.workspace.text_documents.get(uri)
+            if doc is not None and doc.version == version and not self._is_current(path, version):
+                self._store(path, version, analysis, text)
+                if not self.state.pull:
+                    self.publish([path])
+        return self.ensure_current(uri)  # current by now, or a file on disk (loaded once)
 
     def _deliver(self, path: str, uri: str, version: int, analysis: FileAnalysis | None) -> None:
         doc = self.workspace.text_documents.get(uri)
