@@ -157,6 +157,7 @@ class KernelLanguageServer(LanguageServer):
         # The older text's compile is superseded: its results would never be shown, and its planning would only
         # compete with this version's analysis for the interpreter.
         self.state.scheduler.cancel(("compile", path))
+        self.compiles.typing()
         # A pulling client asks for the problems right after each change, and that request analyses the new
         # version itself; the background job only matters when no request comes (then dependents need it).
         delay = PULL_FALLBACK_DELAY if self.state.pull else 0.0

@@ -213,6 +213,8 @@ class WorkerPool:
         self._tasks: set[asyncio.Task] = set()
         self._ids = itertools.count()
         self._closed = False
+        self._held_until = 0.0  # loop time before which queued jobs wait (hold)
+        self._resume: asyncio.TimerHandle | None = None
         self._counts = dict.fromkeys(["completed", "errors", "crashed", "timedOut", "cancelled", "restarts"], 0)
         _pools.add(self)
 
@@ -317,6 +319,15 @@ class WorkerPool:
             self._discard(worker, replace=False)
         _pools.discard(self)
 
+    def hold(self, seconds: float) -> None:
+        """Start no queued job for `seconds` from now (someone is typing: background work waits for a pause);
+        running jobs carry on. Each call extends the hold."""
+        loop = asyncio.get_running_loop()
+        self._held_until = max(self._held_until, loop.time() + seconds)
+        if self._resume is not None:
+            self._resume.cancel()
+        self._resume = loop.call_at(self._held_until, self._dispatch)
+
     # --- scheduling ---
 
     def _dispatch(self) -> None:
@@ -327,6 +338,8 @@ class WorkerPool:
                 heapq.heappop(self._queue)
             if not self._queue:
                 return
+            if loop.time() < self._held_until:
+                return  # hold(): the timer it set dispatches then
             worker = self._idle_worker()
             if worker is None:
                 return

@@ -167,6 +167,17 @@ async def test_priorities_order_queued_jobs(pool, tmp_path):
     assert log.read_text().split() == ["p0", "p1-first", "p1-second", "p3", "p5"]
 
 
+async def test_a_hold_keeps_queued_jobs_waiting_until_it_ends(pool):
+    """While someone types (hold), no queued job starts; when the hold ends they run, none lost."""
+    pool.hold(scaled(1))
+    job = asyncio.create_task(pool.run(J + "echo", "after the hold", timeout=scaled(30)))
+    await asyncio.sleep(0)
+    await asyncio.sleep(0)
+    assert pool.stats()["queued"] == 1 and pool.stats()["running"] == 0
+    outcome = await asyncio.wait_for(job, scaled(60))
+    assert outcome.ok and outcome.value == "after the hold"
+
+
 async def test_same_key_supersedes_a_queued_job_and_cancel_works(pool, tmp_path):
     release, log = tmp_path / "release", tmp_path / "log"
     blocker = asyncio.create_task(pool.run(J + "wait_for_file", str(release), timeout=30))

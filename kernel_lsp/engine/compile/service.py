@@ -363,6 +363,11 @@ class CompileService:
         if self._pool is not None:
             await self._pool.close()
 
+    def hold(self, seconds: float) -> None:
+        """Start no queued compile for `seconds` (the user is typing); one running carries on, at low priority."""
+        if isinstance(self._pool, WorkerPool):
+            self._pool.hold(seconds)
+
     async def compile_file(
         self, path: str, text: str, analysis: FileAnalysis, targets: Sequence[str | Target],
         launch_sites: Sequence[LaunchSite | tuple] | None = None, *, priority: int = 0,
