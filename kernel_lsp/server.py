@@ -244,8 +244,9 @@ class KernelLanguageServer(LanguageServer):
             if doc is None or self._is_current(path, doc.version):
                 break
             version, text = doc.version, doc.source
+            # With the version: a request that queued behind another one for the same version finds it done.
             analysis = await asyncio.get_running_loop().run_in_executor(
-                self.state.request_executor, self._analyze_text, path, text)
+                self.state.request_executor, self._analyze_text, path, text, version)
             doc = self.workspace.text_documents.get(uri)
             if doc is not None and doc.version == version and not self._is_current(path, version):
                 self._store(path, version, analysis, text)
