@@ -188,6 +188,24 @@ def analysis_floor(text: str, runs: int = 15) -> tuple[float, float]:
     return median_ms(lambda: analyze_source(text, "/bench/fused_kernels.py")), median_ms(lambda: ast.parse(text))
 
 
+def keystroke_cost(text: str, kernels: list[str]) -> dict[str, float]:
+    """analyze_source of each state of the edit script with the document's parse cache, as the server runs it
+    after each didChange, in this process: what a keystroke costs the analyzers alone (ms)."""
+    from analyzers import analyze_source
+    from analyzers.source import ParseCache
+
+    cache = ParseCache()
+    doc = Doc(text)
+    analyze_source(doc.text, "/bench/fused_kernels.py", cache)
+    times = []
+    for e in edit_script(text, kernels):
+        doc.apply(e)
+        t0 = time.perf_counter()
+        analyze_source(doc.text, "/bench/fused_kernels.py", cache)
+        times.append((time.perf_counter() - t0) * 1000)
+    return summarize(times)
+
+
 def run(modes=("push", "pull"), gap_ms: float = 50.0) -> list[Figure]:
     text, kernels = big_kernel_file(30, 2000)
     n_lines = text.count("\n")
@@ -209,7 +227,11 @@ def run(modes=("push", "pull"), gap_ms: float = 50.0) -> list[Figure]:
             Figure(f"latency {mode}: didChange -> diagnostics, max", s["max"], "ms"),
         ]
     analyze_ms, parse_ms = analysis_floor(text)
+    keys = keystroke_cost(text, kernels)
     figures += [
+        Figure("context: analyze_source per keystroke with the parse cache, in-process, p50", keys["p50"], "ms", None,
+               f"the {keys['n']:.0f} edits of the script, each state analysed as the server does after a didChange"),
+        Figure("context: analyze_source per keystroke with the parse cache, in-process, p95", keys["p95"], "ms"),
         Figure("context: analyze_source of the whole file, in-process median", analyze_ms, "ms", None,
                "what each edit costs while every change re-analyses the whole file"),
         Figure("context: ast.parse of the whole file, in-process median", parse_ms, "ms"),
