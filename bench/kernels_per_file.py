@@ -43,7 +43,7 @@ def run(counts: list[int], runs: int) -> list[Figure]:
     with tempfile.TemporaryDirectory(prefix="kl-bench-kernels-") as tmp:
         # The largest files are over the default maxFileBytes (2 MB), which would skip them unanalysed.
         config = Path(tmp) / "settings.json"
-        config.write_text(json.dumps({"maxFileBytes": 1 << 30}), encoding="utf-8")
+        config.write_text(json.dumps({"maxFileBytes": 1 << 28}), encoding="utf-8")
         files = {}
         for n in counts:
             text, _ = big_kernel_file(n, 0)
