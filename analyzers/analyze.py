@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import logging
+import threading
 import traceback
 from typing import Callable
 
+from .budget import Budget, analysis_budget, checkpoint
 from .discovery import TritonDiscovery, discover_triton
 from .model import FileAnalysis, LaunchSite, Problem, Severity, Span, TritonKernel
 from .nki_discovery import NkiDiscovery, discover_nki
@@ -28,19 +30,24 @@ def _internal_error(where: str, exc: BaseException) -> Problem:
     return make_problem("KL900", Span.point(0), f"internal error in {where}: {type(exc).__name__}: {exc}")
 
 
-def analyze_source(text: str, path: str = "<memory>", parse_cache: ParseCache | None = None) -> FileAnalysis:
-    """Discover kernels and run every per-file rule. Never raises on any input text.
+def analyze_source(text: str, path: str = "<memory>", parse_cache: ParseCache | None = None,
+                   cancel: threading.Event | None = None) -> FileAnalysis:
+    """Discover kernels and run every per-file rule. Never raises on any input text, except AnalysisCancelled
+    once `cancel` is set (at the next checkpoint: between rules, kernels, launch sites, evaluation steps).
 
     Re-analysing a document after an edit with the same parse_cache re-parses only the statements that changed.
+    Constant folding is paid from a budget proportional to the text's length (analyzers.budget).
     """
     src = SourceText(text)
-    if parse_cache is None:
-        return _analyze(src, path, parse_recovering(src))
-    with parse_cache.lock:  # reused trees are renumbered in place: one analysis of a document at a time
-        try:
-            return _analyze(src, path, parse_recovering(src, parse_cache), parse_cache.memo)
-        finally:
+    with analysis_budget(Budget.for_text(text, cancel)):
+        if parse_cache is None:
+            return _analyze(src, path, parse_recovering(src))
+        with parse_cache.lock:  # reused trees are renumbered in place: one analysis of a document at a time
+            checkpoint()
+            result = _analyze(src, path, parse_recovering(src, parse_cache), parse_cache.memo)
+            # Only a finished analysis forgets what it did not use: a cancelled one saw only part of the file.
             parse_cache.memo.sweep()
+            return result
 
 
 def _analyze(src: SourceText, path: str, parsed, memo: StatementMemo | None = None) -> FileAnalysis:
@@ -52,6 +59,7 @@ def _analyze(src: SourceText, path: str, parsed, memo: StatementMemo | None = No
         note = f"; lines {skipped} are not analysed until it is fixed" if skipped else ""
         result.problems.append(make_problem("KL001", Span(line, col, line, col + 1), f"syntax error: {msg}{note}"))
     imports = ImportMap(parsed.body, memo)
+    checkpoint()
     # Each discovery is guarded on its own: a bug in one must not hide what the other found.
     try:
         triton = discover_triton(src, imports, parsed.body, memo)
@@ -68,10 +76,12 @@ def _analyze(src: SourceText, path: str, parsed, memo: StatementMemo | None = No
     result.nki_kernels = nki.kernels
     ctx = FileContext(path, src, imports, parsed.body, triton, nki, memo=memo)
     for check in FILE_CHECKS:
+        checkpoint()
         try:
             check(ctx)
         except Exception as exc:  # noqa: BLE001
             ctx.problems.append(_internal_error(f"{check.__module__}.{check.__name__}", exc))
+    checkpoint()
     try:
         # One index of the module for every launch site and spec; with a memo each top-level statement's values
         # are read once per parse and reused while the module names they read keep their bindings.

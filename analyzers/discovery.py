@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from .model import AutotuneConfig, LaunchArg, LaunchSite, Param, Span, TritonKernel, shift_kernel, shift_launch_site
@@ -486,14 +487,15 @@ def _launch_sites(
 def _module_level_targets(body: list[ast.stmt]) -> set[str]:
     """Names assigned by module-level statements, inside if/try/with blocks too."""
     out: set[str] = set()
-    for node in body:
+    pending = list(body)  # a list of its own, not recursion: an `elif` chain nests as deep as it is long
+    while pending:
+        node = pending.pop()
         if isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
             for target in node.targets if isinstance(node, ast.Assign) else [node.target]:
                 out.update(n.id for n in ast.walk(target) if isinstance(n, ast.Name))
         elif isinstance(node, (ast.If, ast.Try, ast.With)):
-            blocks = [node.body, getattr(node, "orelse", []), getattr(node, "finalbody", [])]
-            blocks += [h.body for h in getattr(node, "handlers", [])]
-            out |= _module_level_targets([s for b in blocks for s in b])
+            pending += node.body + getattr(node, "orelse", []) + getattr(node, "finalbody", [])
+            pending += [s for h in getattr(node, "handlers", []) for s in h.body]
     return out
 
 
@@ -531,21 +533,24 @@ def discover_triton(
         # The memo also remembers a def that is no kernel (None).
         return shift_kernel(known, moved) if isinstance(known, TritonKernel) else None
 
-    def visit(nodes: list[ast.stmt], prefix: str) -> None:
-        for node in nodes:
-            if isinstance(node, ast.FunctionDef):
-                kernel = kernel_of(node, prefix + node.name)
-                if kernel is not None:
-                    found.kernels.append(KernelSyntax(kernel, node))
-                elif not prefix:
-                    found.plain_functions[node.name] = node
-                visit(node.body, prefix + node.name + ".")
-            elif isinstance(node, ast.ClassDef):
-                visit(node.body, prefix + node.name + ".")
-            elif isinstance(node, (ast.If, ast.Try)):
-                visit(node.body + node.orelse, prefix)
-
-    visit(body, "")
+    # Depth first in source order, with a stack of its own: an `elif` chain nests as deep as it is long.
+    stack: list[tuple[Iterator[ast.stmt], str]] = [(iter(body), "")]
+    while stack:
+        nodes, prefix = stack[-1]
+        node = next(nodes, None)
+        if node is None:
+            stack.pop()
+        elif isinstance(node, ast.FunctionDef):
+            kernel = kernel_of(node, prefix + node.name)
+            if kernel is not None:
+                found.kernels.append(KernelSyntax(kernel, node))
+            elif not prefix:
+                found.plain_functions[node.name] = node
+            stack.append((iter(node.body), prefix + node.name + "."))
+        elif isinstance(node, ast.ClassDef):
+            stack.append((iter(node.body), prefix + node.name + "."))
+        elif isinstance(node, (ast.If, ast.Try)):
+            stack.append((iter(node.body + node.orelse), prefix))
     rebound = _module_level_targets(body)
     for ks in found.kernels:
         ks.kernel.rebound = ks.kernel.qualname in rebound

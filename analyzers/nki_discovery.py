@@ -8,6 +8,7 @@ therefore classified through the file's imports, never by its spelling, so alias
 from __future__ import annotations
 
 import ast
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from .model import NkiKernel, Span
@@ -112,25 +113,29 @@ def _nki_imports(src: SourceText, body: list[ast.stmt]) -> list[NkiImport]:
         if c and not is_type_only(c[1]):
             found.append(NkiImport(c[0], dotted, node, src.span(node), guarded))
 
-    def visit(nodes: list[ast.stmt], guarded: bool) -> None:
-        for node in nodes:
-            if isinstance(node, ast.Import):
-                for alias in node.names:
-                    add(alias.name, node, guarded)
-            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-                for alias in node.names:
-                    add(f"{node.module}.{alias.name}", node, guarded)
-            elif isinstance(node, ast.Try) or type(node).__name__ == "TryStar":
-                shim = any(_catches_import_error(h) for h in node.handlers)  # type: ignore[attr-defined]
-                visit(node.body, guarded or shim)  # type: ignore[attr-defined]
-                for h in node.handlers:  # type: ignore[attr-defined]
-                    visit(h.body, guarded or shim)
-                visit(node.orelse + node.finalbody, guarded)  # type: ignore[attr-defined]
-            else:
-                for name in ("body", "orelse", "finalbody"):
-                    visit([n for n in getattr(node, name, []) if isinstance(n, ast.stmt)], guarded)
-
-    visit(body, False)
+    # Blocks in source order, with a stack of its own: an `elif` chain nests as deep as it is long.
+    pending: list[tuple[Iterator[ast.stmt], bool]] = [(iter(body), False)]
+    while pending:
+        nodes, guarded = pending[-1]
+        node = next(nodes, None)
+        if node is None:
+            pending.pop()
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                add(alias.name, node, guarded)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            for alias in node.names:
+                add(f"{node.module}.{alias.name}", node, guarded)
+        elif isinstance(node, ast.Try) or type(node).__name__ == "TryStar":
+            shim = any(_catches_import_error(h) for h in node.handlers)  # type: ignore[attr-defined]
+            blocks = [(node.body, guarded or shim)]  # type: ignore[attr-defined]
+            blocks += [(h.body, guarded or shim) for h in node.handlers]  # type: ignore[attr-defined]
+            blocks.append((node.orelse + node.finalbody, guarded))  # type: ignore[attr-defined]
+            pending.extend((iter(b), g) for b, g in reversed(blocks))
+        else:
+            inner = [[n for n in getattr(node, name, []) if isinstance(n, ast.stmt)]
+                     for name in ("body", "orelse", "finalbody")]
+            pending.extend((iter(b), guarded) for b in reversed(inner))
     # One record per statement and generation is enough for reporting.
     unique: dict[tuple[int, str], NkiImport] = {}
     for imp in found:

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from .model import LaunchSite, ShownSizes, Span
+from .budget import checkpoint
 from .source import ImportMap, SourceText, StatementMemo, literal_value, parse_python
 from .specs import SPEC_DECORATOR
 from .values import UNKNOWN, ModuleIndex, Resolver, assigned, evaluate
@@ -40,6 +41,7 @@ def launch_values(body: list[ast.stmt], sites: list[LaunchSite], index: ModuleIn
     tree = ast.Module(body=body, type_ignores=[])
     out: dict[Span, object] = {}
     for stmt, group in by_statement(body, sites):
+        checkpoint()
         def compute(group=group) -> tuple:
             found = []
             for site in group:
@@ -330,6 +332,7 @@ def launch_tensor_sizes(src: SourceText, imports: ImportMap, body: list[ast.stmt
     out: dict[str, ShownSizes] = {}
     tree = ast.Module(body=body, type_ignores=[])
     for stmt, group in by_statement(body, sites):
+        checkpoint()
         def compute(group=group) -> tuple:
             found = []  # (kernel, elements, launch line, argument span), in the order of the arguments
             for site in group:
@@ -363,6 +366,7 @@ def spec_sizes(src: SourceText, imports: ImportMap, body: list[ast.stmt], sites:
     tree = ast.Module(body=body, type_ignores=[])
     launchers: dict[int, int] = {}
     for spec in _specs(src, imports, body, index, memo, imports_key):
+        checkpoint()
         source = f"the spec `{spec.name}`"
         if spec.kernel and spec.shaped:
             counts = tuple(sorted({math.prod(s) for s in spec.shapes}))

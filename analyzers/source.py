@@ -272,7 +272,7 @@ def _parse_groups(source: SourceText, reuse=None, remember=None) -> ParseResult:
         if stmts is None:
             try:
                 stmts = parse_python(text).body
-            except (SyntaxError, ValueError) as exc:
+            except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
                 result.skipped_lines.append((start, end))
                 if result.error is None:
                     result.error = _error_position(source, exc, start)
@@ -286,6 +286,8 @@ def _parse_groups(source: SourceText, reuse=None, remember=None) -> ParseResult:
 
 
 def _error_position(source: SourceText, exc: Exception, first_line: int) -> tuple[int, int, str]:
+    if isinstance(exc, (RecursionError, MemoryError)):  # Python's own compiler fails on it too
+        return (first_line, 0, f"this statement nests too deeply for Python to parse ({type(exc).__name__})")
     if not isinstance(exc, SyntaxError):
         return (first_line, 0, str(exc))
     line = first_line + max((exc.lineno or 1) - 1, 0)
@@ -303,7 +305,7 @@ def parse_recovering(source: SourceText, cache: ParseCache | None = None) -> Par
         return cache.parse(source)
     try:
         return ParseResult(parse_python(source.text).body)
-    except (SyntaxError, ValueError):
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
         return _parse_groups(source)
 
 

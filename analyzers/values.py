@@ -13,49 +13,89 @@ import math
 from contextlib import contextmanager
 from typing import Any, Callable, Iterator
 
+from .budget import MAX_INT_BITS, MAX_NESTING, UNKNOWN, Budget, analysis_budget, bounded_binop, too_big
+from .budget import current as current_budget
 from .source import StatementMemo, literal_value, statements
 
 _MISSING = StatementMemo.MISSING
 
-UNKNOWN = object()
 TENSOR_SIZE_METHODS = frozenset({"size", "numel", "dim", "stride"})
-_BINOPS = {ast.Add: lambda a, b: a + b, ast.Sub: lambda a, b: a - b, ast.Mult: lambda a, b: a * b,
-           ast.FloorDiv: lambda a, b: a // b, ast.Mod: lambda a, b: a % b, ast.Div: lambda a, b: a / b,
-           ast.LShift: lambda a, b: a << b, ast.RShift: lambda a, b: a >> b, ast.BitAnd: lambda a, b: a & b,
-           ast.BitOr: lambda a, b: a | b, ast.BitXor: lambda a, b: a ^ b,
-           ast.Pow: lambda a, b: a ** b if abs(b) <= 64 else UNKNOWN}
 _CMPOPS = {ast.Eq: lambda a, b: a == b, ast.NotEq: lambda a, b: a != b, ast.Lt: lambda a, b: a < b,
            ast.LtE: lambda a, b: a <= b, ast.Gt: lambda a, b: a > b, ast.GtE: lambda a, b: a >= b}
 
 
 def _next_power_of_2(n: int) -> int:
-    return 1 if n <= 1 else 1 << (n - 1).bit_length()
+    return 0 if n <= 0 else 1 << (n - 1).bit_length()  # triton.next_power_of_2 gives 0 for n <= 0 too
 
 
-_CALLS: dict[str, Callable[..., Any]] = {"min": min, "max": max, "int": int, "abs": abs, "bool": bool, "next_power_of_2": _next_power_of_2,
-          "cdiv": lambda a, b: -(-a // b)}
+def _int(value: object) -> object:
+    if isinstance(value, (str, bytes)) and len(value) > 64:
+        return UNKNOWN  # int() of a long digit string is quadratic; no size is that long
+    return int(value)  # type: ignore[call-overload]
 
+
+_CALLS: dict[str, Callable[..., Any]] = {"min": min, "max": max, "int": _int, "abs": abs, "bool": bool,
+                                         "next_power_of_2": _next_power_of_2,
+                                         "cdiv": lambda a, b: (a + b - 1) // b}  # as triton.cdiv writes it
+_CALL_NAMES = frozenset({"min", "max", "int", "abs", "bool", "next_power_of_2", "cdiv", "triton.next_power_of_2",
+                         "triton.cdiv"})
 
 _MATH = {n: getattr(math, n) for n in ("log2", "log", "ceil", "floor", "sqrt", "exp", "exp2", "gcd", "isqrt",
                                        "pow", "prod") if hasattr(math, n)}
 
 
+def _cost(value: object) -> int:
+    """Extra steps a value costs to build and to pass around: big values pay for their size."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value.bit_length() >> 8
+    if isinstance(value, (str, bytes, tuple, list, dict, set, frozenset)):
+        return len(value) >> 4
+    return 0
+
+
+def _fits(value: object) -> object:
+    return UNKNOWN if too_big(value) else value
+
+
 def evaluate(node: ast.AST, lookup=None, depth: int = 0) -> object:
     """The value of a literal expression, or UNKNOWN. `lookup(node)` gives the value of a name, an attribute or a
-    subscript the expression reads (or UNKNOWN)."""
-    if depth > 20:
+    subscript the expression reads (or UNKNOWN).
+
+    Bounded by construction: every step is paid from the running analysis's budget (analyzers.budget; a budget
+    of its own for a call outside one), sizes are checked before values are built, and evaluations nested
+    through names stop at MAX_NESTING."""
+    budget = current_budget()
+    if budget is None:
+        with analysis_budget(Budget()):
+            return evaluate(node, lookup, depth)
+    if depth > 20 or budget.nesting >= MAX_NESTING or not budget.step():
+        return UNKNOWN
+    budget.nesting += 1
+    try:
+        return _evaluate(node, lookup, depth, budget)
+    finally:
+        budget.nesting -= 1
+
+
+def _evaluate(node: ast.AST, lookup, depth: int, budget: Budget) -> object:
+    elts = getattr(node, "elts", None) or getattr(node, "keys", None)
+    if elts is not None and not budget.pay(len(elts) >> 4):  # a literal's reading costs its length
         return UNKNOWN
     value = literal_value(node)
     if value is not None or (isinstance(node, ast.Constant) and node.value is None):
-        return value
+        return _fits(value)
 
     def ev(n: ast.AST) -> object:
-        return evaluate(n, lookup, depth + 1)
+        v = evaluate(n, lookup, depth + 1)
+        return v if budget.pay(_cost(v)) else UNKNOWN
 
     try:
-        if isinstance(node, ast.BinOp) and type(node.op) in _BINOPS:
-            a, b = ev(node.left), ev(node.right)
-            return UNKNOWN if UNKNOWN in (a, b) else _BINOPS[type(node.op)](a, b)
+        if isinstance(node, ast.BinOp):
+            a = ev(node.left)
+            if a is UNKNOWN:
+                return UNKNOWN
+            b = ev(node.right)
+            return UNKNOWN if b is UNKNOWN else bounded_binop(type(node.op), a, b)
         if isinstance(node, ast.UnaryOp):
             operand: Any = ev(node.operand)
             if operand is UNKNOWN:
@@ -73,9 +113,11 @@ def evaluate(node: ast.AST, lookup=None, depth: int = 0) -> object:
                 left = right
             return True
         if isinstance(node, ast.BoolOp):
-            values = [ev(v) for v in node.values]
-            if UNKNOWN in values:
-                return UNKNOWN
+            values = []
+            for v in node.values:
+                values.append(ev(v))
+                if values[-1] is UNKNOWN:
+                    return UNKNOWN
             return all(values) if isinstance(node.op, ast.And) else any(values)
         if isinstance(node, ast.IfExp):
             test = ev(node.test)
@@ -83,25 +125,45 @@ def evaluate(node: ast.AST, lookup=None, depth: int = 0) -> object:
         if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and lookup is not None
                 and node.func.attr in TENSOR_SIZE_METHODS):
             return lookup(node)  # `x.size(1)`, `x.numel()`: only a lookup that knows x's shape answers
-        if isinstance(node, ast.Call) and not node.keywords:
-            func = ast.unparse(node.func)
-            name = func.split(".")[-1]
-            args = [ev(a) for a in node.args]
-            if UNKNOWN in args or not args:
+        if isinstance(node, ast.Call) and not node.keywords and node.args:
+            func = _dotted(node.func)
+            name = func.split(".")[-1] if func else ""
+            # Which function is known before any argument is read: `len('a' * (1 << 34))` reads nothing.
+            if not (func in _CALL_NAMES or (name == "constexpr" and len(node.args) == 1)
+                    or (func.startswith("math.") and name in _MATH)):
                 return UNKNOWN
-            if func in ("min", "max", "int", "abs", "bool", "next_power_of_2", "cdiv",
-                        "triton.next_power_of_2", "triton.cdiv"):
-                return _CALLS[name](*args)
-            if name == "constexpr" and len(args) == 1:  # tl.constexpr(128)
+            args = []
+            for a in node.args:
+                args.append(ev(a))
+                if args[-1] is UNKNOWN:
+                    return UNKNOWN
+            if name == "constexpr":  # tl.constexpr(128)
                 return args[0]
-            if func.startswith("math.") and name in _MATH:
-                return _MATH[name](*args)
+            if func in _CALL_NAMES:
+                return _fits(_CALLS[name](*args))
+            if name == "prod" and not (isinstance(args[0], (tuple, list)) and sum(
+                    x.bit_length() if isinstance(x, int) else 64 for x in args[0]) <= MAX_INT_BITS):
+                return UNKNOWN  # a product's size is its factors' sizes added up
+            if name == "pow" and not all(isinstance(x, (int, float)) for x in args):
+                return UNKNOWN
+            return _fits(_MATH[name](*args))
         if isinstance(node, (ast.Name, ast.Attribute, ast.Subscript)) and lookup is not None:
-            return lookup(node)
+            return _fits(lookup(node))
     except (ArithmeticError, TypeError, ValueError, KeyError, IndexError):
         return UNKNOWN
     return UNKNOWN
 
+
+def _dotted(node: ast.AST) -> str:
+    """`a.b.c` as written, "" for anything else (what a call's function is, without unparsing an expression)."""
+    parts: list[str] = []
+    while isinstance(node, ast.Attribute) and len(parts) < 8:
+        parts.append(node.attr)
+        node = node.value
+    if not isinstance(node, ast.Name):
+        return ""
+    parts.append(node.id)
+    return ".".join(reversed(parts))
 
 
 def scope_at(tree: ast.Module, line: int) -> ast.AST:

@@ -1454,6 +1454,11 @@ class Workspace:
         if editor is not None:
             await editor[1].close()
 
+    def hold_compiles(self, seconds: float) -> None:
+        """Start none of `compile_buffer`'s queued jobs for `seconds` from now (someone is typing)."""
+        if self._editor is not None:
+            self._editor[1].hold(seconds)
+
     def compile_counts(self) -> dict[str, Any]:
         """What the compile service of `compile_buffer` did: cache hits and misses, compiles, timeouts, crashes, and
         its workers' figures under "pool"; empty before its first compile."""

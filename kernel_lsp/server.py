@@ -11,6 +11,8 @@ import gc
 import itertools
 import logging
 import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -21,6 +23,7 @@ from pygls.lsp.server import LanguageServer
 from pygls.uris import from_fs_path, to_fs_path
 
 from analyzers import analyze_source
+from analyzers.budget import AnalysisCancelled
 from analyzers.model import FileAnalysis
 from analyzers.source import ParseCache
 
@@ -66,6 +69,9 @@ class ServerState:
     trust_asked: bool = False  # the user has been asked once this session
     index: WorkspaceIndex = field(default_factory=WorkspaceIndex)
     scheduler: Scheduler = field(default_factory=Scheduler)
+    # Analyses a request needs now (bring_current): not queued behind background jobs.
+    request_executor: ThreadPoolExecutor = field(
+        default_factory=lambda: ThreadPoolExecutor(max_workers=1, thread_name_prefix="kernel-lsp-request"))
     roots: list[str] = field(default_factory=list)
     watcher: WorkspaceWatcher | None = None
     pull: bool = False  # the client pulls diagnostics (textDocument/diagnostic); otherwise we push
@@ -151,14 +157,17 @@ class KernelLanguageServer(LanguageServer):
         # The older text's compile is superseded: its results would never be shown, and its planning would only
         # compete with this version's analysis for the interpreter.
         self.state.scheduler.cancel(("compile", path))
+        self.compiles.typing()
         # A pulling client asks for the problems right after each change, and that request analyses the new
         # version itself; the background job only matters when no request comes (then dependents need it).
         delay = PULL_FALLBACK_DELAY if self.state.pull else 0.0
+        cancel = threading.Event()  # set when a newer version supersedes this one: the analysis stops early
         self.state.scheduler.submit(
             ("analyze", path),
-            lambda: self._analyze_text(path, text, version),
+            lambda: self._analyze_text(path, text, version, cancel),
             lambda a: self._deliver(path, uri, version, a),
             delay=delay,
+            cancel=cancel,
         )
 
     def collect_garbage(self, full: bool = True) -> None:
@@ -188,12 +197,16 @@ class KernelLanguageServer(LanguageServer):
         entry = self.state.index.get(path)
         return entry is not None and entry.from_buffer and entry.version == version
 
-    def _analyze_text(self, path: str, text: str, version: int | None = None) -> FileAnalysis | None:
+    def _analyze_text(self, path: str, text: str, version: int | None = None,
+                      cancel: threading.Event | None = None) -> FileAnalysis | None:
         if version is not None and self._is_current(path, version):
             return None  # a request already analysed this version
         if oversize(text, self.state.settings.max_file_bytes) is not None:
             return None  # set_text records the size problem
-        return analyze_source(text, path, self.parse_cache(path))
+        try:
+            return analyze_source(text, path, self.parse_cache(path), cancel)
+        except AnalysisCancelled:
+            return None  # superseded: its task is cancelled too, so nothing of it is delivered
 
     def parse_cache(self, path: str) -> ParseCache | None:
         """Open documents keep their parsed statements between edits; files on disk do not."""
@@ -217,6 +230,29 @@ class KernelLanguageServer(LanguageServer):
             if not self.state.pull:
                 self.publish([path])  # the background analysis of this version will find it current and not push
         return path
+
+    async def bring_current(self, uri: str) -> str | None:
+        """ensure_current for requests, without holding up the event loop: the analysis of a version no analysis
+        has reached yet runs in a thread (incremental: the document's parse cache and statement memo), so other
+        messages are read and answered meanwhile, and the answer is about the text the request was sent for,
+        never an older version's positions. Returns the path."""
+        path = to_fs_path(uri)
+        if path is None or is_cuda(path):
+            return path
+        for _ in range(3):  # a newer edit may arrive while its predecessor is analysed: then that one is
+            doc = self.workspace.text_documents.get(uri)
+            if doc is None or self._is_current(path, doc.version):
+                break
+            version, text = doc.version, doc.source
+            # With the version: a request that queued behind another one for the same version finds it done.
+            analysis = await asyncio.get_running_loop().run_in_executor(
+                self.state.request_executor, self._analyze_text, path, text, version)
+            doc = self.workspace.text_documents.get(uri)
+            if doc is not None and doc.version == version and not self._is_current(path, version):
+                self._store(path, version, analysis, text)
+                if not self.state.pull:
+                    self.publish([path])
+        return self.ensure_current(uri)  # current by now, or a file on disk (loaded once)
 
     def _deliver(self, path: str, uri: str, version: int, analysis: FileAnalysis | None) -> None:
         doc = self.workspace.text_documents.get(uri)

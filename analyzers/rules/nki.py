@@ -14,6 +14,8 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from ..budget import UNKNOWN as BUDGET_UNKNOWN
+from ..budget import bounded_binop
 from ..model import Fix, NkiKernel, Related, Severity, Span, TextEdit
 from ..nki_discovery import CURRENT, LEGACY, NkiDiscovery, NkiImport, is_type_only, nki_name
 from ..nki_limits import DTYPE_BYTES, MOVING_FMAX, PMAX, PSUM_BANK_BYTES, STATIONARY_FMAX, TILE_SIZES
@@ -37,6 +39,7 @@ LANGUAGE_COMPUTE = {
 # Calls that are evidence a parameter is a tensor (and so, for a top-level kernel, an HBM tensor).
 _TENSOR_USES = {"load", "store", "dma_copy", "load_transpose2d", "dma_transpose", "empty_like", "zeros_like"}
 _TENSOR_ATTRS = {"shape", "dtype", "reshape", "ap", "view", "T"}
+_FOLDED = (ast.Add, ast.Sub, ast.Mult, ast.FloorDiv, ast.Mod, ast.LShift, ast.Pow)
 _OPERATORS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.FloorDiv: "//", ast.Mod: "%",
               ast.Pow: "**", ast.MatMult: "@"}
 _VIEW_METHODS = {"reshape", "ap", "view", "slice", "select", "permute"}
@@ -225,11 +228,14 @@ def _single_assignments(stmts: list[ast.stmt], extra_bound: Sequence[str] = ()) 
 
 def _statements(nodes: Sequence[ast.stmt | ast.excepthandler]):
     """Statements of a block and of the blocks nested in it (if/for/while/with/try), without expressions."""
-    for node in nodes:
+    stack = list(reversed(nodes))  # a stack of its own, in source order: an `elif` chain nests as deep as it is long
+    while stack:
+        node = stack.pop()
         yield node
         if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            for name in ("body", "orelse", "finalbody", "handlers"):
-                yield from _statements([n for n in getattr(node, name, []) if isinstance(n, (ast.stmt, ast.excepthandler))])
+            inner = [n for name in ("body", "orelse", "finalbody", "handlers") for n in getattr(node, name, [])
+                     if isinstance(n, (ast.stmt, ast.excepthandler))]
+            stack.extend(reversed(inner))
 
 
 def _module_constants(body: list[ast.stmt]) -> dict[str, ast.expr]:
@@ -357,23 +363,14 @@ class _Scope:
             a, b = self.value(node.left, probe, depth + 1), self.value(node.right, probe, depth + 1)
             if a is None or b is None:
                 return None
-            try:
-                if isinstance(node.op, ast.Add):
-                    return a + b
-                if isinstance(node.op, ast.Sub):
-                    return a - b
-                if isinstance(node.op, ast.Mult):
-                    return a * b
-                if isinstance(node.op, ast.FloorDiv):
-                    return a // b
-                if isinstance(node.op, ast.Mod):
-                    return a % b
-                if isinstance(node.op, ast.LShift) and 0 <= b < 64:
-                    return a << b
-                if isinstance(node.op, ast.Pow) and 0 <= b < 64 and abs(a) < 1 << 16:
-                    return a**b
-            except ZeroDivisionError:
+            if isinstance(node.op, ast.LShift) and not 0 <= b < 64:
                 return None
+            if isinstance(node.op, ast.Pow) and not (0 <= b < 64 and abs(a) < 1 << 16):
+                return None
+            if type(node.op) not in _FOLDED:
+                return None
+            value = bounded_binop(type(node.op), a, b)  # sizes checked before the value is built
+            return None if value is BUDGET_UNKNOWN else value  # type: ignore[return-value]
             return None
         if probe is not None:  # an opaque part (loop variable, parameter, runtime size): a seeded stand-in
             return 1 + (zlib.crc32(ast.dump(node).encode()) * (2 * probe + 1)) % 4099
@@ -866,7 +863,7 @@ def _functions(nodes: list[ast.stmt]):
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             if not isinstance(node, ast.ClassDef):
                 yield node
-            yield from _functions(node.body)
+            yield from _functions(node.body)  # as deep as defs nest: at most Python's 100 indentation levels
 
 
 def _uses_nki(fn: ast.FunctionDef, aliases: dict[str, str]) -> bool:

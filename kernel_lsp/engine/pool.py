@@ -90,9 +90,15 @@ def _call(functions: dict[str, Callable], job_id: int, fn_path: str, payload: by
         return (job_id, "error", traceback.format_exc())
 
 
-def _worker_main(conn, env: dict[str, str | None], memory_limit_mb: int | None, initializer: str | None) -> None:
+def _worker_main(conn, env: dict[str, str | None], memory_limit_mb: int | None, initializer: str | None,
+                 niceness: int = 0) -> None:
     # The server's stdout may be the LSP stream: whatever a job prints (triton, LLVM, print debugging) goes to stderr.
     os.dup2(2, 1)
+    if niceness:  # background work yields the cores to the process answering the editor (and ptxas inherits it)
+        try:
+            os.nice(niceness)
+        except OSError:
+            pass
     # Own process group: killing the worker also kills what its job started (ptxas, ...), and a Ctrl-C in the
     # server's terminal reaches the server only, which then stops its workers itself.
     os.setpgrp()
@@ -186,13 +192,16 @@ class WorkerPool:
         env: dict[str, str | None] | None = None,
         memory_limit_mb: int | None = None,
         start_timeout: float = 60.0,
+        niceness: int = 0,
     ):
         """`size`: at most this many workers (default: one per core but one). `initializer`: "module:function"
         run once in each new worker (heavy imports belong there: its time does not count against job timeouts).
         `env`: variables set (None: removed) in each worker before the initializer and the jobs' modules are
         imported; PYTHONPATH entries go onto sys.path. `memory_limit_mb`: RLIMIT_AS of each worker (address
-        space, so leave headroom above the resident size you expect). Workers inherit the server's sys.path and
-        working directory."""
+        space, so leave headroom above the resident size you expect). `niceness`: added to each worker's nice
+        value (background work that must not slow down the server's answers). Workers inherit the server's
+        sys.path and working directory."""
+        self.niceness = niceness
         self.size = size or max(1, (os.cpu_count() or 2) - 1)
         self.initializer = initializer
         self.env = dict(env or {})
@@ -204,6 +213,8 @@ class WorkerPool:
         self._tasks: set[asyncio.Task] = set()
         self._ids = itertools.count()
         self._closed = False
+        self._held_until = 0.0  # loop time before which queued jobs wait (hold)
+        self._resume: asyncio.TimerHandle | None = None
         self._counts = dict.fromkeys(["completed", "errors", "crashed", "timedOut", "cancelled", "restarts"], 0)
         _pools.add(self)
 
@@ -308,6 +319,15 @@ class WorkerPool:
             self._discard(worker, replace=False)
         _pools.discard(self)
 
+    def hold(self, seconds: float) -> None:
+        """Start no queued job for `seconds` from now (someone is typing: background work waits for a pause);
+        running jobs carry on. Each call extends the hold."""
+        loop = asyncio.get_running_loop()
+        self._held_until = max(self._held_until, loop.time() + seconds)
+        if self._resume is not None:
+            self._resume.cancel()
+        self._resume = loop.call_at(self._held_until, self._dispatch)
+
     # --- scheduling ---
 
     def _dispatch(self) -> None:
@@ -318,6 +338,8 @@ class WorkerPool:
                 heapq.heappop(self._queue)
             if not self._queue:
                 return
+            if loop.time() < self._held_until:
+                return  # hold(): the timer it set dispatches then
             worker = self._idle_worker()
             if worker is None:
                 return
@@ -470,7 +492,7 @@ class WorkerPool:
         ours, theirs = _CTX.Pipe()
         process = _CTX.Process(
             target=_worker_main,
-            args=(theirs, self.env, self.memory_limit_mb, self.initializer),
+            args=(theirs, self.env, self.memory_limit_mb, self.initializer, self.niceness),
             name="kernel-lsp-worker",
             # Not daemonic: a job may itself need multiprocessing (torch does); _kill_leftovers covers exit.
             daemon=False,

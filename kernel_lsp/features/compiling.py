@@ -35,6 +35,7 @@ log = logging.getLogger(__name__)
 
 # Partial compile results of a file are shown at most this often (seconds): each showing republishes the file.
 PARTIAL_COMPILE_INTERVAL = 0.25
+TYPING_HOLD = 0.8  # of the compile debounce: how long after a keystroke queued compiles wait
 
 
 class CompileProgress:
@@ -200,6 +201,12 @@ class Compiles:
         self.compiled.clear()
         if api is not None:
             await api.close_compiles()  # no worker process outlives its service
+
+    def typing(self) -> None:
+        """A keystroke: queued compiles (other files', `compile: workspace`) wait until typing pauses, a little
+        less than the debounce, so that the edited file's own compile is the first to start after it."""
+        if self.api is not None:
+            self.api.hold_compiles(self.ls.state.settings.compile_debounce_ms / 1000 * TYPING_HOLD)
 
     def schedule(self, path: str, *, priority: int = 0, delay: float = 0.0) -> None:
         """Compile a file's kernels for the configured targets in the background (superseding an older request)."""

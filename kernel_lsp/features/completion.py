@@ -9,6 +9,7 @@ import asyncio
 from typing import TYPE_CHECKING
 
 from lsprotocol import types
+from pygls.uris import to_fs_path
 
 from .. import convert
 
@@ -27,7 +28,7 @@ def register(server: "KernelLanguageServer") -> None:
         from ..engine.apidocs import imported_names, resolve_dotted
         from ..engine.code_at import member_prefix
 
-        path = ls.ensure_current(params.text_document.uri)
+        path = to_fs_path(params.text_document.uri)  # the current text is all it reads: no analysis to wait for
         text = ls.current_text(path) if path else None
         if text is None:
             return None

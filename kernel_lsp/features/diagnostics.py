@@ -63,8 +63,8 @@ def register(server: "KernelLanguageServer") -> None:
         types.TEXT_DOCUMENT_DIAGNOSTIC,
         types.DiagnosticOptions(identifier="kernel-lsp", inter_file_dependencies=True, workspace_diagnostics=True),
     )
-    def document_diagnostic(ls: "KernelLanguageServer", params: types.DocumentDiagnosticParams):
-        path = ls.ensure_current(params.text_document.uri)
+    async def document_diagnostic(ls: "KernelLanguageServer", params: types.DocumentDiagnosticParams):
+        path = await ls.bring_current(params.text_document.uri)
         if path is None:
             return types.RelatedFullDocumentDiagnosticReport(items=[])
         entry = ls.state.index.get(path)

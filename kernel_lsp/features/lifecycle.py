@@ -172,6 +172,7 @@ def register(server: "KernelLanguageServer") -> None:
     async def shutdown(ls: "KernelLanguageServer", params: None) -> None:
         ls.stop_watching()
         ls.state.scheduler.shutdown()
+        ls.state.request_executor.shutdown(wait=False, cancel_futures=True)
         await ls.compiles.close()  # no worker process outlives the server
         await ls.checks.close_executor()
 

@@ -138,8 +138,8 @@ def _configs_by_kernel(ls: "KernelLanguageServer", path: str) -> dict[str, list[
 
 def register(server: "KernelLanguageServer") -> None:
     @server.feature(types.TEXT_DOCUMENT_INLAY_HINT, types.InlayHintOptions(resolve_provider=False))
-    def inlay_hints(ls: "KernelLanguageServer", params: types.InlayHintParams):
-        path = ls.ensure_current(params.text_document.uri)
+    async def inlay_hints(ls: "KernelLanguageServer", params: types.InlayHintParams):
+        path = await ls.bring_current(params.text_document.uri)
         if path and is_cuda(path):
             pos = ls.positions(path)
             return [convert.line_end_hint(pos, line, cuda_hint_label(kernels))
@@ -166,7 +166,7 @@ def register(server: "KernelLanguageServer") -> None:
 
     @server.feature(types.TEXT_DOCUMENT_HOVER)
     async def hover(ls: "KernelLanguageServer", params: types.HoverParams):
-        path = ls.ensure_current(params.text_document.uri)
+        path = await ls.bring_current(params.text_document.uri)
         if path and is_cuda(path):
             found = _cuda_kernels_by_line(ls, path).get(params.position.line)
             if found is None:

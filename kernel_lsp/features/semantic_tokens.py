@@ -26,10 +26,10 @@ def _bits(*names: str) -> int:
     return sum(1 << TOKEN_MODIFIERS.index(n) for n in names)
 
 
-def _tokens(ls: "KernelLanguageServer", uri: str, lines: tuple[int, int] | None) -> types.SemanticTokens:
+async def _tokens(ls: "KernelLanguageServer", uri: str, lines: tuple[int, int] | None) -> types.SemanticTokens:
     from ..engine.highlights import CONSTEXPR, highlights  # on first use: startup stays as it was
 
-    path = ls.ensure_current(uri)
+    path = await ls.bring_current(uri)
     entry = ls.state.index.get(path) if path else None
     text = ls.current_text(path) if entry is not None else None
     if entry is None or entry.analysis is None or text is None:
@@ -60,10 +60,10 @@ def _tokens(ls: "KernelLanguageServer", uri: str, lines: tuple[int, int] | None)
 
 def register(server: "KernelLanguageServer") -> None:
     @server.feature(types.TEXT_DOCUMENT_SEMANTIC_TOKENS_FULL, LEGEND)
-    def full(ls: "KernelLanguageServer", params: types.SemanticTokensParams):
-        return _tokens(ls, params.text_document.uri, None)
+    async def full(ls: "KernelLanguageServer", params: types.SemanticTokensParams):
+        return await _tokens(ls, params.text_document.uri, None)
 
     @server.feature(types.TEXT_DOCUMENT_SEMANTIC_TOKENS_RANGE, LEGEND)
-    def in_range(ls: "KernelLanguageServer", params: types.SemanticTokensRangeParams):
+    async def in_range(ls: "KernelLanguageServer", params: types.SemanticTokensRangeParams):
         """The visible part first (VS Code asks for it before the whole file)."""
-        return _tokens(ls, params.text_document.uri, (params.range.start.line, params.range.end.line))
+        return await _tokens(ls, params.text_document.uri, (params.range.start.line, params.range.end.line))

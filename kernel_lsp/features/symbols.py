@@ -38,8 +38,8 @@ def _document_symbols(pos: Positions, kernel: TritonKernel | NkiKernel) -> types
 
 def register(server: "KernelLanguageServer") -> None:
     @server.feature(types.TEXT_DOCUMENT_DOCUMENT_SYMBOL)
-    def document_symbol(ls: "KernelLanguageServer", params: types.DocumentSymbolParams):
-        path = ls.ensure_current(params.text_document.uri)
+    async def document_symbol(ls: "KernelLanguageServer", params: types.DocumentSymbolParams):
+        path = await ls.bring_current(params.text_document.uri)
         entry = ls.state.index.get(path) if path else None
         if entry is None or entry.analysis is None:
             return []

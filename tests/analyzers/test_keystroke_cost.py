@@ -146,3 +146,31 @@ def test_a_launch_value_follows_the_module_names_it_reads(extra: str, other: str
     analyze_source(LAUNCHER.format(extra="SIZE = 16", other="pass"), "l.py", cache)
     text = LAUNCHER.format(extra=extra, other=other)
     assert _facts(analyze_source(text, "l.py", cache)) == _facts(analyze_source(text, "l.py"))
+
+
+def _calls(text: str) -> int:
+    """Python function calls (generator resumptions included) one analysis of the text makes."""
+    count = 0
+
+    def profile(frame, event, arg) -> None:
+        nonlocal count
+        if event == "call":
+            count += 1
+
+    sys.setprofile(profile)
+    try:
+        analyze_source(text, "big.py")
+    finally:
+        sys.setprofile(None)
+    return count
+
+
+def test_analysis_work_is_linear_in_kernels_per_file() -> None:
+    """Ten times the kernels, about ten times the work: no walk of the module per kernel or per launch (issue 29:
+    a 1,000-kernel file took 80 times as long as a 100-kernel one). Counted in calls, against the growth of the
+    syntax tree itself."""
+    analyze_source(big_kernel_file(5, 0)[0], "warm.py")  # lazily loaded tables out of the count
+    small, large = big_kernel_file(30, 0)[0], big_kernel_file(300, 0)[0]
+    nodes = sum(1 for _ in ast.walk(ast.parse(large))) / sum(1 for _ in ast.walk(ast.parse(small)))
+    work = _calls(large) / _calls(small)
+    assert work <= 1.05 * nodes, (work, nodes)

@@ -63,6 +63,17 @@ def children_of_this_process() -> dict[int, str]:
     return found
 
 
+async def test_background_workers_run_at_a_lower_priority():
+    """Compile workers yield the cores to the server that answers the editor (its nice value stays)."""
+    pool = WorkerPool(1, niceness=5)
+    try:
+        outcome = await pool.run(J + "niceness", None, timeout=scaled(30))
+        assert outcome.ok, outcome
+        assert outcome.value == min(os.nice(0) + 5, 19)
+    finally:
+        await pool.close()
+
+
 async def test_ok_lazily_started_with_env_and_initializer():
     pool = WorkerPool(2, initializer=J + "init", env={"KERNEL_LSP_TEST_VAR": "set", "KERNEL_LSP_TEST_GONE": None})
     os.environ["KERNEL_LSP_TEST_GONE"] = "inherited"
@@ -154,6 +165,17 @@ async def test_priorities_order_queued_jobs(pool, tmp_path):
     assert (await blocker).value == "released"
     assert all(o.ok for o in await asyncio.gather(*jobs))
     assert log.read_text().split() == ["p0", "p1-first", "p1-second", "p3", "p5"]
+
+
+async def test_a_hold_keeps_queued_jobs_waiting_until_it_ends(pool):
+    """While someone types (hold), no queued job starts; when the hold ends they run, none lost."""
+    pool.hold(scaled(1))
+    job = asyncio.create_task(pool.run(J + "echo", "after the hold", timeout=scaled(30)))
+    await asyncio.sleep(0)
+    await asyncio.sleep(0)
+    assert pool.stats()["queued"] == 1 and pool.stats()["running"] == 0
+    outcome = await asyncio.wait_for(job, scaled(60))
+    assert outcome.ok and outcome.value == "after the hold"
 
 
 async def test_same_key_supersedes_a_queued_job_and_cancel_works(pool, tmp_path):

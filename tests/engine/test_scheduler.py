@@ -101,3 +101,67 @@ async def test_async_work_is_superseded_too(scheduler):
     gate.set()
     await asyncio.wait_for(scheduler.drain(), scaled(30))
     assert results == ["second"]
+
+
+async def test_a_superseded_running_job_is_told_to_stop_and_frees_its_thread():
+    """Cancelling a task leaves its thread running; the job's cancel event stops it, so with one thread the
+    newer job runs at once instead of after the old one's end (which, here, never comes unless it stops)."""
+    scheduler = Scheduler(max_workers=1)
+    started = threading.Event()
+    stopped_early: list[bool] = []
+    results = []
+    first_cancel = threading.Event()
+
+    def superseded() -> str:
+        started.set()
+        stopped_early.append(first_cancel.wait(scaled(60)))  # a checkpoint that looks at the event
+        return "old"
+
+    try:
+        scheduler.submit("a", superseded, results.append, cancel=first_cancel)
+        assert await asyncio.to_thread(started.wait, scaled(30))
+        scheduler.submit("a", lambda: "new", results.append, cancel=threading.Event())
+        await asyncio.wait_for(scheduler.drain(), scaled(30))
+        assert results == ["new"]
+        assert stopped_early == [True] and scheduler.stopped == 1 and scheduler.superseded == 1
+    finally:
+        scheduler.shutdown()
+
+
+async def test_a_superseded_analysis_stops_inside_the_analyzers():
+    """The server's analysis job: a newer version's submission sets the older one's event, and analyze_source
+    raises AnalysisCancelled at its next checkpoint instead of finishing the whole file."""
+    from analyzers import analyze_source
+    from analyzers.budget import AnalysisCancelled, Budget
+    from bench.common import big_kernel_file
+
+    text, _ = big_kernel_file(30, 0)
+    scheduler = Scheduler(max_workers=1)
+    reached, outcome, results = threading.Event(), [], []
+    first_cancel = threading.Event()
+    checkpoint = Budget.checkpoint
+
+    def analysis() -> str:
+        def hold(self: Budget) -> None:  # wait at the first checkpoint until the newer version arrives
+            reached.set()
+            first_cancel.wait(scaled(60))
+            checkpoint(self)
+
+        Budget.checkpoint = hold  # type: ignore[method-assign]
+        try:
+            analyze_source(text, "big.py", None, first_cancel)
+            outcome.append("finished")
+        except AnalysisCancelled:
+            outcome.append("stopped")
+        finally:
+            Budget.checkpoint = checkpoint  # type: ignore[method-assign]
+        return "old"
+
+    try:
+        scheduler.submit("analyze", analysis, results.append, cancel=first_cancel)
+        assert await asyncio.to_thread(reached.wait, scaled(30))
+        scheduler.submit("analyze", lambda: "new", results.append, cancel=threading.Event())
+        await asyncio.wait_for(scheduler.drain(), scaled(60))
+        assert outcome == ["stopped"] and results == ["new"]
+    finally:
+        scheduler.shutdown()

@@ -11,6 +11,7 @@ import ast
 import logging
 from typing import cast
 
+from ...budget import checkpoint
 from ...model import Span
 from ...source import StatementMemo
 from .. import FileContext, file_check
@@ -49,6 +50,7 @@ def check_triton_kernels(ctx: FileContext) -> None:
     built: dict[int, KernelFacts] = {}
     referenced: dict[int, frozenset[str]] = {}
     for ks in ctx.triton.kernels:
+        checkpoint()
         names = memo.get("names", ks.node, None)[0] if memo else StatementMemo.MISSING
         if names is StatementMemo.MISSING:
             k = built[id(ks.node)] = KernelFacts(f, ks)
@@ -61,6 +63,8 @@ def check_triton_kernels(ctx: FileContext) -> None:
         referenced[id(ks.node)] = names[1]
     shared = _file_fingerprint(ctx, f) if memo else None
     for ks in ctx.triton.kernels:
+        checkpoint()
+
         def check(ks=ks) -> None:
             k = built.get(id(ks.node)) or KernelFacts(f, ks)
             if _guard(ctx, "dataflow", k.solve):

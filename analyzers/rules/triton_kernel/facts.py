@@ -11,12 +11,16 @@ What triton accepts was checked by AOT-compiling small kernels with triton 3.6.0
 from __future__ import annotations
 
 import ast
+import bisect
+import collections
 import difflib
 import functools
 import math
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
+from ...budget import UNKNOWN as BUDGET_UNKNOWN
+from ...budget import bounded_binop
 from ...discovery import is_constexpr_annotation
 from ...model import Fix, Span, TextEdit
 from ...source import literal_value, next_power_of_2
@@ -97,6 +101,22 @@ Binding = tuple[str, ast.expr | ast.For | None, ast.Name | None]
 # File-level information shared by all kernels
 
 
+def _nested_defs(stmt: ast.stmt) -> Iterator[ast.AST]:
+    """stmt and the statements nested in its blocks, breadth first as ast.walk gives them; defs are statements,
+    so the expressions around them (most of a function's nodes) need no visit."""
+    queue: collections.deque[ast.AST] = collections.deque([stmt])
+    while queue:
+        node = queue.popleft()
+        yield node
+        for field_name in ("body", "orelse", "finalbody", "handlers", "cases"):
+            block = getattr(node, field_name, None)
+            if isinstance(block, list):
+                queue.extend(b for b in block if isinstance(b, ast.AST))
+
+
+_FOLDED = (ast.Add, ast.Sub, ast.Mult, ast.FloorDiv, ast.Div, ast.Mod, ast.Pow, ast.LShift, ast.RShift)
+
+
 @dataclass
 class FileFacts:
     ctx: FileContext
@@ -115,11 +135,13 @@ class FileFacts:
         if self._launchers is None:
             self._launchers = {}
             lines = {s.span.start_line + 1 for s in self.ctx.triton.launch_sites}
+            ordered = sorted(lines)
             for stmt in self.ctx.body if lines else ():
                 # Launchers sit in defs and classes, also under `if has_triton():` or `try:` at module level.
-                for fn in ast.walk(stmt) if isinstance(stmt, (ast.FunctionDef, ast.ClassDef, ast.If, ast.Try)) else ():
-                    if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) or not any(
-                            fn.lineno <= ln <= (fn.end_lineno or fn.lineno) for ln in lines):
+                for fn in _nested_defs(stmt) if isinstance(stmt, (ast.FunctionDef, ast.ClassDef, ast.If, ast.Try)) else ():
+                    # A bisection, not a scan of every launch line: linear in the file, not in defs x launches.
+                    if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) or bisect.bisect_right(
+                            ordered, fn.end_lineno or fn.lineno) == bisect.bisect_left(ordered, fn.lineno):
                         continue
                     by_name: dict[str, list[ast.Call]] = {}
                     for n in ast.walk(fn):
@@ -602,30 +624,13 @@ class KernelFacts:
             b = self.evaluate(e.right, env, used, depth + 1)
             if not isinstance(a, (int, float)) or not isinstance(b, (int, float)):
                 return None
-            try:
-                op = type(e.op)
-                if op is ast.Add:
-                    return a + b
-                if op is ast.Sub:
-                    return a - b
-                if op is ast.Mult:
-                    return a * b
-                if op is ast.FloorDiv:
-                    return a // b
-                if op is ast.Div:
-                    return a / b
-                if op is ast.Mod:
-                    return a % b
-                if op is ast.Pow and abs(b) <= 64:
-                    return a ** b
-                # Shifts of a float raise TypeError (None).
-                if op is ast.LShift and isinstance(a, int) and isinstance(b, int) and 0 <= b <= 64:
-                    return a << b
-                if op is ast.RShift and isinstance(a, int) and isinstance(b, int) and 0 <= b <= 64:
-                    return a >> b
-            except (ZeroDivisionError, TypeError, OverflowError):
+            op = type(e.op)
+            if op in (ast.LShift, ast.RShift) and not (isinstance(a, int) and isinstance(b, int) and 0 <= b <= 64):
+                return None  # shifts of a float raise TypeError; wider shifts are no size
+            if op not in _FOLDED:
                 return None
-            return None
+            value = bounded_binop(op, a, b)  # sizes checked before the value is built
+            return None if value is BUDGET_UNKNOWN else value  # type: ignore[return-value]
         if t is ast.Attribute:
             name = self.imports.resolve(e)
             if name in ("math.inf", "numpy.inf"):

@@ -49,6 +49,7 @@ TRITON_CACHE = "triton-cache"
 # takes milliseconds and spares the process start.
 PLAN_IN_PROCESS_BYTES = 256 * 1024
 # Not the kernel's fault: try again next time. A timeout is cached, with its timeout (see _cached).
+COMPILE_NICENESS = 10  # compile workers (and the ptxas they start) run at this much lower priority
 _UNCACHED_KINDS = ("crash", "internal", "cancelled")
 
 
@@ -400,7 +401,9 @@ class CompileService:
             env: dict[str, str | None] = {CACHE_DIR_ENV: str(self.triton_cache_dir),
                                           "TRITON_CACHE_DIR": str(self.triton_cache_dir), "TRITON_INTERPRET": None}
             def local() -> WorkerPool:
-                return WorkerPool(self.settings.compile_workers or None, initializer=WARM_FN, env=env)
+                # Below the server's priority: an analysis of the buffer being typed in never waits for a compile.
+                return WorkerPool(self.settings.compile_workers or None, initializer=WARM_FN, env=env,
+                                  niceness=COMPILE_NICENESS)
 
             # With `executor: ray` compiles are Ray tasks (a CPU each) and this pool is the fallback; results land
             # in this workspace's cache either way. The nodes use their own triton cache.
@@ -429,6 +432,11 @@ class CompileService:
         if self._temporary_cache is not None:
             shutil.rmtree(self._temporary_cache, ignore_errors=True)
             self._temporary_cache = None
+
+    def hold(self, seconds: float) -> None:
+        """Start no queued compile for `seconds` (the user is typing); one running carries on, at low priority."""
+        if isinstance(self._pool, WorkerPool):
+            self._pool.hold(seconds)
 
     async def compile_file(
         self, path: str, text: str, analysis: FileAnalysis, targets: Sequence[str | Target],

@@ -23,6 +23,7 @@ from analyzers.model import LaunchArg, LaunchSite, Param, TritonKernel
 from analyzers.sizes import spec_launch_cases
 from analyzers.source import literal_value, parse_python, parsing
 from analyzers.targets import parse_target
+from analyzers.budget import Budget, analysis_budget
 from analyzers.values import UNKNOWN as _UNKNOWN
 from analyzers.values import Resolver as _Resolver
 from analyzers.values import evaluate
@@ -512,8 +513,16 @@ def plan_jobs(
     `launch_sites` are the workspace's launches of this kernel, each optionally with the text of the file it is in
     (lets `BLOCK=block` resolve to a literal default) and that file's path (for the label). `pins` fixes a
     parameter's type ("*bf16", "i64") or a constexpr's value, and may set "num_warps"/"num_stages".
-    Raises extract.ExtractionError if the kernel is not in `text`.
+    Raises extract.ExtractionError if the kernel is not in `text`. Constant folding is paid from one budget for
+    the whole plan (analyzers.budget), as in the file's analysis.
     """
+    with analysis_budget(Budget.for_text(text)):
+        return _plan_jobs(text, kernel, targets, path, launch_sites, pins, triton_version, max_configs, extracted)
+
+
+def _plan_jobs(text: str, kernel: str, targets: Sequence[str | Target], path: str, launch_sites: Sequence,
+               pins: Mapping[str, object] | None, triton_version: str | None, max_configs: int,
+               extracted: ExtractedModule | None) -> list[CompileJob]:
     pins = dict(pins or {})
     pinned_options = _pinned_options(pins)
     mod = extracted or extract_module(text, kernel, path)
