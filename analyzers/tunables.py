@@ -296,6 +296,10 @@ def tunables(source: str, kernel: str) -> dict[str, Tunable] | None:
                 continue
             decided = _decide(kw, _follow(kw.value, bound, functions, tree, scope), grid, grid_text,
                               kw.arg in steps)
+            if decided.status == "tied" and kernel_def is None:
+                # Without the kernel's source, whether a loop steps by it (and so any block is correct) is unknown.
+                decided = Tunable(kw.arg, "frozen", f"`{kernel}` is defined in another file, so whether one block "
+                                  f"must cover its data cannot be read: kept at its value")
             before = out.get(kw.arg)
             if before is None or order[decided.status] > order[before.status] \
                     or (decided.status == before.status == "free" and decided.site != before.site):

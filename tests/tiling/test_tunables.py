@@ -67,6 +67,9 @@ def test_values_the_search_cannot_write_safely_are_frozen_and_say_why() -> None:
     assert found["BLOCK"].status == "frozen" and "repeats its value 512" in found["BLOCK"].reason
     assert found["OTHER"].status == "frozen" and "more than one place" in found["OTHER"].reason
     assert found["THIRD"].status == "frozen" and "not called in this file" in found["THIRD"].reason
+    elsewhere = tunables("from kernels import k\ndef f(x, n):\n    k[(n,)](x, n, BLOCK=triton.next_power_of_2(n))\n",
+                         "k")
+    assert elsewhere["BLOCK"].status == "frozen" and "defined in another file" in elsewhere["BLOCK"].reason
     assert tunables(source, "not_launched_here") is None
     assert tunables("def broken(:\n", "k") is None
 
