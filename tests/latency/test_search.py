@@ -456,3 +456,51 @@ def test_a_tile_that_reaches_the_grid_through_a_local_is_searched_and_edited_whe
     edited = search_mod.apply(source, found.edits)
     assert f"    tile = {found.winner_overrides['TILE']}\n" in edited
     assert "grid = (triton.cdiv(M, tile), triton.cdiv(N, tile))" in edited and "TILE=tile" in edited
+
+
+def _with_spec(fixture: str, spec_text: str) -> str:
+    return (ROOT / "tests" / "tiling" / "tunables" / fixture).read_text() + textwrap.dedent(spec_text)
+
+
+@pytest.mark.gpu
+def test_on_a_gpu_the_one_pass_softmax_keeps_its_row_block_and_the_local_tile_is_searched(tmp_path):
+    """The issue's failing cases, timed: the softmax's block stays the row's, the start is timed in the same run
+    and any winner is verified; the transpose's tile, reached through a local, is searched and edited there."""
+    softmax = _with_spec("softmax_one_pass.py", '''
+
+        from kernel_lsp.spec import spec
+
+
+        @spec(kernel=softmax_kernel, launcher=softmax, reference=lambda x: torch.softmax(x, -1), shapes=[(3, 1000)],
+              dtypes=["float32"], seeds=1, bench_shapes=[(8192, 4000)])
+        def softmax_inputs(shape, dtype, device):
+            return (torch.randn(shape, dtype=dtype, device=device),)
+    ''')
+    path = tmp_path / "softmax_one_pass.py"
+    path.write_text(softmax)
+    found = search_tiling(str(path), softmax, "softmax_kernel", "H200", str(tmp_path), measure=True, cache=False)
+    assert found.measured and found.current_us is not None, (found.errors, found.status)
+    assert found.tunables["BLOCK_SIZE"]["status"] == "tied"
+    assert {t.overrides["BLOCK_SIZE"] for t in found.tried} == {4096}
+    assert found.winner_overrides["BLOCK_SIZE"] == 4096 and found.verified is not False
+
+    transpose = _with_spec("transpose_local_tile.py", '''
+
+        from kernel_lsp.spec import spec
+
+
+        @spec(kernel=transpose_kernel, launcher=transpose, reference=lambda x: x.t().contiguous(),
+              shapes=[(40, 72)], dtypes=["float32"], seeds=1, bench_shapes=[(8192, 8192)])
+        def transpose_inputs(shape, dtype, device):
+            return (torch.randn(shape, dtype=dtype, device=device),)
+    ''')
+    path = tmp_path / "transpose_local_tile.py"
+    path.write_text(transpose)
+    found = search_tiling(str(path), transpose, "transpose_kernel", "H200", str(tmp_path), measure=True,
+                          cache=False)
+    assert found.measured and found.current_us is not None, (found.errors, found.status)
+    assert found.tunables["TILE"]["status"] == "free" and found.frozen == []
+    assert any(t.measured_us and t.overrides["TILE"] != 16 for t in found.tried)
+    if found.edits:
+        assert found.verified is True and found.speedup > 1 + (found.noise or 0)
+        assert f"    tile = {found.winner_overrides['TILE']}\n" in search_mod.apply(transpose, found.edits)
