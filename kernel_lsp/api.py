@@ -36,7 +36,7 @@ from analyzers.model import Problem, Severity
 
 from .settings import Settings
 
-API_VERSION = "2.3.0"
+API_VERSION = "2.4.0"
 
 __all__ = [
     "API_VERSION", "AnalyzeResult", "ApiError", "BatchResult", "BatchStats", "CandidateResult", "CaseInfo", "CheckErrorInfo",
