@@ -7,7 +7,7 @@ from __future__ import annotations
 import itertools
 import math
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 WARPS = (1, 2, 4, 8, 16)
@@ -83,25 +83,67 @@ def enumerate_space(constexprs: dict[str, object], tunable: list[str] | None = N
         v = pow2[n]
         lo, hi = (min(MIN_BLOCK, v), max(MAX_BLOCK, v)) if v >= MIN_BLOCK else (1, max(v, 8))
         choices.append(_around(v, radius, lo, hi))
-    warps = [w for w in WARPS if abs(math.log2(w) - math.log2(max(1, num_warps))) <= 1] if vary_launch else [num_warps]
-    stages = [s for s in STAGES if abs(s - num_stages) <= 1] if vary_launch else [num_stages]
+    warps, stages = launch_choices(num_warps, num_stages, vary_launch)
     current = Candidate(tuple(sorted({**fixed, **pow2}.items())),
                         num_warps, num_stages)
     everything = [Candidate(tuple(sorted({**fixed, **dict(zip(names, values))}.items())), w, s)
                   for values in itertools.islice(itertools.product(*choices), 20000) for w in warps for s in stages]
-    return _diverse(current, everything, limit)
+    shapes = [Candidate(tuple(sorted({**fixed, **dict(zip(names, values))}.items())),
+                        _scaled_warps(num_warps, [v / pow2[n] for n, v in zip(names, values)], warps), num_stages)
+              for values in itertools.islice(itertools.product(*choices), 20000)] if names else []
+    return _diverse(current, everything, limit, shapes)
 
 
-def _diverse(current: Candidate, everything: list[Candidate], limit: int) -> list[Candidate]:
-    """At most `limit` candidates, the current one first, then every single-tunable change of it (each value of
-    each tunable is seen), then an even, seeded sample of the rest: cutting a list sorted by size would keep only
-    the small tiles."""
+def launch_choices(num_warps: int, num_stages: int, vary_launch: bool = True) -> tuple[list[int], list[int]]:
+    """num_warps two steps either side of the current value (2 -> 1..8, 4 -> 1..16) and every num_stages: a
+    large tile wants 8 warps and more stages than a poor start has."""
+    if not vary_launch:
+        return [num_warps], [num_stages]
+    warps = [w for w in WARPS if abs(math.log2(w) - math.log2(max(1, num_warps))) <= 2]
+    stages = sorted(set(STAGES) | {num_stages})
+    return warps, stages
+
+
+def space_size(constexprs: dict[str, object], tunable: list[str] | None = None, num_warps: int = 4,
+               num_stages: int = 3, *, radius: int = 1, vary_launch: bool = True) -> int:
+    """How many configurations enumerate_space draws its candidates from (before its limit)."""
+    size = 1
+    for n in (tunable if tunable is not None else constexprs):
+        v = constexprs.get(n)
+        if isinstance(v, int) and _pow2(v):
+            lo, hi = (min(MIN_BLOCK, v), max(MAX_BLOCK, v)) if v >= MIN_BLOCK else (1, max(v, 8))
+            size *= len(_around(v, radius, lo, hi))
+    warps, stages = launch_choices(num_warps, num_stages, vary_launch)
+    return size * len(warps) * len(stages)
+
+
+def _scaled_warps(num_warps: int, ratios: list[float], warps: list[int]) -> int:
+    """The warps a tile of another size is tried with first: a tile `ratio` times the current one's elements gets
+    sqrt(ratio) times the warps (each thread's share grows too), at most 8, within the choices."""
+    if not warps:
+        return num_warps
+    want = math.log2(max(1, num_warps)) + 0.5 * sum(math.log2(r) for r in ratios if r > 0)
+    want = min(want, 3.0)
+    return min(warps, key=lambda w: (abs(math.log2(w) - want), w))
+
+
+def _diverse(current: Candidate, everything: list[Candidate], limit: int,
+             shapes: list[Candidate] | None = None) -> list[Candidate]:
+    """At most `limit` candidates, the current one first, then every tile shape (each combination of the block
+    sizes, with the warps scaled to it: the large tiles are there before the space narrows), then every
+    single-tunable change of the current one (each value of each tunable is seen), then an even, seeded sample of
+    the rest: cutting a list sorted by size would keep only the small tiles."""
     out = [current]
     seen = {current}
     singles = [c for c in everything if sum(a != b for a, b in zip(_axes(c), _axes(current))) == 1]
     rest = [c for c in everything if c not in seen and c not in singles]
     random.Random(0).shuffle(rest)
-    for c in singles + rest:
+    shapes = list(shapes or [])
+    room = max(limit // 2, limit - 1 - len(singles))
+    if len(shapes) > room:  # too many shapes to try each: a seeded, even sample of them
+        random.Random(1).shuffle(shapes)
+        shapes = shapes[:room]
+    for c in shapes + singles + rest:
         if len(out) >= limit:
             break
         if c not in seen:
@@ -182,6 +224,11 @@ class SearchPlan:
     measured: dict[str, float]  # configuration key -> median of its measurements, microseconds
     runs: int  # measurements taken (re-measurements of close finalists included)
     rounds: int
+    start_us: float | None = None  # median of the current configuration's timings (None: not given or failed)
+    noise: float = 0.0  # relative spread of repeated timings of one configuration (the largest seen), at least
+    # `spread`: a winner must beat the start by more than this, every timing of it below every one of the start
+    within_noise: list[str] = field(default_factory=list)  # keys of the candidates as fast as the winner within
+    # the noise (the winner first): which of them wins is not repeatable
 
 
 def config_key(cfg: dict) -> str:
@@ -255,15 +302,17 @@ def search_plan(space: list[dict], estimate_us, measure, *, current: dict | None
         values = sorted(runs[key])
         return values[len(values) // 2]
 
-    first: list[dict] = ranked[:max(1, budget // 4)]
+    # The current configuration is timed first, in the same run as the candidates: the proposal is compared with
+    # what the user has, never with a figure from elsewhere.
+    start = index.get(config_key(current)) if current is not None else None
+    first: list[dict] = ([start] if start is not None else [])
+    first += [c for c in ranked[:max(1, budget // 4)] if c is not start]
     steps = _steps(space)
     for k, values in steps.items():
         for v in values:
             pick = next((c for c in ranked if c.get(k) == v), None)
             if pick is not None and pick not in first:
                 first.append(pick)
-    if current is not None and config_key(current) in index and index[config_key(current)] not in first:
-        first.append(index[config_key(current)])
     time(first[:budget])
     rounds = 1
     while len(runs) < budget:
@@ -284,12 +333,35 @@ def search_plan(space: list[dict], estimate_us, measure, *, current: dict | None
         time(fresh[:max(1, min(room, len(survivors)))])
         rounds += 1
     timed = sorted(runs, key=median)
+    start_key = config_key(start) if start is not None else None
     if timed and math.isfinite(median(timed[0])):
         best = median(timed[0])
         close = [k for k in timed[:4] if median(k) <= best * (1 + spread)]
+        # The start is timed again beside the finalists: its repeats measure the noise a winner must beat.
+        if start_key is not None and start_key != timed[0] and start_key not in close:
+            close.append(start_key)
         if len(close) > 1:
             time([index[k] for k in close])
             time([index[k] for k in close])
         timed = sorted(runs, key=median)
-    winner = index[timed[0]] if timed and math.isfinite(median(timed[0])) else None
-    return SearchPlan(winner, {k: median(k) for k in runs}, sum(len(v) for v in runs.values()), rounds)
+    noise = spread
+    for values in runs.values():
+        finite = [v for v in values if math.isfinite(v)]
+        if len(finite) > 1:
+            mid = sorted(finite)[len(finite) // 2]
+            noise = max(noise, (max(finite) - min(finite)) / mid if mid > 0 else 0.0)
+    winner_key = timed[0] if timed and math.isfinite(median(timed[0])) else None
+    start_us = median(start_key) if start_key in runs and math.isfinite(median(start_key)) else None
+    if winner_key is not None and start_us is not None and start_key is not None and winner_key != start_key:
+        # Faster than the start by more than the noise, and every timing of it below every timing of the start:
+        # the fastest of many noisy medians is biased low, so a median alone would crown noise.
+        apart = max(runs[winner_key]) < min(runs[start_key])
+        if median(winner_key) * (1 + noise) >= start_us or not apart:
+            winner_key = start_key  # what the user has stays
+    within = []
+    if winner_key is not None:
+        top = median(winner_key)
+        within = [winner_key] + [k for k in timed if k != winner_key and median(k) <= top * (1 + noise)]
+    return SearchPlan(index[winner_key] if winner_key is not None else None, {k: median(k) for k in runs},
+                      sum(len(v) for v in runs.values()), rounds, start_us, noise,
+                      within if len(within) > 1 else [])

@@ -39,7 +39,7 @@ from analyzers.model import Problem, Severity
 
 from .settings import Settings
 
-API_VERSION = "2.4.0"
+API_VERSION = "2.5.0"
 
 __all__ = [
     "API_VERSION", "AnalyzeResult", "ApiError", "BatchResult", "BatchStats", "CandidateResult", "CaseInfo", "CheckErrorInfo",
@@ -315,6 +315,10 @@ class TuneResult(_Result):
     nodes: list[dict[str, Any]] = field(default_factory=list)  # per cluster node: device, reference timings
     compared: str | None = None  # how figures from several nodes were made comparable
     not_measured_because: str | None = None  # why nothing was timed ("no GPU", "no GPU on the Ray cluster at ...")
+    tunables: dict[str, dict[str, str]] = field(default_factory=dict)  # block size -> {"status", "reason"}
+    noise: float | None = None  # relative noise of repeated timings a measured winner beat the start by
+    within_noise: list[str] = field(default_factory=list)  # candidates as fast as the winner within the noise
+    drawn_from: int = 0  # configurations the searched candidates were drawn from
 
 
 @dataclass(frozen=True)
@@ -610,7 +614,8 @@ def _tune_result(p: Any) -> TuneResult:
     return _scrub(TuneResult(p.kernel, p.device, p.source, p.current, p.winner, p.current_us, p.winner_us, p.speedup,
                              p.verified, p.verify_message, table, _edits(p.edits), list(p.errors), winner, p.status,
                              p.space_size, p.measured_fraction, list(p.frozen), p.cached, list(p.nodes), p.compared,
-                             p.not_measured_because),
+                             p.not_measured_because, dict(getattr(p, "tunables", {})), getattr(p, "noise", None),
+                             list(getattr(p, "within_noise", [])), getattr(p, "drawn_from", 0)),
                   _secret_values())
 
 
@@ -1176,7 +1181,7 @@ class Workspace:
     # --- tune --------------------------------------------------------------------------------------------------
 
     def tune(self, path: str | os.PathLike | None = None, source: str | None = None, *, kernel: str,
-             target: str = "H200", budget: int = 48, measure: bool | None = None, verify: bool = True,
+             target: str = "H200", budget: int = 128, measure: bool | None = None, verify: bool = True,
              cache: bool = True, progress: Callable[[str, float], None] | None = None,
              cancel: threading.Event | None = None, timer: Any = None,
              compile_budget: int | None = None) -> TuneResult:

@@ -72,8 +72,9 @@ def to_json(found: TuneResult) -> dict:
         "current": dict(current) if current else None,
         "winner_us": found.winner_us, "current_us": found.current_us, "speedup": found.speedup,
         "verified": found.verified, "verify_message": found.verify_message,
-        "space_size": found.space_size, "measured_fraction": found.measured_fraction,
+        "space_size": found.space_size, "measured_fraction": found.measured_fraction, "drawn_from": found.drawn_from,
         "frozen": list(found.frozen), "cached": found.cached, "errors": list(found.errors),
+        "tunables": dict(found.tunables), "noise": found.noise, "within_noise": list(found.within_noise),
         "nodes": list(found.nodes), "compared": found.compared,
         "table": [{"config": dict(t.overrides), "label": t.config, "estimated_us": t.estimated_us,
                    "measured_us": t.measured_us, "source": t.source, "note": t.note, "node": t.node,
@@ -103,8 +104,13 @@ def text(found: TuneResult) -> str:
         refs = ", ".join(f"{us:.1f}" for us in node["reference_us"])
         lines.append(f"  {node['node']}: {node['device'] or 'GPU'}, reference {refs} µs, "
                      f"{node['candidates']} candidate(s) timed")
-    if found.frozen:
-        lines.append(f"kept at their values (the launch grid is computed from them): {', '.join(found.frozen)}")
+    for name, told in found.tunables.items():
+        lines.append(f"{name}: {'searched' if told['status'] == 'free' else told['status']} ({told['reason']})")
+    if found.frozen and not found.tunables:
+        lines.append(f"kept at their values: {', '.join(found.frozen)}")
+    if found.within_noise:
+        lines.append(f"as fast as the winner within the measured noise ({found.noise:.1%}): "
+                     f"{'; '.join(found.within_noise[1:])}")
     if found.verified is not None:
         lines.append(("verified: " if found.verified else "FAILS its check: ") + (found.verify_message or ""))
     lines += [f"error: {e}" for e in found.errors]

@@ -147,3 +147,42 @@ def test_counted_work_becomes_the_models_launch() -> None:
     launch = config_model.launch_from_work(rows, hw, registers=32, shared_bytes=0)
     assert launch.bytes_per_iteration == 2048 * 4
     assert math.isfinite(config_model.estimate(launch, hw).us)
+
+
+def test_the_start_is_always_timed_and_a_winner_must_beat_it_by_more_than_the_noise() -> None:
+    space = _space()
+    start = dict(BLOCK=1024, num_warps=1, num_stages=3)  # the model ranks it last
+    timed: list[str] = []
+
+    def measure(cfgs):
+        timed.extend(config_key(c) for c in cfgs)
+        return [_truth(c) for c in cfgs]
+
+    plan = search_plan(space, _truth, measure, current=start, fraction=0.05)  # 3 timings: the start among them
+    assert timed[0] == config_key(start) and plan.start_us == _truth(start)
+    assert plan.winner != start and _truth(plan.winner) * (1 + plan.noise) < plan.start_us
+
+    # Every candidate as fast as the start, timings that wander by 5%: a winner beyond the noise is rare (the
+    # fastest of many noisy medians is biased low), and the result says which ones are as fast.
+    wrong = 0
+    for seed in range(40):
+        rng = random.Random(seed)
+        flat = lambda c, rng=rng: 100 * (1 + rng.uniform(-0.025, 0.025))  # noqa: E731
+        plan = search_plan(space, _truth, _each(flat), current=start)
+        assert plan.noise >= 0.03
+        wrong += plan.winner != start
+        assert len(plan.within_noise) > 1
+        if plan.winner == start:
+            assert plan.within_noise[0] == config_key(start)
+    assert wrong <= 2
+
+
+def test_the_same_inputs_give_the_same_pick() -> None:
+    space = _space()
+    picks = set()
+    for _ in range(3):
+        rng = random.Random(7)
+        noisy = lambda c, rng=rng: _truth(c) * (1 + rng.uniform(-0.01, 0.01))  # noqa: E731
+        plan = search_plan(space, _truth, _each(noisy), current=dict(BLOCK=64, num_warps=1, num_stages=1))
+        picks.add((config_key(plan.winner), tuple(plan.within_noise)))
+    assert len(picks) == 1

@@ -4,12 +4,15 @@ roofline), time candidates on the GPU when there is one by successive halving ar
 30% of the space: analyzers.tiling.search_plan), verify the winner with the correctness checker on the edited file,
 and propose the edit.
 
-Every tunable is free unless the launch grid really uses it: a grid that is a function of the meta-parameters (a
-lambda over `meta`, or an autotuner) follows any block size; a tuple grid computed by the launcher ties the block
-sizes whose value it is computed from (`(triton.cdiv(n, BLOCK),)` with `BLOCK_SIZE=BLOCK`), read from the launcher's
-source, and leaves the others free (`(n_rows,)` with `BLOCK_SIZE=block_size`). Where the launch site cannot be read
-(the launcher lives in another file), a tuple grid ties every block size. The edit: new keyword values at the
-launch site, or, for an autotuned kernel, the winning config put first in its config list.
+Each block size is followed from the launch to where its value is written, to the grid and to the kernel's loops
+(analyzers.tunables): free where the search can change it safely (a constant written once, in a local the grid is
+computed from too: the edit goes to that constant, so the grid follows), tied where the kernel's correctness depends
+on it (a block computed to cover a row that the grid does not use and no loop steps by: it is never shrunk), frozen
+where it cannot be written safely; the proposal says which and why. Where the launch site cannot be read (the
+launcher lives in another file), a tuple grid freezes every block size. The start is timed in the same run as the
+candidates, and a measured winner must beat it by more than the measured noise. The edit: new values where the
+block sizes are written and keyword values at the launch site, or, for an autotuned kernel, the winning config put
+first in its config list.
 
 Without a GPU (or with `measure=False`) the search ranks by the model alone and says so: the proposal's source is
 "estimated" and its progress never speaks of timing. A finished search is kept by content (file text, kernel,
@@ -34,13 +37,16 @@ from analyzers.source import parse_python
 from analyzers.model import Span, TextEdit, apply_edits
 from analyzers.config_model import configuration_estimate
 from analyzers.roofline import Resources
-from analyzers.tiling import Candidate, choose, config_key, enumerate_space, format_config, rank, search_plan
+from analyzers.tiling import Candidate, choose, config_key, enumerate_space, format_config, rank, search_plan, space_size
+from analyzers.tunables import LAUNCH_OPTIONS, grid_expressions as _grid_expressions, own_nodes as _own_nodes
+from analyzers.tunables import tunables as find_tunables
 
 from ..gpu import gpu_present
 from . import WorkerError, count_work, measure_file, resolve_device, work_from_json
 from .resources import CandidateResources, Compiler, candidate_resources, service_compiler
 
-SEARCH_CACHE_VERSION = 3  # 2: candidates compiled for their resources; 3: the best-ranked ones, up to a budget
+SEARCH_CACHE_VERSION = 4  # 2: candidates compiled for their resources; 3: the best-ranked ones, up to a budget;
+# 4: block sizes followed to where they are written, every tile shape a candidate, the start timed against noise
 DEFAULT_COMPILE_BUDGET = 12  # candidates compiled for their resources (the model's best, on assumed resources)
 VERIFY_ATTEMPTS = 3  # configurations verified at most, best first, until one is correct
 
@@ -76,8 +82,15 @@ class TilingProposal:
     tried: list[Tried] = field(default_factory=list)
     space_size: int = 0
     measured_fraction: float = 0.0
+    drawn_from: int = 0  # configurations the candidates were drawn from (every tile shape among the candidates)
     errors: list[str] = field(default_factory=list)
-    frozen: list[str] = field(default_factory=list)  # block sizes the launch grid ties, kept at their values
+    frozen: list[str] = field(default_factory=list)  # block sizes kept at their values (tied or frozen)
+    # Each block size: {"status": "free" | "tied" | "frozen", "reason": why} (analyzers.tunables).
+    tunables: dict[str, dict] = field(default_factory=dict)
+    # Measured searches: the relative noise of repeated timings a winner had to beat the start by, and the
+    # candidates as fast as the winner within it (empty: the winner stands out, the pick is repeatable).
+    noise: float | None = None
+    within_noise: list[str] = field(default_factory=list)
     cached: bool = False  # answered from the cache of an identical earlier search
     # A search on a Ray cluster (cluster.py): per node, its device, the reference's timings and the candidates it
     # timed; how the figures compare; or why nothing was timed.
@@ -96,7 +109,10 @@ class TilingProposal:
     def status(self) -> str:
         """What the winner's figure is: measured on the GPU, or the model's ranking only."""
         if self.source == "measured":
-            return f"measured on the GPU ({self.measured_fraction:.0%} of {self.space_size} configurations timed)"
+            drawn = (f", drawn from {self.drawn_from:,} configurations" if self.drawn_from > self.space_size
+                     else "")
+            return (f"measured on the GPU ({self.measured_fraction:.0%} of {self.space_size} configurations "
+                    f"timed{drawn})")
         if self.source == "estimated":
             return "estimated; not measured" + (f" ({self.not_measured_because})" if self.not_measured_because else "")
         return "no result"
@@ -107,7 +123,7 @@ Progress = Callable[[str, float], None]
 
 def search_tiling(path: str, source: str, kernel: str, target: str = "H200", root: str | None = None, *,
                   measure: bool | None = None, verify: bool = True, progress: Progress | None = None,
-                  cancel: threading.Event | None = None, radius: int = 2, limit: int = 48,
+                  cancel: threading.Event | None = None, radius: int = 2, limit: int = 128,
                   hardware=None, cache: bool = True, timer=None, compiler: Compiler | None = None,
                   compile_budget: int = DEFAULT_COMPILE_BUDGET) -> TilingProposal:
     """Search the tiling of `kernel` in the file `path` (buffer text `source`) for device `target`.
@@ -189,18 +205,33 @@ def _search(path, source, kernel, hw, root, *, timed, verify, say, cancel, radiu
     works = [work_from_json(lc) for lc in launches]
     configs = [Candidate(tuple(sorted((k, v) for k, v in w.constexprs if isinstance(v, int))), w.num_warps,
                          w.num_stages) for w in works]
+    sites: dict = {}  # block size -> the constant its value is written at, where that is not the launch keyword
     current = configs[0]
     if autotuned:
         space = enumerate_space({}, configs=configs, radius=radius, limit=limit)
     else:
         names = [n for n, _ in current.constexprs]
-        # A grid that is a function of the meta-parameters frees every block size; a tuple grid ties those it is
-        # computed from, and all of them where the launch cannot be read.
-        tied = set() if grid_free else tied_block_sizes(source, kernel)
-        tunable = [n for n in names if tied is not None and n not in tied]
+        # Each block size is followed from the launch to where its value is written, to the grid and to the
+        # kernel's loops (analyzers.tunables): free, tied to what it must cover, or frozen, each with its reason.
+        # Where the launch cannot be read (it lives in another file) a function grid frees every block size and a
+        # tuple grid freezes them all.
+        found = find_tunables(source, kernel)
+        if found is None:
+            why = ("the launch is not in this file; the grid is a function of the meta-parameters" if grid_free
+                   else "the launch is not in this file, and its tuple grid may be computed from it")
+            decided = {n: {"status": "free" if grid_free else "frozen", "reason": why} for n in names}
+        else:
+            decided = {n: {"status": found[n].status, "reason": found[n].reason} for n in names if n in found}
+            for n in names:
+                decided.setdefault(n, {"status": "frozen", "reason": "not a keyword of the launch"})
+            sites = {n: found[n].site for n in names if n in found and found[n].site is not None}
+        tunable = [n for n in names if decided[n]["status"] == "free"]
+        proposal.tunables = {n: d for n, d in decided.items() if _pow2(dict(current.constexprs)[n])}
         proposal.frozen = [n for n in names if n not in tunable and _pow2(dict(current.constexprs)[n])]
         space = enumerate_space(dict(current.constexprs), tunable, current.num_warps, current.num_stages,
                                 radius=radius, limit=limit)
+        proposal.drawn_from = space_size(dict(current.constexprs), tunable, current.num_warps, current.num_stages,
+                                         radius=radius)
     proposal.space_size = len(space)
     proposal.current = shown(current)
     points = {c: {"spec": point.get("spec"), "kernel": kernel, "shape": point.get("shape"),
@@ -258,6 +289,7 @@ def _search(path, source, kernel, hw, root, *, timed, verify, say, cancel, radiu
     # resources, and keeping to the compiled few would shrink the measured share to a fraction of the budget.
     timeable = ranked
     measured: dict[Candidate, float] = {}
+    planned: Candidate | None = None
     nodes: dict[Candidate, str] = {}  # which cluster node timed each (a search on Ray)
     if timed and timeable:
         # Successive halving around the model's picks (analyzers.tiling.search_plan): each round is timed in one
@@ -298,6 +330,9 @@ def _search(path, source, kernel, hw, root, *, timed, verify, say, cancel, radiu
         plan = search_plan([c.overrides for c in timeable], lambda cfg: estimated[by_key[config_key(cfg)]],
                            time_round, current=current.overrides if current in timeable else None)
         measured = {by_key[k]: us for k, us in plan.measured.items() if math.isfinite(us)}
+        proposal.noise = plan.noise
+        proposal.within_noise = [shown(by_key[k]) for k in plan.within_noise]
+        planned = by_key[config_key(plan.winner)] if plan.winner is not None else None
         if timer is not None:
             proposal.nodes, proposal.compared = timer.report(), timer.basis()
     elif ranked:
@@ -305,11 +340,15 @@ def _search(path, source, kernel, hw, root, *, timed, verify, say, cancel, radiu
             + (f" ({unmeasured})" if unmeasured else ""), 0.8)
     winner, source_kind = choose(ranked, measured)
     # A configuration that could not be estimated (its compile failed) has no figure: the current one among them
-    # is then beaten by any candidate.
+    # is then beaten by any candidate. A measured winner must beat the start, timed in the same run, by more than
+    # the measured noise (search_plan decided it); an estimated one by 2%.
     figures = measured if source_kind == "measured" else {c: us for c, us in estimated.items() if us is not None}
+    margin = proposal.noise if source_kind == "measured" and proposal.noise is not None else 0.02
+    if source_kind == "measured" and planned is not None:
+        winner = planned
     if (winner is not None and current in figures and winner in figures
-            and figures[winner] >= figures[current] * 0.98):
-        winner = current  # within 2% of what the user has: no edit is worth proposing
+            and figures[winner] * (1 + margin) >= figures[current]):
+        winner = current  # not faster than what the user has by more than the margin: no edit is worth proposing
     proposal.tried = [Tried(shown(c), c.overrides, estimated.get(c), measured.get(c),
                             "measured" if c in measured else "estimated", notes.get(c),
                             nodes.get(c),
@@ -327,14 +366,14 @@ def _search(path, source, kernel, hw, root, *, timed, verify, say, cancel, radiu
     if winner == current:
         say("done: the current configuration stays", 1.0)
         return proposal
-    proposal.edits = edit_for(source, kernel, winner, current, autotuned)
+    proposal.edits = edit_for(source, kernel, winner, current, autotuned, sites)
     if not proposal.edits:
         proposal.errors.append("the winning configuration could not be written into the file (launch site not found)")
         return proposal
     if verify:
         # A freed block size can make the kernel wrong (a block shorter than the row it must cover): the next
         # best configurations with other block sizes are verified in turn, a few at most.
-        limit = figures.get(current, math.inf) * 0.98
+        limit = figures.get(current, math.inf) / (1 + margin)
         order = [winner, *sorted((c for c in figures if figures[c] < limit and c != winner),
                                  key=lambda c: figures[c])]
         tried = {t.label: t for t in proposal.tried}
@@ -345,7 +384,7 @@ def _search(path, source, kernel, hw, root, *, timed, verify, say, cancel, radiu
                 break
             if cand.constexprs in failed:
                 continue
-            edits = edit_for(source, kernel, cand, current, autotuned)
+            edits = edit_for(source, kernel, cand, current, autotuned, sites)
             if not edits:
                 continue
             attempts += 1
@@ -399,19 +438,6 @@ def _pow2(v) -> bool:
     return isinstance(v, int) and not isinstance(v, bool) and v > 0 and v & (v - 1) == 0
 
 
-LAUNCH_OPTIONS = {"num_warps", "num_stages", "num_ctas", "maxnreg", "enable_fp_fusion", "grid"}
-
-
-def _own_nodes(scope: ast.AST):
-    """The nodes of a module or function body, not those of functions or classes nested in it."""
-    todo = list(ast.iter_child_nodes(scope))
-    while todo:
-        node = todo.pop()
-        yield node
-        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
-            todo.extend(ast.iter_child_nodes(node))
-
-
 def tied_block_sizes(source: str, kernel: str) -> set[str] | None:
     """Keyword arguments of the launches of `kernel` in `source` whose value a tuple launch grid is computed from
     (through the launcher's assignments); None where the file has no launch of `kernel` to read."""
@@ -453,36 +479,12 @@ def tied_block_sizes(source: str, kernel: str) -> set[str] | None:
     return tied if found else None
 
 
-def _grid_expressions(grid: ast.AST, bound: dict[str, list[ast.AST]]) -> set[str] | None:
-    """The text of every expression a tuple grid is computed from, following the names it reads through the
-    scope's assignments; None where the grid is a function (a lambda or a def)."""
-    seen: set[str] = set()
-    texts: set[str] = set()
-    todo = [grid]
-    first = True
-    while todo:
-        expr = todo.pop()
-        if isinstance(expr, (ast.Lambda, ast.FunctionDef, ast.AsyncFunctionDef)):
-            if first or expr is grid:
-                return None
-            continue
-        first = False
-        for sub in ast.walk(expr):
-            if isinstance(sub, ast.expr):
-                texts.add(ast.unparse(sub))
-            if isinstance(sub, ast.Name) and sub.id not in seen:
-                seen.add(sub.id)
-                values = bound.get(sub.id, [])
-                if sub is expr and expr is grid and any(isinstance(v, (ast.Lambda, ast.FunctionDef,
-                                                                         ast.AsyncFunctionDef)) for v in values):
-                    return None
-                todo.extend(v for v in values if not isinstance(v, (ast.FunctionDef, ast.AsyncFunctionDef)))
-    return texts
-
-
-def edit_for(source: str, kernel: str, winner: Candidate, current: Candidate, autotuned: bool
+def edit_for(source: str, kernel: str, winner: Candidate, current: Candidate, autotuned: bool,
+             sites: dict[str, tuple[int, int, int, int]] | None = None
              ) -> list[tuple[tuple[int, int, int, int], str]]:
-    """(range, new text) edits that make the file launch `winner`."""
+    """(range, new text) edits that make the file launch `winner`. `sites`: block sizes whose value is written at
+    a constant elsewhere (`tile = 16`, a dict entry): that constant is edited, so a grid computed from it follows."""
+    sites = sites or {}
     analysis = analyze_source(source, "<search>")
     if autotuned:
         k = analysis.kernel(kernel)
@@ -494,12 +496,15 @@ def edit_for(source: str, kernel: str, winner: Candidate, current: Candidate, au
         text = (f"triton.Config({{{kwargs}}}, num_warps={winner.num_warps}, num_stages={winner.num_stages}),\n"
                 f"{indent}")
         return [((first.start_line, first.start_col, first.start_line, first.start_col), text)]
-    sites = [s for s in analysis.launch_sites if s.target == kernel]
-    if not sites:
+    launches = [s for s in analysis.launch_sites if s.target == kernel]
+    if not launches:
         return []
     edits = []
-    for site in sites:
-        wanted = winner.overrides
+    for name, value in winner.constexprs:
+        if name in sites and dict(current.constexprs).get(name) != value:
+            edits.append((sites[name], str(value)))
+    for site in launches:
+        wanted = {k: v for k, v in winner.overrides.items() if k not in sites}
         have = {a.keyword: a for a in site.kwargs if a.keyword}
         missing = []
         for name, value in wanted.items():
