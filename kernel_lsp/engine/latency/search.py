@@ -215,16 +215,16 @@ def _search(path, source, kernel, hw, root, *, timed, verify, say, cancel, radiu
         # kernel's loops (analyzers.tunables): free, tied to what it must cover, or frozen, each with its reason.
         # Where the launch cannot be read (it lives in another file) a function grid frees every block size and a
         # tuple grid freezes them all.
-        found = find_tunables(source, kernel)
-        if found is None:
+        followed = find_tunables(source, kernel)
+        if followed is None:
             why = ("the launch is not in this file; the grid is a function of the meta-parameters" if grid_free
                    else "the launch is not in this file, and its tuple grid may be computed from it")
             decided = {n: {"status": "free" if grid_free else "frozen", "reason": why} for n in names}
         else:
-            decided = {n: {"status": found[n].status, "reason": found[n].reason} for n in names if n in found}
+            decided = {n: {"status": followed[n].status, "reason": followed[n].reason} for n in names if n in followed}
             for n in names:
                 decided.setdefault(n, {"status": "frozen", "reason": "not a keyword of the launch"})
-            sites = {n: found[n].site for n in names if n in found and found[n].site is not None}
+            sites = {n: followed[n].site for n in names if n in followed and followed[n].site is not None}
         tunable = [n for n in names if decided[n]["status"] == "free"]
         proposal.tunables = {n: d for n, d in decided.items() if _pow2(dict(current.constexprs)[n])}
         proposal.frozen = [n for n in names if n not in tunable and _pow2(dict(current.constexprs)[n])]
