@@ -1,0 +1,212 @@
+"""`kernel-lsp record -- CMD` on a small project whose pytest launches two kernels under Triton's interpreter; the
+compile then uses the recorded values (through the CLI), says so, and says when they went stale."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from kernel_lsp.engine.record import store
+from kernel_lsp.settings import parse_settings
+
+ROOT = Path(__file__).resolve().parents[2]
+PROJECT = Path(__file__).parent / "fixtures" / "project"
+SCHEMA_DIR = ROOT / "kernel_lsp" / "schema"
+
+
+def cli(*args: str, cwd: Path, timeout: float = 600, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "kernel_lsp", *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=timeout, env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})})
+
+
+def validate(doc: dict, schema_name: str) -> None:
+    jsonschema = pytest.importorskip("jsonschema")
+    schema = json.loads((SCHEMA_DIR / schema_name).read_text())
+    jsonschema.Draft202012Validator.check_schema(schema)
+    errors = [f"{e.json_path}: {e.message}" for e in jsonschema.Draft202012Validator(schema).iter_errors(doc)]
+    assert not errors, errors[:10]
+
+
+@pytest.fixture(scope="module")
+def recorded(tmp_path_factory) -> Path:
+    pytest.importorskip("torch")
+    pytest.importorskip("triton")
+    project = tmp_path_factory.mktemp("rec") / "project"
+    shutil.copytree(PROJECT, project)
+    proc = cli("record", "--", sys.executable, "-m", "pytest", "-q", "-p", "no:xdist", "-p", "no:cacheprovider",
+               "tests", cwd=project, env={"TRITON_INTERPRET": "1", "PYTHONPATH": str(project)})
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "4 passed" in proc.stdout  # the command ran as the user ran it, its output untouched
+    assert "launches of 2 kernel(s)" in proc.stderr, proc.stderr
+    return project
+
+
+def test_record_keeps_each_distinct_launch_with_its_values(recorded):
+    doc = json.loads((recorded / ".kernel-lsp" / "launches.json").read_text())
+    validate(doc, "launches.schema.json")
+    [run] = doc["runs"]
+    assert run["command"].endswith("-m pytest -q -p no:xdist -p no:cacheprovider tests") and run["exit_code"] == 0
+    kernels = {k["qualname"]: k for k in doc["kernels"]}
+    assert set(kernels) == {"scale_kernel", "row_sum_kernel"}
+    assert {k["file"] for k in kernels.values()} == {"ops/kernels.py"}
+    scale = kernels["scale_kernel"]
+    assert sorted(launch["args"]["BLOCK"]["v"] for launch in scale["launches"]) == [128, 1024]
+    big = next(launch for launch in scale["launches"] if launch["args"]["BLOCK"]["v"] == 1024)
+    assert big["args"]["x_ptr"] == {"t": "tensor", "dtype": "float32", "shape": [4096], "strides": [1],
+                                    "align16": True, "device": "cpu"}
+    assert big["args"]["n"] == {"t": "int", "v": 4096} and big["args"]["factor"] == {"t": "float", "v": 2.0}
+    assert big["grid"] == [4] and big["interpreted"] is True
+    assert big["stack"][0]["file"] == "ops/kernels.py" and big["stack"][1]["function"] == "test_scale"
+    rows = kernels["row_sum_kernel"]
+    assert sorted(launch["args"]["SQUARE"]["v"] for launch in rows["launches"]) == [False, True]
+    assert {launch["args"]["x_ptr"]["dtype"] for launch in rows["launches"]} == {"float16"}
+    assert rows["source_sha256"] == store.source_hash((recorded / "ops" / "kernels.py").read_text(),
+                                                      "row_sum_kernel")
+
+
+def test_offline_compile_uses_recorded_values_and_says_so_then_reports_staleness(recorded, tmp_path):
+    project = tmp_path / "project"
+    shutil.copytree(recorded, project)
+    # Without the record, row_sum_kernel's BLOCK_COLS is computed at run time: not compiled.
+    bare = tmp_path / "bare"
+    shutil.copytree(PROJECT, bare)
+    before = json.loads(cli("check", "--target", "sm_90", "--format", "json", ".", cwd=bare).stdout)
+    assert not [c for c in before["compile"] if c["kernel"] == "row_sum_kernel"]
+
+    proc = cli("check", "--target", "sm_90", "--format", "json", ".", cwd=project)
+    doc = json.loads(proc.stdout)
+    validate(doc, "check-report.schema.json")
+    rows = [c for c in doc["compile"] if c["kernel"] == "row_sum_kernel"]
+    assert sorted(c["constexprs"]["SQUARE"] for c in rows) == [False, True]
+    for c in rows:
+        assert c["ok"], c
+        assert c["constexprs"]["BLOCK_COLS"] == 64
+        assert c["config"].startswith("recorded launch ") and "-m pytest -q" in c["config"]
+        assert c["valuesFrom"]["BLOCK_COLS"] == "recorded" and c["valuesFrom"]["x_ptr"] == "recorded"
+    text = cli("check", "--target", "sm_90", ".", cwd=project).stdout
+    assert "row_sum_kernel sm_90 [BLOCK_COLS=64, SQUARE=True]" in text and "(values from recorded launch" in text
+
+    kernels = project / "ops" / "kernels.py"
+    kernels.write_text(kernels.read_text().replace("x = x * x", "x = x * x + 0.0"))
+    doc = json.loads(cli("check", "--target", "sm_90", "--format", "json", ".", cwd=project).stdout)
+    assert not [c for c in doc["compile"] if c["kernel"] == "row_sum_kernel"]
+    [why] = [p["message"] for p in doc["problems"] if p["code"] == "KC009"]
+    assert "row_sum_kernel" in why and "2 launches recorded by" in why and "are stale" in why
+    # The untouched kernel keeps its recorded values.
+    assert {c["config"].split(" (")[0] for c in doc["compile"] if c["kernel"] == "scale_kernel"} == {
+        "recorded launch 1", "recorded launch 2"}
+
+
+def test_repro_writes_a_script_that_replays_the_launch(recorded, tmp_path):
+    listing = cli("repro", "ops/kernels.py::scale_kernel", "--list", cwd=recorded)
+    assert listing.returncode == 0 and "x_ptr: float32[4096]" in listing.stdout
+    index = next(line.split(":")[0] for line in listing.stdout.splitlines() if "[4096]" in line)
+    out = tmp_path / "repro.py"
+    proc = cli("repro", "ops/kernels.py::scale_kernel", "--launch", index, "-o", str(out), cwd=recorded)
+    assert proc.returncode == 0, proc.stderr
+    script = out.read_text()
+    assert "def scale_kernel(" in script and "[4096]" in script
+    ran = subprocess.run([sys.executable, str(out)], cwd=tmp_path, capture_output=True, text=True, timeout=300,
+                         env={**os.environ, "TRITON_INTERPRET": "1"})
+    assert ran.returncode == 0, ran.stderr
+    assert "launched scale_kernel grid (4,)" in ran.stdout
+    bad = cli("repro", "ops/kernels.py::scale_kernel", "--launch", "9", cwd=recorded)
+    assert bad.returncode == 2 and "has launches 1 to 2" in bad.stderr
+    missing = cli("repro", "ops/kernels.py::nope", cwd=recorded)
+    assert missing.returncode == 2 and "no recorded launch" in missing.stderr
+
+
+def test_record_passes_the_exit_code_on_and_says_when_nothing_was_launched(tmp_path):
+    proc = cli("record", "--", sys.executable, "-c", "import sys; sys.exit(3)", cwd=tmp_path)
+    assert proc.returncode == 3
+    assert "no Triton kernel of this workspace was launched (triton was never imported)" in proc.stderr
+    proc = cli("record", "--", sys.executable, "-E", "-c", "pass", cwd=tmp_path)
+    assert proc.returncode == 0 and "no Python process of the command loaded the recorder" in proc.stderr
+    assert cli("record", cwd=tmp_path).returncode == 2
+    assert cli("record", "--", "no-such-command-kernel-lsp", cwd=tmp_path).returncode == 127
+
+
+def test_unreadable_record_is_reported_not_overwritten(tmp_path):
+    path = tmp_path / ".kernel-lsp" / "launches.json"
+    path.parent.mkdir()
+    path.write_text('{"format": "kernel-lsp-launches", "version": 99, "runs": [], "kernels": []}')
+    proc = cli("record", "--", sys.executable, "-c", "pass", cwd=tmp_path)
+    assert proc.returncode == 2 and "version 99" in proc.stderr and "--fresh" in proc.stderr
+    assert "99" in path.read_text()
+    assert cli("record", "--fresh", "--", sys.executable, "-c", "pass", cwd=tmp_path).returncode == 0
+    assert json.loads(path.read_text())["version"] == 1
+
+
+# ------------------------------------------------------------------------------------------------------------
+# The record format, below the CLI
+
+
+def _shard(file: Path, launches: list[dict], seen: int | None = None) -> dict:
+    return {"kernels": [{"file": str(file), "qualname": "k", "name": "k", "line": 1, "seen": seen or len(launches),
+                         "dropped": 0, "launches": launches}], "triton": "3.9.0"}
+
+
+def _launch(n: int, count: int = 1) -> dict:
+    return {"args": {"n": {"t": "int", "v": n}}, "grid": [1], "options": {}, "interpreted": True, "count": count,
+            "stack": [{"file": "/x/a.py", "line": 1, "function": "f"}] * 6}
+
+
+def test_merge_deduplicates_caps_and_drops_launches_of_an_edited_kernel(tmp_path):
+    src = tmp_path / "k.py"
+    src.write_text("def k(n):\n    return n\n")
+    run1 = {"id": "r1", "command": "pytest", "started": "2026-12-01T00:00:00Z"}
+    record, summary = store.merge(None, run1, [_shard(src, [_launch(1), _launch(2)]),
+                                               _shard(src, [_launch(2, 3)])], tmp_path, max_per_kernel=2)
+    [k] = record["kernels"]
+    assert [x["args"]["n"]["v"] for x in k["launches"]] == [1, 2] and k["launches"][1]["count"] == 4
+    assert summary["distinct"] == 2
+    record, _ = store.merge(record, {**run1, "id": "r2"}, [_shard(src, [_launch(3)])], tmp_path, max_per_kernel=2)
+    [k] = record["kernels"]
+    assert len(k["launches"]) == 2 and k["dropped"] == 1
+    src.write_text("def k(n):\n    return n + 1\n")
+    record, _ = store.merge(record, {**run1, "id": "r3"}, [_shard(src, [_launch(5)])], tmp_path)
+    [k] = record["kernels"]
+    assert [x["args"]["n"]["v"] for x in k["launches"]] == [5]
+    assert [r["id"] for r in record["runs"]] == ["r3"]  # runs no launch refers to are gone
+    many = [_launch(i) for i in range(200)]
+    record, summary = store.merge(None, run1, [_shard(src, many)], tmp_path, max_per_kernel=200, max_bytes=20_000)
+    assert len(json.dumps(record)) <= 20_000 and summary["trimmed"] > 0
+    assert record["kernels"][0]["dropped"] == summary["trimmed"]
+
+
+def test_outside_the_workspace_is_counted_not_kept(tmp_path):
+    other = tmp_path.parent / f"{tmp_path.name}-elsewhere.py"
+    record, summary = store.merge(None, {"id": "r", "command": "x", "started": ""}, [_shard(other, [_launch(1)])],
+                                  tmp_path)
+    assert record["kernels"] == [] and summary["outside"] == {f"{other}::k": 1}
+
+
+def test_source_hash_ignores_other_code_and_indentation():
+    a = "import x\n\n@jit\ndef k(n):\n    return n   \n"
+    b = "import y\nZ = 1\n\n@jit(debug=True)\ndef k(n):\n    return n\n\ndef other():\n    pass\n"
+    assert store.source_hash(a, "k") == store.source_hash(b, "k") is not None
+    assert store.source_hash(a.replace("return n", "return n + 1"), "k") != store.source_hash(a, "k")
+    nested = "class C:\n    def k(n):\n        return n\n"
+    assert store.source_hash(nested, "C.k") == store.source_hash(a, "k")
+    assert store.source_hash("def f(:", "k") is None and store.source_hash(a, "missing") is None
+
+
+def test_pins_keyed_by_file_and_kernel_and_the_bare_form_still_works_with_a_message(tmp_path):
+    settings, messages = parse_settings({"pins": {"ops/attn.py::_fwd_kernel": {"BLOCK": 64},
+                                                  "_fwd_kernel": {"BLOCK": 32, "num_warps": 8}}})
+    [message] = messages
+    assert "'_fwd_kernel' is a bare kernel name" in message and "deprecated" in message
+    attn, other = tmp_path / "ops" / "attn.py", tmp_path / "ops" / "other.py"
+    assert store.pins_for(settings.pins, tmp_path, attn, "_fwd_kernel") == {"BLOCK": 64, "num_warps": 8}
+    assert store.pins_for(settings.pins, tmp_path, other, "_fwd_kernel") == {"BLOCK": 32, "num_warps": 8}
+    assert store.pins_for(settings.pins, tmp_path, other, "add") is None
+    settings, messages = parse_settings({"pins": {"attn.py::_fwd_kernel": {"BLOCK": 16}}})
+    assert messages == [] and store.pins_for(settings.pins, tmp_path, attn, "_fwd_kernel") == {"BLOCK": 16}
+    _, messages = parse_settings({"pins": {"::k": {}}})
+    assert messages and "expected `path/to/file.py::kernel_name`" in messages[0]
