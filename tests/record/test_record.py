@@ -210,3 +210,37 @@ def test_pins_keyed_by_file_and_kernel_and_the_bare_form_still_works_with_a_mess
     assert messages == [] and store.pins_for(settings.pins, tmp_path, attn, "_fwd_kernel") == {"BLOCK": 16}
     _, messages = parse_settings({"pins": {"::k": {}}})
     assert messages and "expected `path/to/file.py::kernel_name`" in messages[0]
+
+
+def test_plan_from_recorded_launches_follows_the_jits_specialization():
+    from kernel_lsp.engine.compile.specialize import plan_jobs
+
+    text = ("import triton\nimport triton.language as tl\n\n\n@triton.jit\n"
+            "def k(x_ptr, y_ptr, bias_ptr, n, one, BLOCK: tl.constexpr):\n"
+            "    offs = tl.arange(0, BLOCK)\n    tl.store(y_ptr + offs, tl.load(x_ptr + offs) * n * one)\n")
+    run = store.Run("r1", "pytest tests/", "2026-12-02T10:00:00Z")
+
+    def launch(index: int, n: int, aligned: bool, block: int) -> store.Launch:
+        tensor = {"t": "tensor", "dtype": "bfloat16", "shape": [n], "strides": [1], "align16": aligned}
+        args = {"x_ptr": tensor, "y_ptr": {**tensor, "align16": True}, "bias_ptr": {"t": "none"},
+                "n": {"t": "int", "v": n}, "one": {"t": "int", "v": 1},
+                "BLOCK": {"t": "int", "v": block, "constexpr": True}}
+        return store.Launch(index, run, 1, args, (1,), {"num_warps": 2}, None, (), "3.9.0", True)
+
+    jobs = plan_jobs(text, "k", ["sm_90"], recorded=[launch(1, 4096, True, 64), launch(2, 8192, True, 64),
+                                                     launch(3, 100, False, 128)])
+    assert len(jobs) == 2  # launches 1 and 2 specialise alike: one job standing for both
+    first, second = jobs
+    assert first.config_label.startswith("2 recorded launches like launch 1 (by `pytest tests/` on 2026-12-02")
+    assert dict(first.signature)["x_ptr"] == "*bf16" and dict(first.signature)["bias_ptr"] == "constexpr"
+    assert ("bias_ptr", None) in first.constexprs and ("BLOCK", 64) in first.constexprs
+    assert set(first.attrs) == {("x_ptr", "tt.divisibility=16"), ("y_ptr", "tt.divisibility=16"),
+                                ("n", "tt.divisibility=16"), ("one", "equal_to_1")}
+    assert first.num_warps == 2 and first.notes == ()
+    assert ("x_ptr", "tt.divisibility=16") not in second.attrs and ("n", "tt.divisibility=16") not in second.attrs
+    assert dict(second.values_from) == {"x_ptr": "recorded", "y_ptr": "recorded", "bias_ptr": "recorded",
+                                        "n": "recorded", "one": "recorded", "BLOCK": "recorded",
+                                        "num_warps": "recorded", "num_stages": "default"}
+    # A pin still wins over a recorded value, and says so.
+    pinned = plan_jobs(text, "k", ["sm_90"], recorded=[launch(1, 4096, True, 64)], pins={"BLOCK": 32})[0]
+    assert ("BLOCK", 32) in pinned.constexprs and dict(pinned.values_from)["BLOCK"] == "pin"

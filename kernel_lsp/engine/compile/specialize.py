@@ -468,7 +468,8 @@ def _recorded_config(launch: Any, params: list[Param]) -> _Config | None:
         if isinstance(v, int) and not isinstance(v, bool):
             options[name] = v
     run = launch.run
-    label = f"recorded launch {launch.index} (by `{run.command}` on {run.date}"
+    what = "recorded autotune trial" if tuned.get("trial") else "recorded launch"
+    label = f"{what} {launch.index} (by `{run.command}` on {run.date}"
     shapes = launch.shapes()
     label += f"; {shapes})" if shapes else ")"
     return _Config(label, values, kinds, options, types, unaligned, recorded=True)
