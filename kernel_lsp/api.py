@@ -1297,11 +1297,13 @@ class Workspace:
         def plan() -> list:
             sites = (list(launches) if launches is not None
                      else [(s, text, full) for s in self._analysis(full, text).launch_sites])
-            from .engine.record.store import pins_for, recorded_for
+            from .engine.record.store import pins_for, qualname_at, recorded_for
 
-            recorded, stale = recorded_for(self.root, full, config.kernel, text)
+            found = [k for k in self._analysis(full, text).kernels if k.name == config.kernel]
+            qualname = qualname_at(text, found[0].name_span.start_line, config.kernel) if found else config.kernel
+            recorded, stale = recorded_for(self.root, full, qualname, text)
             return plan_jobs(text, config.kernel, [config.target], path=full, launch_sites=sites,
-                             pins=pins_for(self.settings.pins, self.root, full, config.kernel), recorded=recorded,
+                             pins=pins_for(self.settings.pins, self.root, full, qualname), recorded=recorded,
                              recorded_stale=stale)
 
         jobs = await asyncio.to_thread(plan)

@@ -139,7 +139,7 @@ def _pins(value: Any) -> dict[str, dict[str, Any]]:
     for kernel, params in value.items():
         file, sep, qualname = kernel.rpartition("::") if isinstance(kernel, str) else ("", "", "")
         if not isinstance(kernel, str) or (sep and not file) or not all(
-                part.isidentifier() for part in qualname.split(".")):
+                part.isidentifier() or part == "<locals>" for part in qualname.split(".")):
             raise ValueError(f"not a kernel: {kernel!r} (expected `path/to/file.py::kernel_name`)")
         if not isinstance(params, dict):
             raise ValueError(f"{kernel}: expected an object such as {{\"x_ptr\": \"*fp16\", \"BLOCK\": 128}}")

@@ -244,3 +244,15 @@ def test_plan_from_recorded_launches_follows_the_jits_specialization():
     # A pin still wins over a recorded value, and says so.
     pinned = plan_jobs(text, "k", ["sm_90"], recorded=[launch(1, 4096, True, 64)], pins={"BLOCK": 32})[0]
     assert ("BLOCK", 32) in pinned.constexprs and dict(pinned.values_from)["BLOCK"] == "pin"
+
+
+def test_a_nested_kernel_is_known_by_its_qualified_name():
+    text = ("import triton\n\n\ndef test_x():\n    @triton.jit\n    def kernel(x):\n        pass\n\n\n"
+            "class Ops:\n    @triton.jit\n    def kernel(x):\n        pass\n")
+    assert store.qualname_at(text, 5, "kernel") == "test_x.<locals>.kernel"
+    assert store.qualname_at(text, 11, "kernel") == "Ops.kernel"
+    assert store.qualname_at(text, 0, "kernel") == "kernel"  # not a def line: the bare name
+    assert store.source_hash(text, "test_x.<locals>.kernel") == store.source_hash(text, "Ops.kernel")
+    settings, messages = parse_settings({"pins": {"t.py::test_x.<locals>.kernel": {"x": "*fp16"}}})
+    assert messages == [] and store.pins_for(settings.pins, "/w", "/w/t.py", "test_x.<locals>.kernel") == {
+        "x": "*fp16"}

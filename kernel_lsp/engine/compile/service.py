@@ -30,7 +30,7 @@ from ..cache import WORKSPACE_DIR, ResultCache
 from ..executor import make_executor
 from ..pool import Outcome, Status, WorkerPool
 from .jobs import NOT_COMPILED, CompileError, CompileJob, CompileResult, Target
-from ..record.store import pins_for, recorded_for
+from ..record.store import pins_for, qualname_at, recorded_for
 from .specialize import ASSUMED_OPTION, make_target, plan_jobs
 from .irmap import user_line
 from .worker import CACHE_DIR_ENV, relocate
@@ -391,8 +391,9 @@ class CompileService:
         def plan(kernel) -> list[tuple[CompileJob, CompileResult | None]] | None:  # in a thread
             if kernel.name not in launched and _is_helper(kernel.name, analysis, text):
                 return None  # a @jit function called by a kernel of this file: compiled as part of its callers
-            kernel_pins = pins_for(pins, self.root, path, kernel.name)
-            recorded, stale = recorded_for(self.root, path, kernel.name, text)
+            qualname = qualname_at(text, kernel.name_span.start_line, kernel.name)
+            kernel_pins = pins_for(pins, self.root, path, qualname)
+            recorded, stale = recorded_for(self.root, path, qualname, text)
             if remote:
                 try:
                     jobs = self.planner.submit(plan_in_process, text, kernel.name, target_list, path, sites,

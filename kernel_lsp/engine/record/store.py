@@ -9,6 +9,7 @@ are stale (the kernel was edited since) and never used as facts about the kernel
 from __future__ import annotations
 
 import ast
+import functools
 import hashlib
 import json
 import os
@@ -62,6 +63,35 @@ def source_hash(text: str, qualname: str) -> str | None:
     lines = text.splitlines()[node.lineno - 1:node.end_lineno]
     body = textwrap.dedent("\n".join(line.rstrip() for line in lines))
     return hashlib.sha256(body.encode()).hexdigest()
+
+
+@functools.lru_cache(maxsize=16)
+def _qualnames(text: str) -> dict[int, str]:
+    """def line (1-based) -> qualified name as Python spells it (`test_x.<locals>.kernel`, `Ops.kernel`)."""
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError):
+        return {}
+    out: dict[int, str] = {}
+
+    def walk(body: list[ast.stmt], prefix: str) -> None:
+        for stmt in body:
+            if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                out[stmt.lineno] = prefix + stmt.name
+                walk(stmt.body, f"{prefix}{stmt.name}.<locals>.")
+            elif isinstance(stmt, ast.ClassDef):
+                walk(stmt.body, f"{prefix}{stmt.name}.")
+            elif isinstance(stmt, (ast.If, ast.With, ast.Try, ast.For, ast.While)):
+                walk([s for part in ("body", "orelse", "finalbody") for s in getattr(stmt, part, [])], prefix)
+
+    walk(tree.body, "")
+    return out
+
+
+def qualname_at(text: str, line: int, name: str) -> str:
+    """The qualified name of the function `name` defined at 0-based `line` (its def line), else `name`."""
+    found = _qualnames(text).get(line + 1)
+    return found if found is not None and found.rsplit(".", 1)[-1] == name else name
 
 
 # ------------------------------------------------------------------------------------------------------------
@@ -332,8 +362,7 @@ def pins_for(pins: dict[str, dict[str, Any]], root: str | Path, path: str | Path
     workspace, or a trailing part of its path) over those keyed by the bare name (deprecated: every kernel of
     that name)."""
     rel = relative(root, path) or Path(path).as_posix()
-    out: dict[str, Any] = dict(pins.get(qualname.rsplit(".", 1)[-1], {}) or {}) if "." not in qualname else {}
-    out.update(pins.get(qualname, {}) if "." in qualname else {})
+    out: dict[str, Any] = dict(pins.get(qualname.rsplit(".", 1)[-1]) or {})
     for key, values in pins.items():
         file, sep, name = key.rpartition("::")
         if sep and name == qualname and (rel == file or rel.endswith("/" + file.lstrip("./"))):
