@@ -28,10 +28,14 @@ def add_parsers(sub) -> None:
     repro = sub.add_parser("repro", help="write a stand-alone script that replays one recorded launch (bug "
                            "reports, Nsight)")
     repro.add_argument("kernel", metavar="FILE::KERNEL")
-    repro.add_argument("--launch", type=int, default=1, metavar="N", help="which recorded launch (default: 1)")
+    repro.add_argument("--launch", type=int, default=None, metavar="N", help="which recorded launch (default: 1)")
     repro.add_argument("--root", default=".", help="the workspace (default: .)")
     repro.add_argument("-o", "--output", metavar="FILE", help="where to write the script (default: stdout)")
     repro.add_argument("--list", action="store_true", help="list the kernel's recorded launches instead")
+    repro.add_argument("--check-bounds", action="store_true",
+                       help="instead of writing the script, replay the launch (every launch without --launch) under "
+                       "Triton's interpreter with the bounds guard, on synthesised inputs of the recorded shapes; "
+                       "exit 1 when an access is out of bounds")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -94,6 +98,9 @@ def _repro(args: argparse.Namespace) -> int:
             print(f"{launch.index}: x{launch.count} grid={list(launch.grid or [])} {launch.shapes()} "
                   f"(by `{launch.run.command}` on {launch.run.date})")
         return 0
+    if args.check_bounds:
+        return _check_bounds(args, rel, qualname, root, record)
+    args.launch = args.launch or 1
     if not 1 <= args.launch <= len(record.launches):
         print(f"kernel-lsp repro: --launch {args.launch}: {rel}::{qualname} has launches 1 to "
               f"{len(record.launches)} (see --list)", file=sys.stderr)
@@ -116,3 +123,39 @@ def _repro(args: argparse.Namespace) -> int:
     else:
         sys.stdout.write(script)
     return 0
+
+
+def _check_bounds(args: argparse.Namespace, rel: str, qualname: str, root: Path, record) -> int:
+    from .engine.record import repro
+
+    if args.launch is not None and not 1 <= args.launch <= len(record.launches):
+        print(f"kernel-lsp repro: --launch {args.launch}: {rel}::{qualname} has launches 1 to "
+              f"{len(record.launches)} (see --list)", file=sys.stderr)
+        return EXIT_USAGE
+    from .engine.record.store import source_hash
+
+    text = (root / rel).read_text(encoding="utf-8")
+    if record.source_sha256 != source_hash(text, qualname):
+        print(f"kernel-lsp repro: {rel}::{qualname} changed since its launches were recorded: the edited kernel is "
+              "checked at the shapes its former version was launched with", file=sys.stderr)
+    launches = [record.launches[args.launch - 1]] if args.launch else list(record.launches)
+    found = 0
+    for launch in launches:
+        what = f"{rel}::{qualname} launch {launch.index} ({launch.shapes() or 'no tensors'}; grid {list(launch.grid or [])})"
+        try:
+            script, _ = repro.script(text, rel, record, launch)
+        except repro.ReproError as exc:
+            print(f"{what}: not checked: {exc}")
+            continue
+        outcome = repro.check_bounds(script)
+        if outcome["bounds"] == "ok":
+            print(f"{what}: in bounds (interpreter, synthesised inputs)")
+        elif outcome["bounds"] == "out-of-bounds":
+            found += 1
+            where = f"{rel}:{outcome['line']}: " if outcome.get("line") else ""
+            print(f"{where}{what}: {outcome['message']}")
+        else:
+            print(f"{what}: not checked: the replay {outcome['bounds']}: {outcome.get('message', '')}")
+    print("inputs are synthesised from the recorded dtypes, shapes and strides: integer tensors hold values 0..15, "
+          "so an access that depends on index values is checked only for those", file=sys.stderr)
+    return 1 if found else 0

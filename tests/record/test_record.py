@@ -256,3 +256,21 @@ def test_a_nested_kernel_is_known_by_its_qualified_name():
     settings, messages = parse_settings({"pins": {"t.py::test_x.<locals>.kernel": {"x": "*fp16"}}})
     assert messages == [] and store.pins_for(settings.pins, "/w", "/w/t.py", "test_x.<locals>.kernel") == {
         "x": "*fp16"}
+
+
+def test_bounds_check_at_recorded_shapes_finds_a_planted_out_of_bounds_store(recorded, tmp_path):
+    project = tmp_path / "project"
+    shutil.copytree(recorded, project)
+    clean = cli("repro", "ops/kernels.py::scale_kernel", "--check-bounds", cwd=project)
+    assert clean.returncode == 0, clean.stdout + clean.stderr
+    assert clean.stdout.count("in bounds (interpreter, synthesised inputs)") == 2
+    kernels = project / "ops" / "kernels.py"
+    text = kernels.read_text()
+    kernels.write_text(text.replace("tl.store(out_ptr + offs, x * factor, mask=mask)", "tl.store(out_ptr + offs, x * factor)"))
+    line = next(i for i, t in enumerate(kernels.read_text().splitlines(), 1) if "tl.store(out_ptr + offs" in t)
+    planted = cli("repro", "ops/kernels.py::scale_kernel", "--check-bounds", cwd=project)
+    assert planted.returncode == 1, planted.stdout + planted.stderr
+    # n=100 with BLOCK=128 stores past the end; n=4096 is a multiple of the block and stays in bounds.
+    assert f"ops/kernels.py:{line}: ops/kernels.py::scale_kernel launch " in planted.stdout
+    assert "out-of-bounds store" in planted.stdout and "out_ptr has 100 elements" in planted.stdout
+    assert "changed since its launches were recorded" in planted.stderr

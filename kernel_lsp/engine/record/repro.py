@@ -69,7 +69,9 @@ def script(text: str, rel: str, record: KernelRecord, launch: Launch) -> tuple[s
         top = launch.stack[0]
         header += f"Launched from {top.get('file')}:{top.get('line')} ({top.get('function')}).\n"
     header += '"""\n'
-    body = f'''import os
+    body = f'''import json
+import os
+import sys
 
 import torch
 
@@ -102,11 +104,75 @@ args = dict(
 )
 grid = {tuple(launch.grid)!r}
 
-if __name__ == "__main__":
+
+
+def launch():
     {mod.kernel}[grid](**args{"".join(f", {k}={v!r}" for k, v in options.items())})
+
+
+def check_bounds():
+    """`--check-bounds` (needs kernel-lsp): the launch under the interpreter with kernel-lsp's bounds guard; prints
+    one JSON line, the line of an out-of-bounds access as a line of {rel}."""
+    from kernel_lsp.engine.verify.hooks import KernelHooks
+
+    hooks = KernelHooks({mod.kernel}, os.path.abspath(__file__), interpreter=True)
+    hooks.install()
+    try:
+        launch()
+    except Exception as exc:  # noqa: BLE001 - the interpreter wraps the guard's exception
+        if hooks.violation is None:
+            print(json.dumps({{"bounds": "error", "message": f"{{type(exc).__name__}}: {{exc}}"[:2000]}}))
+            return 4
+    violation = hooks.violation
+    if violation is None:
+        print(json.dumps({{"bounds": "ok", "notes": hooks.notes}}))
+        return 0
+    line = None
+    if violation.line is not None and 0 <= violation.line - KERNEL_FIRST_LINE + 1 < len(LINE_MAP):
+        line = LINE_MAP[violation.line - KERNEL_FIRST_LINE + 1] or None
+    message = violation.message.replace(f" at line {{violation.line + 1}}", f" at line {{line}}" if line else "")
+    print(json.dumps({{"bounds": "out-of-bounds", "line": line, "message": message}}))
+    return 3
+
+
+if __name__ == "__main__":
+    if "--check-bounds" in sys.argv:
+        sys.exit(check_bounds())
+    launch()
     if DEVICE == "cuda":
         torch.cuda.synchronize()
     print("launched {mod.kernel}", "grid", grid, "on", DEVICE)
 '''
     notes.append(f"launch {launch.index}: {json.dumps(launch.shapes())[1:-1] or 'no tensors'}")
-    return header + body, notes
+    text = header + body
+    first = (header + body.split("# ---- the kernel, as", 1)[0]).count("\n") + 2  # 1-based line of mod.source
+    constants = (f"KERNEL_FIRST_LINE = {first}  # the line of this script where the kernel module starts\n"
+                 f"LINE_MAP = {tuple(mod.line_map)!r}  # kernel module line (1-based) -> line of {rel}\n\n")
+    head, main = text.rsplit("\nif __name__ == \"__main__\":", 1)
+    return head + constants + "\nif __name__ == \"__main__\":" + main, notes
+
+
+def check_bounds(script_text: str, timeout: float = 600.0) -> dict:
+    """Run a repro script's `--check-bounds` in a fresh interpreter process: {"bounds": "ok" | "out-of-bounds" |
+    "error" | "crashed" | "timeout", "line": user line or None, "message": ...}. The script is the user's own kernel
+    with synthesised inputs: it is run only when the user asks (`kernel-lsp repro --check-bounds`)."""
+    import os
+    import subprocess
+    import sys
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="kernel-lsp-bounds-") as tmp:
+        path = os.path.join(tmp, "repro.py")
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(script_text)
+        env = {**os.environ, "TRITON_INTERPRET": "1"}
+        try:
+            proc = subprocess.run([sys.executable, path, "--check-bounds"], cwd=tmp, env=env, capture_output=True,
+                                  text=True, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            return {"bounds": "timeout", "message": f"the launch did not finish in {timeout:.0f} s"}
+    for line in reversed(proc.stdout.splitlines()):
+        if line.startswith('{"bounds"'):
+            return json.loads(line)
+    tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"]
+    return {"bounds": "crashed", "message": f"exit {proc.returncode}: {tail[0][:500]}"}
