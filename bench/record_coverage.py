@@ -74,7 +74,11 @@ def main() -> int:
     ap.add_argument("--dir", type=Path, required=True)
     ap.add_argument("--repeat", type=int, default=1)
     ap.add_argument("--extra-path", action="append", default=[])
+    ap.add_argument("--bounds-only", action="store_true",
+                    help="only replay launch 1 of every recorded kernel with `repro --check-bounds` (needs a record)")
     args = ap.parse_args()
+    if args.bounds_only:
+        return bounds(args.dir.resolve(), env_for(PROJECTS[args.project], args.dir.resolve(), args.extra_path))
     project, folder = PROJECTS[args.project], args.dir.resolve()
     env = env_for(project, folder, args.extra_path)
     env["PYTHONPATH"] += os.pathsep + str(ROOT)  # kernel_lsp itself, for the `record` wrapper
@@ -134,6 +138,26 @@ def main() -> int:
               f"{(c['error'] or {}).get('kind')}: {((c['error'] or {}).get('message') or '').splitlines()[0][:160]}")
     for f, q in not_compiled:
         print(f"  not compiled: {f}::{q}: {why.get((f, q), '(no KC009; see the report)')[:200]}")
+    return 0
+
+
+def bounds(folder: Path, env: dict[str, str]) -> int:
+    data = json.loads((folder / ".kernel-lsp" / "launches.json").read_text())
+    env = {**env, "PYTHONPATH": env["PYTHONPATH"] + os.pathsep + str(ROOT)}
+    tally: dict[str, int] = {}
+    t0 = time.perf_counter()
+    for k in data["kernels"]:
+        proc = subprocess.run([sys.executable, "-m", "kernel_lsp", "repro", f"{k['file']}::{k['qualname']}",
+                               "--launch", "1", "--check-bounds"], cwd=folder, env=env, capture_output=True,
+                              text=True, timeout=1800)
+        out = proc.stdout.strip()
+        kind = ("in bounds" if "in bounds (" in out else "out-of-bounds" if "out-of-bounds" in out
+                else "not checked")
+        tally[kind] = tally.get(kind, 0) + 1
+        if kind != "in bounds":
+            print(f"  {kind}: {out[:300]}")
+    print(f"bounds at recorded launch 1 of {len(data['kernels'])} kernels: {tally} "
+          f"({time.perf_counter() - t0:.0f} s)")
     return 0
 
 

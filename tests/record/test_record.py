@@ -274,3 +274,30 @@ def test_bounds_check_at_recorded_shapes_finds_a_planted_out_of_bounds_store(rec
     assert f"ops/kernels.py:{line}: ops/kernels.py::scale_kernel launch " in planted.stdout
     assert "out-of-bounds store" in planted.stdout and "out_ptr has 100 elements" in planted.stdout
     assert "changed since its launches were recorded" in planted.stderr
+
+
+@pytest.mark.gpu
+def test_compiled_launches_on_a_gpu_are_recorded_with_the_autotuners_choice(tmp_path):
+    """The compiled path (JITFunction.run, the autotuner's run and benchmarking), as on the GPU machine's triton."""
+    project = tmp_path / "project"
+    shutil.copytree(PROJECT, project)
+    (project / "ops" / "tuned.py").write_text(
+        "import torch\nimport triton\nimport triton.language as tl\n\n\n"
+        "@triton.autotune(configs=[triton.Config({'BLOCK': 128}, num_warps=2), "
+        "triton.Config({'BLOCK': 256}, num_warps=4)], key=['n'])\n@triton.jit\n"
+        "def tuned_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):\n"
+        "    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)\n"
+        "    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) + 1, mask=offs < n)\n\n\n"
+        "def run(n):\n    x = torch.randn(n, device='cuda', dtype=torch.float16)\n    out = torch.empty_like(x)\n"
+        "    tuned_kernel[lambda meta: (triton.cdiv(n, meta['BLOCK']),)](x, out, n)\n    torch.cuda.synchronize()\n")
+    proc = cli("record", "--", sys.executable, "-c", "from ops.tuned import run; run(5000); run(5000)",
+               cwd=project, env={"PYTHONPATH": str(project)})
+    assert proc.returncode == 0, proc.stderr
+    [k] = json.loads((project / ".kernel-lsp" / "launches.json").read_text())["kernels"]
+    chosen = [x for x in k["launches"] if x.get("autotune") and "chosen" in x["autotune"]]
+    trials = [x for x in k["launches"] if x.get("autotune") == {"trial": True}]
+    assert chosen and trials and all(x["interpreted"] is False for x in k["launches"])
+    assert chosen[0]["args"]["x_ptr"]["device"].startswith("cuda") and chosen[0]["args"]["x_ptr"]["dtype"] == "float16"
+    assert chosen[0]["count"] >= 1 and chosen[0]["grid"] == [-(-5000 // chosen[0]["args"]["BLOCK"]["v"])]
+    doc = json.loads(cli("check", "--target", "sm_90", "--format", "json", "ops/tuned.py", cwd=project).stdout)
+    assert any(c["ok"] and c["config"].startswith("recorded launch") for c in doc["compile"]), doc["compile"]
