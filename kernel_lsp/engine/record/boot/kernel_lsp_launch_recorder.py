@@ -136,7 +136,62 @@ def _stack() -> list[dict]:
     return out
 
 
-def _record(fn: object, args: tuple, kwargs: dict, grid: object, interpreted: bool) -> None:
+_SCALARS = frozenset({int, float, bool, str, type(None)})
+_TENSOR_TYPES: set[type] = set()  # types seen to have data_ptr and stride
+_NO_KEY = object()
+_fast: dict[tuple, tuple[dict | None, dict]] = {}  # cheap launch key -> (its launch or None if capped, kernel entry)
+
+
+def _fast_value(value: Any) -> Any:
+    """A hashable stand-in of an argument that decides the same launch description, cheap to compute (a launch
+    on a GPU costs microseconds; describing it fully each time would slow launch-bound loops down)."""
+    t = type(value)
+    if t in _SCALARS:
+        return (t, value)
+    if t not in _TENSOR_TYPES:
+        if not (hasattr(value, "data_ptr") and hasattr(value, "stride")):
+            return _NO_KEY
+        _TENSOR_TYPES.add(t)
+    return (value.dtype, value.shape, value.stride(), value.data_ptr() % 16 == 0, value.device)
+
+
+def _fast_key(fn: Any, args: tuple, kwargs: dict, grid: Any, interpreted: bool) -> tuple | None:
+    parts: list[Any] = [id(fn), interpreted]  # the JITFunction object: alive as long as its module
+    for value in args:
+        key = _fast_value(value)
+        if key is _NO_KEY:
+            return None
+        parts.append(key)
+    for name, value in kwargs.items():
+        key = _fast_value(value)
+        if key is _NO_KEY:
+            return None
+        parts.append((name, key))
+    if not callable(grid):  # a grid function's result follows from the arguments
+        try:
+            parts.append(("grid", tuple(grid) if isinstance(grid, (tuple, list)) else grid))
+        except TypeError:
+            return None
+    tuner = getattr(_state, "autotuner", None)
+    if tuner is not None:
+        parts.append((id(tuner), getattr(_state, "benchmarking", False), id(getattr(tuner, "best_config", None))))
+    try:
+        return tuple(parts) if hash(tuple(parts)) is not None else None
+    except TypeError:
+        return None
+
+
+def _record(fn: Any, args: tuple, kwargs: dict, grid: Any, interpreted: bool) -> None:
+    key = _fast_key(fn, args, kwargs, grid, interpreted)
+    if key is not None and key in _fast:
+        known, kernel = _fast[key]
+        with _lock:
+            kernel["seen"] += 1
+            if known is None:
+                kernel["dropped"] += 1
+            else:
+                known["count"] += 1
+        return
     info = _function(fn)
     if info is None:
         return
@@ -193,14 +248,20 @@ def _record(fn: object, args: tuple, kwargs: dict, grid: object, interpreted: bo
         known = entry["launches"].get(ident)
         if known is not None:
             known["count"] += 1
+            if key is not None:
+                _fast[key] = (known, entry)
             return
         if len(entry["launches"]) >= _MAX_PER_KERNEL:
             entry["dropped"] += 1
+            if key is not None:
+                _fast[key] = (None, entry)
             return
     launch["stack"] = _stack()
     launch["count"] = 1
     with _lock:
-        entry["launches"].setdefault(ident, launch)
+        launch = entry["launches"].setdefault(ident, launch)
+        if key is not None:
+            _fast[key] = (launch, entry)
 
 
 # ------------------------------------------------------------------------------------------------------------
