@@ -99,7 +99,7 @@ def tensor(dtype, shape, strides):
     return torch.as_strided(base, shape, strides)
 
 
-args = dict(
+args = dict(  # in parameter order: passed positionally, as launchers do (the interpreter wraps only positional scalars)
 {chr(10).join(args)}
 )
 grid = {tuple(launch.grid)!r}
@@ -107,7 +107,7 @@ grid = {tuple(launch.grid)!r}
 
 
 def launch():
-    {mod.kernel}[grid](**args{"".join(f", {k}={v!r}" for k, v in options.items())})
+    {mod.kernel}[grid](*args.values(){"".join(f", {k}={v!r}" for k, v in options.items())})
 
 
 def check_bounds():
