@@ -74,9 +74,12 @@ def main() -> int:
     ap.add_argument("--dir", type=Path, required=True)
     ap.add_argument("--repeat", type=int, default=1)
     ap.add_argument("--extra-path", action="append", default=[])
+    ap.add_argument("--compile-only", action="store_true",
+                    help="only the compile before/after, with the record already there (no test runs)")
     ap.add_argument("--bounds-only", action="store_true",
                     help="only replay launch 1 of every recorded kernel with `repro --check-bounds` (needs a record)")
     args = ap.parse_args()
+    ap_compile_only = args.compile_only
     if args.bounds_only:
         return bounds(args.dir.resolve(), env_for(PROJECTS[args.project], args.dir.resolve(), args.extra_path))
     project, folder = PROJECTS[args.project], args.dir.resolve()
@@ -89,13 +92,16 @@ def main() -> int:
     timing = [sys.executable, *project.get("timing_command", project["command"])]
     log = folder / ".kernel-lsp-bench.log"
     log.unlink(missing_ok=True)
-    plain, recorded = [], []
-    for _ in range(args.repeat):
+    plain: list[float] = []
+    recorded: list[float] = []
+    tcode = rcode = full_wall = None
+    for _ in range(0 if ap_compile_only else args.repeat):
         t, tcode = timed(timing, folder, env, log)
         plain.append(round(t, 2))
         t, _ = timed(record(timing), folder, env, log)
         recorded.append(round(t, 2))
-    full_wall, rcode = timed(record(test), folder, env, log)
+    if not ap_compile_only:
+        full_wall, rcode = timed(record(test), folder, env, log)
     store = folder / ".kernel-lsp" / "launches.json"
     data = json.loads(store.read_text())
     size = store.stat().st_size
@@ -122,10 +128,11 @@ def main() -> int:
             why[(os.path.relpath(p["path"], folder), p["message"].split(" ")[0])] = p["message"]
     print(f"project {args.project} ({project['repo']} @ {project['commit'][:10]}), triton "
           f"{', '.join(r.get('triton', ['?'])[0] if r.get('triton') else '?' for r in data['runs'])}")
-    print(f"timed command exit {tcode}; full command under record: exit {rcode}, {full_wall:.0f} s")
-    print(f"overhead on the timed part: plain {statistics.median(plain):.1f} s, recorded "
-          f"{statistics.median(recorded):.1f} s (x{statistics.median(recorded) / statistics.median(plain):.2f}; "
-          f"runs plain {plain}, recorded {recorded})")
+    if plain:
+        print(f"timed command exit {tcode}; full command under record: exit {rcode}, {full_wall:.0f} s")
+        print(f"overhead on the timed part: plain {statistics.median(plain):.1f} s, recorded "
+              f"{statistics.median(recorded):.1f} s (x{statistics.median(recorded) / statistics.median(plain):.2f}; "
+              f"runs plain {plain}, recorded {recorded})")
     print(f"record: {size / 1024:.0f} KiB, {len(kernels)} kernels launched, "
           f"{sum(len(k['launches']) for k in data['kernels'])} distinct launches, "
           f"{sum(k['seen'] for k in data['kernels'])} launches")

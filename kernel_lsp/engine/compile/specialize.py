@@ -469,7 +469,8 @@ def _recorded_config(launch: Any, params: list[Param]) -> _Config | None:
             options[name] = v
     run = launch.run
     what = "recorded autotune trial" if tuned.get("trial") else "recorded launch"
-    label = f"{what} {launch.index} (by `{run.command}` on {run.date}"
+    command = run.command if len(run.command) <= 80 else run.command[:77] + "..."
+    label = f"{what} {launch.index} (by `{command}` on {run.date}"
     shapes = launch.shapes()
     label += f"; {shapes})" if shapes else ")"
     return _Config(label, values, kinds, options, types, unaligned, recorded=True)
