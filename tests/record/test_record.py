@@ -301,3 +301,24 @@ def test_compiled_launches_on_a_gpu_are_recorded_with_the_autotuners_choice(tmp_
     assert chosen[0]["count"] >= 1 and chosen[0]["grid"] == [-(-5000 // chosen[0]["args"]["BLOCK"]["v"])]
     doc = json.loads(cli("check", "--target", "sm_90", "--format", "json", "ops/tuned.py", cwd=project).stdout)
     assert any(c["ok"] and c["config"].startswith("recorded launch") for c in doc["compile"]), doc["compile"]
+
+
+def test_hover_and_hint_say_where_the_values_came_from():
+    from kernel_lsp.api import CompiledConfig
+    from kernel_lsp.features.resources import hint_label, hover_table
+
+    label = "recorded launch 1 (by `pytest tests/` on 2026-12-02; x_ptr: float16[8, 48])"
+    recorded = CompiledConfig("k", "sm_90", label, {"BLOCK": 64}, 4, 3, True, False, 0.5, registers=20,
+                              spill_bytes=0, shared_bytes=0, values_from={"x_ptr": "recorded", "BLOCK": "recorded",
+                                                                          "num_warps": "default"})
+    assert hint_label([recorded]) == "sm_90: 20 regs · 0 B smem (recorded)"
+    text = hover_table("k", [recorded])
+    assert f"- {label}: recorded x_ptr, BLOCK; default num_warps" in text and "Compiled assuming" not in text
+    stale = "2 launches recorded by `pytest` on 2026-12-01 are stale: the kernel changed since"
+    guessed = CompiledConfig("k", "sm_90", "launch at line 40", {"BLOCK": 64}, 4, 3, True, False, 0.5,
+                             registers=20, spill_bytes=0, shared_bytes=0, notes=["x_ptr: assumed *fp32", stale],
+                             values_from={"x_ptr": "assumed", "BLOCK": "code"})
+    assert hint_label([guessed]).endswith("(assumed)")
+    text = hover_table("k", [guessed])
+    assert stale in text and "Compiled assuming:\n- x_ptr: assumed *fp32" in text
+    assert f"- {stale}" not in text  # the staleness is said once, not as an assumption
