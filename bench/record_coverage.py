@@ -74,6 +74,7 @@ def main() -> int:
     ap.add_argument("--dir", type=Path, required=True)
     ap.add_argument("--repeat", type=int, default=1)
     ap.add_argument("--extra-path", action="append", default=[])
+    ap.add_argument("--timing-only", action="store_true", help="only the plain/recorded timing pairs")
     ap.add_argument("--compile-only", action="store_true",
                     help="only the compile before/after, with the record already there (no test runs)")
     ap.add_argument("--bounds-only", action="store_true",
@@ -100,6 +101,11 @@ def main() -> int:
         plain.append(round(t, 2))
         t, _ = timed(record(timing), folder, env, log)
         recorded.append(round(t, 2))
+    if args.timing_only:
+        print(f"timed command exit {tcode}: plain {statistics.median(plain):.1f} s, recorded "
+              f"{statistics.median(recorded):.1f} s (x{statistics.median(recorded) / statistics.median(plain):.2f}; "
+              f"runs plain {plain}, recorded {recorded})")
+        return 0
     if not ap_compile_only:
         full_wall, rcode = timed(record(test), folder, env, log)
     store = folder / ".kernel-lsp" / "launches.json"
