@@ -158,6 +158,9 @@ class CompiledConfig(_Result):
     load_widths: list[int] = field(default_factory=list)  # bits per global load instruction seen
     store_widths: list[int] = field(default_factory=list)
     uses_tma: bool = False  # whether it uses the Tensor Memory Accelerator
+    # parameter or option -> where its value came from: "recorded" (a launch recorded by `kernel-lsp record`,
+    # named with its command and date in `config`), "pin", "spec", "code", "autotune", "default", "assumed"
+    values_from: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -659,7 +662,7 @@ def _compiled_configs(report: Any, stages: Sequence[str] = (), memo: _Converted 
             list(res.matrix_instructions), list(jr.job.notes),
             {s: r.asm[s] for s in stages if s in r.asm}, report.path, report.span.start_line + 1,
             config_text(jr.job), err.kind if err else None, res.stack_bytes, list(res.load_widths),
-            list(res.store_widths), bool(res.uses_tma))
+            list(res.store_widths), bool(res.uses_tma), dict(jr.job.values_from))
         if memo is not None:
             memo.configs[id(jr)] = (jr, config)
         configs.append(config)
@@ -1551,8 +1554,14 @@ class Workspace:
         def plan() -> list:
             sites = (list(launches) if launches is not None
                      else [(s, text, full) for s in self._analysis(full, text).launch_sites])
+            from .engine.record.store import pins_for, qualname_at, recorded_for
+
+            found = [k for k in self._analysis(full, text).kernels if k.name == config.kernel]
+            qualname = qualname_at(text, found[0].name_span.start_line, config.kernel) if found else config.kernel
+            recorded, stale = recorded_for(self.root, full, qualname, text)
             return plan_jobs(text, config.kernel, [config.target], path=full, launch_sites=sites,
-                             pins=self.settings.pins.get(config.kernel))
+                             pins=pins_for(self.settings.pins, self.root, full, qualname), recorded=recorded,
+                             recorded_stale=stale)
 
         jobs = await asyncio.to_thread(plan)
         job = next((j for j in jobs if (j.config_label, config_text(j), j.num_warps, j.num_stages)

@@ -111,6 +111,9 @@ def build_parser() -> argparse.ArgumentParser:
     untrusting = sub.add_parser("untrust", help="take a folder's trust back")
     untrusting.add_argument("path", nargs="?", default=".", help="the folder (default: the current one)")
     _add_mcp_parser(sub)
+    from . import recording  # `kernel-lsp record -- CMD`, `kernel-lsp repro FILE::KERNEL --launch N`
+
+    recording.add_parsers(sub)
     return parser
 
 
@@ -691,6 +694,10 @@ def main(argv: list[str] | None = None) -> int:
         return _trust(args)
     if args.command == "mcp":
         return _mcp(args)
+    if args.command in ("record", "repro"):
+        from . import recording
+
+        return recording.run(args)
     return _serve(args)
 
 

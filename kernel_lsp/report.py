@@ -182,7 +182,21 @@ def resource_line(c: CompiledConfig) -> str:
         parts.append("/".join(c.matrix_instructions))
     if c.uses_tma:
         parts.append("TMA")
-    return f"{_display(c.path)}:{c.line} {c.kernel} {c.target} [{c.values}] " + ", ".join(parts)
+    return f"{_display(c.path)}:{c.line} {c.kernel} {c.target} [{c.values}] " + ", ".join(parts) + (
+        f" ({summary})" if (summary := values_summary(c)) else "")
+
+
+def values_summary(c: CompiledConfig) -> str:
+    """Where a configuration's values came from, for the text report and hovers: `values from recorded launch 1
+    (by `pytest tests/` on 2026-12-02; x: fp32[4096]); assumed: x_ptr`. Empty when the code gave every value."""
+    by: dict[str, list[str]] = {}
+    for name, src in c.values_from.items():
+        by.setdefault(src, []).append(name)
+    parts = []
+    if "recorded" in by:
+        parts.append(f"values from {c.config}")
+    parts += [f"{src}: {', '.join(by[src])}" for src in ("pin", "spec", "assumed") if src in by]
+    return "; ".join(parts)
 
 
 def _compile_json(c: CompiledConfig) -> dict[str, Any]:
@@ -198,6 +212,7 @@ def _compile_json(c: CompiledConfig) -> dict[str, Any]:
             "storeWidths": list(c.store_widths), "usesTma": c.uses_tma,
         },
         "notes": list(c.notes),
+        "valuesFrom": dict(c.values_from),
     }
 
 

@@ -137,8 +137,10 @@ def _pins(value: Any) -> dict[str, dict[str, Any]]:
         raise ValueError("expected an object mapping kernel names to {parameter: type or value}")
     out: dict[str, dict[str, Any]] = {}
     for kernel, params in value.items():
-        if not isinstance(kernel, str) or not kernel.isidentifier():
-            raise ValueError(f"not a kernel name: {kernel!r}")
+        file, sep, qualname = kernel.rpartition("::") if isinstance(kernel, str) else ("", "", "")
+        if not isinstance(kernel, str) or (sep and not file) or not all(
+                part.isidentifier() or part == "<locals>" for part in qualname.split(".")):
+            raise ValueError(f"not a kernel: {kernel!r} (expected `path/to/file.py::kernel_name`)")
         if not isinstance(params, dict):
             raise ValueError(f"{kernel}: expected an object such as {{\"x_ptr\": \"*fp16\", \"BLOCK\": 128}}")
         for name, pin in params.items():
@@ -197,9 +199,11 @@ SETTINGS: tuple[Setting, ...] = (
             "`open` (the open documents' kernels, after each change settles), `workspace` (also every kernel file "
             "of the workspace, at a lower priority) or `off`.", _choice(_COMPILE_MODES), _COMPILE_MODES),
     Setting("pins", "pins", "object", {}, "Parameter types and values to compile a kernel with, where the "
-            "source does not tell: kernel name -> {parameter: Triton type (`\"*fp16\"`, `\"i64\"`) or constexpr "
-            "value, `num_warps`, `num_stages`}, e.g. `{\"add_kernel\": {\"x_ptr\": \"*bf16\", \"BLOCK\": 256}}`. "
-            "An annotation on the parameter (`x_ptr: \"*bf16\"`) does the same in the source.", _pins),
+            "source does not tell: `FILE::KERNEL` (the file relative to the workspace, the kernel's qualified "
+            "name) -> {parameter: Triton type (`\"*fp16\"`, `\"i64\"`) or constexpr value, `num_warps`, "
+            "`num_stages`}, e.g. `{\"ops/add.py::add_kernel\": {\"x_ptr\": \"*bf16\", \"BLOCK\": 256}}`. A bare "
+            "kernel name as key still works, for every kernel of that name (deprecated). An annotation on the "
+            "parameter (`x_ptr: \"*bf16\"`) does the same in the source.", _pins),
     Setting("compileDebounceMs", "compile_debounce_ms", "integer", 600, "How long the text must stay unchanged "
             "before the server compiles it, in milliseconds.", _int_range(0, 60_000)),
     Setting("compileWorkers", "compile_workers", "integer", 0, "Worker processes that compile kernels. `0`: "
@@ -345,6 +349,10 @@ def parse_settings(raw: Any, base: Settings | None = None, user_level: bool = Tr
             continue
         try:
             changes[setting.attr] = setting.validate(value)
+            if setting.attr == "pins" and (bare := [k for k in changes["pins"] if "::" not in k]):
+                messages.append(f"pins: {', '.join(repr(k) for k in bare)} {'is a bare kernel name' if len(bare) == 1 else 'are bare kernel names'}, "
+                                "applied to every kernel of that name in the workspace; key pins by file and "
+                                f"kernel instead (`\"path/to/file.py::{bare[0]}\"`); the bare form is deprecated")
         except ValueError as exc:
             messages.append(f"invalid kernel-lsp setting {key}: {exc}; using the default {_show(setting.default)}")
             changes[setting.attr] = setting.default

@@ -39,8 +39,11 @@ def test_null_restores_the_default():
 
 
 def test_pins_take_types_values_and_launch_options():
-    s, messages = parse_settings({"pins": {"add_kernel": {"x_ptr": "*bf16", "n": 4096, "BLOCK": 256, "num_warps": 8}}})
-    assert messages == [] and s.pins == {"add_kernel": {"x_ptr": "*bf16", "n": 4096, "BLOCK": 256, "num_warps": 8}}
+    pins = {"x_ptr": "*bf16", "n": 4096, "BLOCK": 256, "num_warps": 8}
+    s, messages = parse_settings({"pins": {"ops/add.py::add_kernel": pins}})
+    assert messages == [] and s.pins == {"ops/add.py::add_kernel": pins}
+    s, messages = parse_settings({"pins": {"add_kernel": pins}})  # the bare form: still applied, deprecated
+    assert s.pins == {"add_kernel": pins} and len(messages) == 1 and "deprecated" in messages[0]
     for bad in ({"add_kernel": {"x_ptr": "*half"}}, {"add_kernel": ["x_ptr"]}, {"add_kernel": {"num_warps": 0}},
                 {"not a name": {}}, ["add_kernel"]):
         s, messages = parse_settings({"pins": bad})

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 from lsprotocol import types
 
 from .. import convert
+from ..engine.record.store import pins_for
 from pygls.uris import from_fs_path, to_fs_path
 
 from analyzers.model import Span
@@ -258,7 +259,7 @@ async def compare_ir(ls: "KernelLanguageServer", given: dict[str, Any]) -> dict[
         ensure_ignored_dir(folder.parent)
         work = asyncio.to_thread(
             compare, text, kernel.name, path, target, stage.lower(), a, b, a_python=pythons["aPython"],
-            b_python=pythons["bPython"], base_pins=settings.pins.get(kernel.name),
+            b_python=pythons["bPython"], base_pins=pins_for(settings.pins, root, path, kernel.name),
             launch_sites=_launches_of(ls, path), cache_dir=str(folder.parent / "triton-cache"),
             timeout=max(60.0, float(settings.compile_timeout_s)), cancel=cancel)
         try:

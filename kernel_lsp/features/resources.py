@@ -68,8 +68,10 @@ def hint_label(configs: Sequence[CompiledConfig]) -> str | None:
             text += f" · {_matrix(best)}"
         if len(compiled) > 1:
             text += f" (max of {len(compiled)} configs)"
-        if best.notes:
+        if any(" are stale: " not in n for n in best.notes):
             text += " (assumed)"  # compiled with types or flags kernel-lsp assumed: the hover lists them
+        elif "recorded" in best.values_from.values():
+            text += " (recorded)"  # compiled with the values of a recorded launch: the hover names the run
         parts.append(text)
     return " | ".join(parts) or None
 
@@ -92,8 +94,16 @@ def hover_table(kernel: str, configs: Sequence[CompiledConfig]) -> str:
                      f"{ld} / {st} | {'yes' if c.uses_tma else 'no'} |")
     cached = sum(c.cached for c in configs)
     lines += ["", f"{len(configs)} configurations, {cached} from the cache."]
+    sources = list(dict.fromkeys(f"- {c.config}: " + "; ".join(
+        f"{src} {', '.join(n for n, s in c.values_from.items() if s == src)}"
+        for src in dict.fromkeys(c.values_from.values())) for c in configs if c.values_from))
+    if sources:
+        lines += ["", "Where the values came from:"] + sources
+    stale = list(dict.fromkeys(note for c in configs for note in c.notes if " are stale: " in note))
+    if stale:
+        lines += ["", *stale]
     # What the compile had to assume: the figures hold for launches that match it.
-    assumed = list(dict.fromkeys(note for c in configs for note in c.notes))
+    assumed = list(dict.fromkeys(note for c in configs for note in c.notes if " are stale: " not in note))
     if assumed:
         lines += ["", "Compiled assuming:"] + [f"- {note}" for note in assumed]
         lines += ["", "Pin types and values with annotations (`x_ptr: \"*bf16\"`) or the `pins` setting."]

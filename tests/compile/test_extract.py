@@ -370,3 +370,20 @@ def test_a_host_tensor_descriptor_is_not_typed_as_a_pointer() -> None:
     assert "the type of `desc` is not known" in str(err.value) and "tensordesc<" in str(err.value)
     (job,) = plan_jobs(text, "k", ["sm_90"], launch_sites=sites, pins={"desc": "tensordesc<fp16[64, 64]>"})
     assert dict(job.signature)["desc"] == "tensordesc<fp16[64, 64]>"
+
+
+def test_an_import_chosen_by_a_version_check_keeps_every_branch_in_order() -> None:
+    source = (
+        "import triton\nimport triton.language as tl\nfrom pkg import compare_version\n\n"
+        "if compare_version('triton', '3.0'):\n"
+        "    try:\n        from triton.language.extra.libdevice import tanh\n"
+        "    except ModuleNotFoundError:\n        from triton.language.extra.cuda.libdevice import tanh\n"
+        "else:\n    from triton.language.math import tanh\n\n\n"
+        "@triton.jit\ndef k(x_ptr, BLOCK: tl.constexpr):\n"
+        "    offs = tl.arange(0, BLOCK)\n    tl.store(x_ptr + offs, tanh(tl.load(x_ptr + offs)))\n")
+    m = extract_module(source, "k")
+    lines = [line.strip() for line in m.source.splitlines()]
+    order = [lines.index(f"from {mod} import tanh") for mod in (
+        "triton.language.extra.libdevice", "triton.language.extra.cuda.libdevice", "triton.language.math")]
+    assert order == sorted(order)  # tried in the order the file has them; the worker keeps the first that imports
+    assert "compare_version" not in m.source

@@ -132,19 +132,42 @@ def _guarded_imports(body: list[ast.stmt]) -> dict[str, list[str]]:
     Python picks what the installed triton has."""
     out: dict[str, list[str]] = {}
     for stmt in body:
-        if not isinstance(stmt, ast.Try) or stmt.finalbody or stmt.orelse:
-            continue
-        if not all(offline.catches_import_errors(h) for h in stmt.handlers):
-            continue
-        for block in [stmt.body] + [h.body for h in stmt.handlers]:
-            if not all(isinstance(s, (ast.Import, ast.ImportFrom, ast.Pass)) for s in block):
-                break
-        else:
-            for block in [stmt.body] + [h.body for h in stmt.handlers]:
-                for local, dotted in ImportMap(block).names.items():
-                    if dotted not in out.setdefault(local, []):
-                        out[local].append(dotted)
+        found = _import_alternatives(stmt)
+        for local, dotted_names in (found or {}).items():
+            for dotted in dotted_names:
+                if dotted not in out.setdefault(local, []):
+                    out[local].append(dotted)
     return {k: v for k, v in out.items() if len(v) > 1}
+
+
+def _import_alternatives(stmt: ast.stmt, depth: int = 0) -> dict[str, list[str]] | None:
+    """What one top-level statement may import, as alternatives in the order they are tried: imports, a `try` of
+    imports whose handlers catch import errors, and an `if`/`else` of those (a version check such as `if
+    compare_version("triton", ge, "3.0"): ... else: ...`: the `if` branch is tried first, and the worker's Python
+    keeps the first that its triton has). None for any other statement."""
+    if isinstance(stmt, (ast.Import, ast.ImportFrom)):
+        return {local: [dotted] for local, dotted in ImportMap([stmt]).names.items()}
+    if isinstance(stmt, ast.Pass):
+        return {}
+    if depth > 4:
+        return None
+    if isinstance(stmt, ast.Try):
+        if stmt.finalbody or stmt.orelse or not all(offline.catches_import_errors(h) for h in stmt.handlers):
+            return None
+        blocks = [stmt.body] + [h.body for h in stmt.handlers]
+    elif isinstance(stmt, ast.If):
+        blocks = [stmt.body, stmt.orelse]
+    else:
+        return None
+    out: dict[str, list[str]] = {}
+    for block in blocks:
+        for sub in block:
+            found = _import_alternatives(sub, depth + 1)
+            if found is None:
+                return None
+            for local, dotted_names in found.items():
+                out.setdefault(local, []).extend(d for d in dotted_names if d not in out[local])
+    return out
 
 
 def _guarded_import_lines(local: str, alternatives: list[str]) -> list[str]:

@@ -41,6 +41,9 @@ class CompileJob:
     # Global names the kernel reads that the module could not include: (name, why). A NameError for one of them
     # is explained with the reason instead of triton's bare "is not defined".
     unresolved: tuple[tuple[str, str], ...] = ()
+    # Where each value came from: (parameter or option, "recorded" | "pin" | "spec" | "code" | "autotune" |
+    # "default" | "assumed"); config_label names the recording (command, date) or launch site.
+    values_from: tuple[tuple[str, str], ...] = ()
 
 
 # Starts the `unresolved` reason of a name no kernel can use (torch in a @jit body): a compile error, not a gap.

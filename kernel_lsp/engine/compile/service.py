@@ -31,6 +31,7 @@ from ..cache import WORKSPACE_DIR, ResultCache, unwritable
 from ..executor import make_executor
 from ..pool import Outcome, Status, WorkerPool
 from .jobs import NOT_COMPILED, CompileError, CompileJob, CompileResult, Target
+from ..record.store import pins_for, qualname_at, recorded_for
 from .specialize import ASSUMED_OPTION, make_target, plan_jobs
 from .irmap import user_line
 from .worker import CACHE_DIR_ENV, relocate
@@ -72,9 +73,10 @@ def compile_job(job: CompileJob) -> CompileResult:
 
 
 def plan_in_process(text: str, kernel: str, targets: list[Target], path: str, sites: list,
-                    pins: dict | None) -> list[CompileJob]:
+                    pins: dict | None, recorded: tuple = (), recorded_stale: str = "") -> list[CompileJob]:
     """plan_jobs, in the planning process (large files)."""
-    return plan_jobs(text, kernel, targets, path=path, launch_sites=sites, pins=pins)
+    return plan_jobs(text, kernel, targets, path=path, launch_sites=sites, pins=pins, recorded=recorded,
+                     recorded_stale=recorded_stale)
 
 
 def compile_job_with_sass(job: CompileJob) -> CompileResult:
@@ -467,16 +469,19 @@ class CompileService:
         def plan(kernel) -> list[tuple[CompileJob, CompileResult | None]] | None:  # in a thread
             if kernel.name not in launched and _is_helper(kernel.name, analysis, text):
                 return None  # a @jit function called by a kernel of this file: compiled as part of its callers
+            qualname = qualname_at(text, kernel.name_span.start_line, kernel.name)
+            kernel_pins = pins_for(pins, self.root, path, qualname)
+            recorded, stale = recorded_for(self.root, path, qualname, text)
             if remote:
                 try:
                     jobs = self.planner.submit(plan_in_process, text, kernel.name, target_list, path, sites,
-                                               pins.get(kernel.name)).result()
+                                               kernel_pins, recorded, stale).result()
                 except BrokenProcessPool:  # the planning process died (memory?): a new one plans the next kernel
                     self._planner = None
                     raise
             else:
-                jobs = plan_jobs(text, kernel.name, target_list, path=path, launch_sites=sites,
-                                 pins=pins.get(kernel.name))
+                jobs = plan_jobs(text, kernel.name, target_list, path=path, launch_sites=sites, pins=kernel_pins,
+                                 recorded=recorded, recorded_stale=stale)
             return [(job, self._cached(job)) for job in jobs]
 
         def so_far() -> list[KernelCompileReport]:

@@ -18,6 +18,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 from analyzers.model import LaunchArg, LaunchSite, Param, TritonKernel
 from analyzers.sizes import spec_launch_cases
@@ -362,6 +363,9 @@ class _Config:
     values: dict[str, object]  # parameter -> literal value given at the launch (or by an autotune config)
     kinds: dict[str, str]  # parameter -> LaunchArg.kind, or "stride" for `t.stride(i)`
     options: dict[str, int | None]  # num_warps / num_stages (None: the launch computes it at run time)
+    types: dict[str, str] = field(default_factory=dict)  # parameter -> Triton type a recorded launch passed
+    unaligned: set[str] = field(default_factory=set)  # recorded tensors whose address was not 16-byte aligned
+    recorded: bool = False  # every value of this configuration comes from one recorded launch
 
 
 @dataclass
@@ -417,6 +421,105 @@ def _with_spec_cases(cfg: _Config, site: LaunchSite, text: str | None, params: l
     return out or [cfg]
 
 
+# torch dtype names (as recorded) -> Triton's element type names
+_TORCH_TO_TRITON = {"float16": "fp16", "bfloat16": "bf16", "float32": "fp32", "float64": "fp64", "int8": "i8",
+                    "int16": "i16", "int32": "i32", "int64": "i64", "uint8": "u8", "uint16": "u16", "uint32": "u32",
+                    "uint64": "u64", "bool": "i1", "float8_e4m3fn": "fp8e4nv", "float8_e5m2": "fp8e5",
+                    "float8_e4m3fnuz": "fp8e4b8", "float8_e5m2fnuz": "fp8e5b16"}
+
+
+def _recorded_config(launch: Any, params: list[Param]) -> _Config | None:
+    """The configuration one recorded launch compiled as (record.store.Launch): every parameter's type and
+    constexpr value as passed, the pointers' alignment as seen, num_warps/num_stages as given (or the autotuner's
+    choice). None when an argument is something the compile cannot be given (a tuple, a dtype object)."""
+    values: dict[str, object] = {}
+    kinds: dict[str, str] = {}
+    types: dict[str, str] = {}
+    unaligned: set[str] = set()
+    for p in params:
+        a = launch.args.get(p.name)
+        if a is None:
+            return None  # the launch had another signature: recorded for another version of the kernel
+        t = a.get("t")
+        if t == "tensor":
+            dtype = _TORCH_TO_TRITON.get(str(a.get("dtype")))
+            if dtype is None or p.is_constexpr:
+                return None
+            types[p.name], kinds[p.name], values[p.name] = "*" + dtype, "tensor", None
+            if a.get("align16") is False:
+                unaligned.add(p.name)
+        elif t == "tensordesc":
+            dtype = _TORCH_TO_TRITON.get(str(a.get("dtype")))
+            if dtype is None:
+                return None
+            block = ", ".join(str(b) for b in a.get("block_shape", []))
+            types[p.name], kinds[p.name], values[p.name] = f"tensordesc<{dtype}[{block}]>", "tensor", None
+        elif t in ("int", "bool", "float", "str") and not (t == "str" and not p.is_constexpr):
+            values[p.name], kinds[p.name] = a.get("v"), "recorded"
+            if t == "float" and not isinstance(a.get("v"), float):
+                return None  # nan/inf recorded as text
+        elif t == "none":
+            values[p.name], kinds[p.name] = None, "none" if not p.is_constexpr else "literal"
+        else:
+            return None
+    options: dict[str, int | None] = {}
+    tuned = launch.autotune or {}
+    for name in ("num_warps", "num_stages"):
+        v = launch.options.get(name, tuned.get(name))
+        if isinstance(v, int) and not isinstance(v, bool):
+            options[name] = v
+    run = launch.run
+    what = "recorded autotune trial" if tuned.get("trial") else "recorded launch"
+    command = run.command if len(run.command) <= 80 else run.command[:77] + "..."
+    label = f"{what} {launch.index} (by `{command}` on {run.date}"
+    shapes = launch.shapes()
+    label += f"; {shapes})" if shapes else ")"
+    return _Config(label, values, kinds, options, types, unaligned, recorded=True)
+
+
+def _values_from(cfg: _Config, params: list[Param], pins: Mapping[str, object], values: dict[str, object],
+                 assumed: _Assumed, signature: list[tuple[str, str]]) -> tuple[tuple[str, str], ...]:
+    """Where each value of a job came from: (parameter or option, "recorded" | "pin" | "spec" | "code" |
+    "autotune" | "default" | "assumed"). Types of runtime arguments count: an assumed pointer dtype is a guess."""
+    guessed = {n for names in assumed.pointers.values() for n in names} | set(assumed.divisible) | set(
+        assumed.unit_stride)
+    for note in assumed.notes:
+        guessed |= {p.name for p in params if note.startswith(p.name + " ") or note.startswith(p.name + ":")}
+    out = []
+    autotuned = cfg.label.startswith("autotune config")
+    for name, ty in signature:
+        if name in pins:
+            src = "pin"
+        elif name in guessed:
+            src = "assumed"
+        elif cfg.recorded:
+            src = "recorded"
+        elif ty != "constexpr":
+            src = "code"
+        elif cfg.kinds.get(name) == "spec":
+            src = "spec"
+        elif autotuned and name in cfg.values:
+            src = "autotune"
+        elif name in cfg.values and (cfg.values[name] is not None or cfg.kinds.get(name) == "literal"):
+            src = "code"
+        elif name in values:
+            src = "default"
+        else:
+            continue
+        out.append((name, src))
+    for name in ("num_warps", "num_stages"):
+        if name in pins:
+            src = "pin"
+        elif any(n.startswith(f"{name}: {ASSUMED_OPTION}") for n in assumed.notes):
+            src = "assumed"
+        elif cfg.options.get(name) is not None:
+            src = "recorded" if cfg.recorded else "autotune" if autotuned else "code"
+        else:
+            src = "default"
+        out.append((name, src))
+    return tuple(out)
+
+
 def _int_or_none(value: object) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
@@ -441,6 +544,8 @@ def _runtime_param(p: Param, cfg: _Config, target: Target, mod: ExtractedModule,
                    assumed: _Assumed) -> tuple[str, list[str]]:
     """(type, attrs) of a non-constexpr parameter for one configuration and target."""
     given, kind = cfg.values.get(p.name), cfg.kinds.get(p.name)
+    if pin is None and p.name in cfg.types:
+        pin = cfg.types[p.name]
     if isinstance(pin, (int, float)):  # a pinned value (bool included) specializes like a launch-site literal
         given, kind = pin, "literal"
     is_ptr = p.name in pointer_params or kind == "tensor" or bool(re.search(r"(^|_)ptrs?$", p.name.lower()))
@@ -458,7 +563,7 @@ def _runtime_param(p: Param, cfg: _Config, target: Target, mod: ExtractedModule,
             assumed.notes.append(f"{p.name} assumed a float (fp32)")
     attrs: list[str] = []
     if is_ptr:
-        if p.name not in dns_align:
+        if p.name not in dns_align and p.name not in cfg.unaligned:
             attrs.append(DIVISIBILITY)
         if target.backend == "hip" and p.name not in dns:
             attrs.append(POINTER_RANGE)
@@ -506,6 +611,8 @@ def plan_jobs(
     triton_version: str | None = None,
     max_configs: int = 16,
     extracted: ExtractedModule | None = None,
+    recorded: Sequence[Any] = (),
+    recorded_stale: str = "",
 ) -> list[CompileJob]:
     """Every CompileJob for one kernel: one per autotune config, else per distinct launch-site specialization,
     else one with defaults; each for every target.
@@ -513,6 +620,9 @@ def plan_jobs(
     `launch_sites` are the workspace's launches of this kernel, each optionally with the text of the file it is in
     (lets `BLOCK=block` resolve to a literal default) and that file's path (for the label). `pins` fixes a
     parameter's type ("*bf16", "i64") or a constexpr's value, and may set "num_warps"/"num_stages".
+    `recorded` are launches of this very kernel (record.store.Launch, its source unchanged since) recorded by the
+    user's own runs: each gives every value, so they come first. `recorded_stale` says why launches recorded for
+    an older version of the kernel were not used (told in the notes and when a value is missing).
     Raises extract.ExtractionError if the kernel is not in `text`. Constant folding is paid from one budget for
     the whole plan (analyzers.budget), as in the file's analysis.
     """
@@ -558,13 +668,22 @@ def _plan_jobs(text: str, kernel: str, targets: Sequence[str | Target], path: st
     jobs: list[CompileJob] = []
     seen: set[tuple] = set()
     missing: dict[str, str] = {}  # constexpr -> why its value is not known, for configurations left out
+    recorded_configs = [c for c in (_recorded_config(launch, params) for launch in recorded) if c is not None]
+    if recorded and not recorded_configs:
+        missing.setdefault("", "the recorded launches pass values kernel-lsp cannot rebuild (tuples, dtypes)")
+    recorded_counts: dict[int, int] = {}  # position in jobs -> recorded launches it stands for
     for target in [make_target(t) for t in targets]:
         count = 0
-        for cfg in _configs(info, site_configs):
+        by_ident: dict[tuple, int] = {}
+        for cfg in [*recorded_configs, *_configs(info, site_configs)]:
             assumed = _Assumed()
             signature, attrs = [], []
             values: dict[str, object] = {}
             for p in params:
+                if not p.is_constexpr and cfg.kinds.get(p.name) == "none":
+                    signature.append((p.name, "constexpr"))  # the JIT makes a None argument a constexpr
+                    values[p.name] = None
+                    continue
                 if not p.is_constexpr:
                     ty, p_attrs = _runtime_param(p, cfg, target, mod, pointer_params, inner, dns, dns_align,
                                                  pins.get(p.name), assumed)
@@ -574,6 +693,11 @@ def _plan_jobs(text: str, kernel: str, targets: Sequence[str | Target], path: st
                 signature.append((p.name, "constexpr"))
                 if p.name in pins:
                     values[p.name] = pins[p.name]
+                elif cfg.recorded:
+                    if p.name in cfg.values:
+                        values[p.name] = cfg.values[p.name]
+                    else:
+                        missing.setdefault(p.name, "a recorded launch passed a value kernel-lsp cannot rebuild")
                 elif p.name in heuristics or p.name in info.heuristics:
                     continue  # computed below, from the values known
                 elif p.name in cfg.values and (cfg.values[p.name] is not None or cfg.kinds.get(p.name) == "literal"):
@@ -602,7 +726,7 @@ def _plan_jobs(text: str, kernel: str, targets: Sequence[str | Target], path: st
                 if not refused:
                     continue  # never compiled with a made-up value
                 values.update({p.name: None for p in params if p.is_constexpr and p.name not in values})
-            constexprs = [(p.name, values[p.name]) for p in params if p.is_constexpr]
+            constexprs = [(name, values[name]) for name, ty in signature if ty == "constexpr"]
             # Defaults of CUDAOptions (4 warps, 3 stages) and HIPOptions (4 warps, 2 stages).
             options = {"num_warps": 4, "num_stages": 2 if target.backend == "hip" else 3}
             for name, given in cfg.options.items():
@@ -616,25 +740,41 @@ def _plan_jobs(text: str, kernel: str, targets: Sequence[str | Target], path: st
             ident = (target, tuple(signature), tuple((k, repr(v)) for k, v in constexprs), tuple(attrs), num_warps,
                      num_stages)
             if ident in seen:
+                if cfg.recorded and ident in by_ident:
+                    recorded_counts[by_ident[ident]] = recorded_counts.get(by_ident[ident], 1) + 1
                 continue
             if count >= max_configs:
                 break
             seen.add(ident)
             count += 1
+            notes = _notes(assumed, mod) + ((recorded_stale,) if recorded_stale else ())
             job = CompileJob(
                 path=path, kernel=info.name, module_source=mod.source, line_map=mod.line_map,
                 signature=tuple(signature), constexprs=tuple(constexprs), attrs=tuple(attrs), target=target,
-                num_warps=num_warps, num_stages=num_stages, config_label=cfg.label, notes=_notes(assumed, mod),
+                num_warps=num_warps, num_stages=num_stages, config_label=cfg.label, notes=notes,
                 unresolved=mod.unresolved,
+                values_from=_values_from(cfg, params, pins, values, assumed, signature),
             )
+            if cfg.recorded:
+                by_ident[ident] = len(jobs)
+                recorded_counts.setdefault(len(jobs), 1)
             jobs.append(replace(job, key=job_key(job, triton_version)))
+    for i, n in recorded_counts.items():
+        head = jobs[i].config_label
+        if n > 1:
+            head = head.replace("recorded launch ", f"{n} recorded launches like launch ", 1)
+        jobs[i] = replace(jobs[i], config_label=head)
     if not jobs and missing:
+        stale = f" ({recorded_stale})" if recorded_stale else ""
+        if set(missing) == {""}:
+            raise ValueNotKnown(f"{NOT_COMPILED}{missing['']}{stale}")
+        missing.pop("", None)
         unknown = sorted(missing)
         which = f"`{unknown[0]}`" if len(unknown) == 1 else ", ".join(f"`{n}`" for n in unknown)
         raise ValueNotKnown(
             f"{NOT_COMPILED}the value{'s' * (len(unknown) > 1)} of {which} {'are' if len(unknown) > 1 else 'is'} not "
-            f"known ({missing[unknown[0]]}); pin it with the `pins` "
-            "setting or launch the kernel with a literal value")
+            f"known ({missing[unknown[0]]}){stale}; record a run that launches it (`kernel-lsp record -- "
+            "pytest ...`), pin it with the `pins` setting or launch the kernel with a literal value")
     return jobs
 
 
