@@ -627,12 +627,13 @@ def plan_jobs(
     the whole plan (analyzers.budget), as in the file's analysis.
     """
     with analysis_budget(Budget.for_text(text)):
-        return _plan_jobs(text, kernel, targets, path, launch_sites, pins, triton_version, max_configs, extracted)
+        return _plan_jobs(text, kernel, targets, path, launch_sites, pins, triton_version, max_configs, extracted,
+                          recorded, recorded_stale)
 
 
 def _plan_jobs(text: str, kernel: str, targets: Sequence[str | Target], path: str, launch_sites: Sequence,
                pins: Mapping[str, object] | None, triton_version: str | None, max_configs: int,
-               extracted: ExtractedModule | None) -> list[CompileJob]:
+               extracted: ExtractedModule | None, recorded: Sequence[Any], recorded_stale: str) -> list[CompileJob]:
     pins = dict(pins or {})
     pinned_options = _pinned_options(pins)
     mod = extracted or extract_module(text, kernel, path)
