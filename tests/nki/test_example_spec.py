@@ -22,3 +22,18 @@ def test_the_nki_example_is_checked_in_the_nki_model(tmp_path):
                and line.endswith("(kernel-lsp NKI model)") for line in lines), lines
     assert any("matmul_kernel (512, 1024, 1024) float32: ≈" in line and "Trainium2 est." in line for line in lines)
     assert "1 spec checked (1 correct)" in lines[-1]
+
+
+@pytest.mark.gpu
+def test_on_a_gpu_the_nki_example_gets_its_trainium_estimate_not_a_cuda_timing(tmp_path):
+    # The check command times every spec on a GPU: an NKI kernel cannot run there, so its figure stays the NKI
+    # model's estimate instead of a timing error.
+    from kernel_lsp.engine.latency import measure_file
+
+    path = tmp_path / "nki_matmul.py"
+    shutil.copy(EXAMPLES / "nki_matmul.py", path)
+    report = measure_file(str(path), path.read_text(), root=str(tmp_path), history=False)
+    assert report.entries and not report.errors, report.errors
+    for entry in report.entries:
+        assert entry.error is None, entry.error
+        assert entry.source == "estimate" and "Trainium2" in entry.label, entry

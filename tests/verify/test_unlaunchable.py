@@ -51,3 +51,19 @@ def test_a_config_that_cannot_launch_is_skipped_with_a_note(tmp_path):
     [note] = [n for n in verdict.notes if "skipped" in n]
     assert "BLOCK=4096" in note and "for float32" in note and "shared memory" in note
     assert "autotuner skips it too" in note
+
+
+def test_shapes_kernel_lsp_chooses_use_only_dtypes_the_config_launches_with(tmp_path):
+    # As on a GPU: the largest config fits float16's shared memory and not float32's. The shapes the checker
+    # derives itself must not turn that into an error the autotuner would never meet.
+    source = SOURCE.replace(
+        'if double_kernel.configs[0].kwargs["BLOCK"] == 4096:',
+        'if double_kernel.configs[0].kwargs["BLOCK"] == 4096 and x.dtype == torch.float32:').replace(
+        'configs=[triton.Config({"BLOCK": 64}), triton.Config({"BLOCK": 4096})]',
+        'configs=[triton.Config({"BLOCK": 4096}), triton.Config({"BLOCK": 64})]').replace(
+        "shapes=[(100,)], seeds=1)", 'shapes=[(100,)], dtypes=["float16", "float32"], seeds=1)')
+    path = tmp_path / "double.py"
+    path.write_text(source)
+    [verdict] = run_checks(CheckRequest(str(path), source, device="interpreter")).verdicts
+    assert verdict.status == "correct", verdict.message
+    assert any("shapes kernel-lsp chose" in n for n in verdict.notes), verdict.notes

@@ -360,6 +360,8 @@ def measured_entry(point: dict, root: str | None, floor_device: Hardware | str |
     if point.get("error"):
         return KernelLatency(**base, source="measured", device=point.get("device_name") or "", us=None,
                              label="not measured", error=point["error"])
+    if point.get("nki") is not None:
+        return nki_entry(base, point["nki"], point.get("counted_shape"))
     t = Timing.from_json(point["kernel_timing"])
     ref = Timing.from_json(point["reference_timing"]) if point.get("reference_timing") else None
     device = point.get("device_name") or "GPU"

@@ -281,6 +281,14 @@ def _measure(module, request: dict) -> list[dict]:
     for point in _points(module, request):
         entry = {**point, "error": None}
         try:
+            # An NKI kernel does not run on a CUDA device: its figure is the NKI model's Trainium estimate.
+            nki = _nki_counts(module, point, tuple(int(s) for s in point.get("shape") or ()))
+            if nki is not None:
+                entry["nki"], counted = nki
+                if counted is not None:
+                    entry["counted_shape"] = list(counted)
+                results.append(entry)
+                continue
             torch.manual_seed(secrets.randbits(63))
             kernel, launcher, reference, args = _resolve(module, point, "cuda")
             overrides = point.get("overrides")
@@ -378,7 +386,7 @@ def handle(request: dict) -> dict:
     import torch  # noqa: F401 - imported before the snapshot, as the user's module would import it
     import triton  # noqa: F401
 
-    if mode == "count" and uses_nki(source):
+    if mode in ("count", "measure") and uses_nki(source):
         from kernel_lsp.engine import nki as model
 
         model.install()  # `import nki` in the file resolves to the NKI model, which counts the kernel's work

@@ -789,7 +789,7 @@ class SpecCheck:
             skipped = 0  # configurations that could launch for no dtype
             for config in configs:
                 label = _config_label(config) if config is not None else None
-                launched = 0
+                launched: list[str] = []  # the dtypes this config launches with
                 with _forced_config(autotuner, config):
                     for dtype in s.dtypes:
                         before = len(cases)
@@ -800,7 +800,7 @@ class SpecCheck:
                                                      twin=repeat == 0)
                                     cases.append(case)
                                     first = first and not case.ok
-                            launched += 1
+                            launched.append(dtype)
                         except Failure as failure:
                             if failure.status != "unlaunchable" or autotuner is None:
                                 raise
@@ -811,8 +811,8 @@ class SpecCheck:
                                               f"{self.device_label} ({failure.message.split(': ', 1)[-1]}); the "
                                               "autotuner skips it too")
                     if launched and all(c.ok for c in cases) and not self.chosen:
-                        self._chosen_shapes(label, cases)
-                skipped += launched == 0
+                        self._chosen_shapes(label, cases, launched)
+                skipped += not launched
             if not cases:
                 raise Failure("error", f"no autotune config can launch on {self.device_label}")
         except Failure as failure:
@@ -836,8 +836,8 @@ class SpecCheck:
             return verdict("not-checked", "not checked: an all-zero output would have matched the reference on "
                            "every case (its values lie within the tolerance of zero); inputs that give a reference "
                            "away from zero are needed", spec_line, "spec")
-        launched = len(configs) - skipped
-        configs_text = f", {launched} config{'' if launched == 1 else 's'}" if autotuner is not None else ""
+        ran = len(configs) - skipped
+        configs_text = f", {ran} config{'' if ran == 1 else 's'}" if autotuner is not None else ""
         loose = [why for why in self.loose.values() if why]
         if loose:
             return verdict("correct", f"correct at {'; '.join(loose)} on {len(cases)} "
@@ -847,13 +847,15 @@ class SpecCheck:
     # Cases on the interpreter at a derived or bench shape cost up to this many times the largest listed case.
     INTERPRETER_GROWTH = 8
 
-    def _chosen_shapes(self, config: str | None, cases: list[CaseResult]) -> None:
+    def _chosen_shapes(self, config: str | None, cases: list[CaseResult], dtypes: list[str]) -> None:
         """Shapes the spec does not list, derived by kernel-lsp (once per spec, with the first config that
         launches): each dimension of the largest listed shape grown (at least doubled and past the largest block
         size seen, to an odd size) in the first dtype, one dimension of it shrunk (to a size that is no multiple of
         any block size seen), one shrunk shape for every other dtype, and the bench shapes, which are what gets
-        timed. A shape the inputs function, the reference or the launcher refuses (raises) is skipped with a note;
-        a wrong answer is a mismatch "on a shape kernel-lsp chose"."""
+        timed. Only `dtypes`, those the config launched with at the listed shapes (an autotune config too big for
+        one dtype's shared memory is skipped for it, as the autotuner skips it). A shape the inputs function, the
+        reference or the launcher refuses (raises) is skipped with a note; a wrong answer is a mismatch "on a shape
+        kernel-lsp chose"."""
         s = self.spec
         base = max(s.shapes, key=_numel)
         if not base:
@@ -880,12 +882,12 @@ class SpecCheck:
 
         wanted: list[tuple[tuple, str]] = []
         for i, dim in enumerate(base):
-            wanted.append((base[:i] + (grown(dim, i),) + base[i + 1:], s.dtypes[0]))
+            wanted.append((base[:i] + (grown(dim, i),) + base[i + 1:], dtypes[0]))
         for i in rng.sample(range(len(base)), len(base)):
             if (small := shrunk(base[i])) is not None:
-                wanted.append((base[:i] + (small,) + base[i + 1:], s.dtypes[0]))
+                wanted.append((base[:i] + (small,) + base[i + 1:], dtypes[0]))
                 break
-        for dtype in s.dtypes[1:]:
+        for dtype in dtypes[1:]:
             i = rng.randrange(len(base))
             size = shrunk(base[i])
             wanted.append((base[:i] + (size if size is not None else grown(base[i], i),) + base[i + 1:], dtype))
@@ -897,7 +899,7 @@ class SpecCheck:
                 self.notes.append(f"bench shape {tuple(bench)} not checked on the CPU interpreter "
                                   f"({_numel(bench)} elements); it is checked where it is timed")
                 continue
-            wanted.append((tuple(bench), s.dtypes[0]))
+            wanted.append((tuple(bench), dtypes[0]))
         ran = []
         for shape, dtype in wanted:
             if not affordable(shape):
