@@ -25,6 +25,8 @@ _CMPOPS = {ast.Eq: lambda a, b: a == b, ast.NotEq: lambda a, b: a != b, ast.Lt: 
 
 
 def _next_power_of_2(n: int) -> int:
+    if not isinstance(n, int):  # triton's bit twiddling raises TypeError on a float too
+        raise TypeError(f"next_power_of_2 of {type(n).__name__}")
     return 0 if n <= 0 else 1 << (n - 1).bit_length()  # triton.next_power_of_2 gives 0 for n <= 0 too
 
 

@@ -17,11 +17,11 @@ import json
 import threading
 import time
 from collections.abc import Sequence
-from dataclasses import asdict
 import ast
 import inspect
 import io
 import tokenize
+from dataclasses import asdict
 from typing import Any, Literal
 
 import anyio
@@ -34,6 +34,7 @@ from mcp_types import ErrorData, JSONRPCError, ToolAnnotations
 from pydantic import BaseModel, Field
 
 from analyzers.hardware import DEVICES
+from analyzers.source import parse_python
 from analyzers.rules.verification import VERDICT_CODES
 from analyzers.targets import TARGETS
 
@@ -372,7 +373,7 @@ def _field_docs() -> dict[str, dict[str, str]]:
         if tok.type == tokenize.COMMENT:
             comments[tok.start[0]] = tok.string.lstrip("#").strip()
     docs: dict[str, dict[str, str]] = {}
-    for node in ast.parse(text).body:
+    for node in parse_python(text).body:
         if not isinstance(node, ast.ClassDef):
             continue
         fields: dict[str, str] = {}

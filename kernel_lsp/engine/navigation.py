@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from analyzers import param_keys
 from analyzers.model import LaunchSite, Param, Span, TextEdit, TritonKernel
+from analyzers.source import parse_python
 
 from .apidocs import imported_names
 from .code_at import dotted_at, name_tokens, string_tokens
@@ -305,7 +306,7 @@ def docstring(kernel: TritonKernel, text: str) -> str | None:
 
     lines = text.splitlines()[kernel.name_span.start_line:kernel.span.end_line + 1]
     try:
-        tree = ast.parse(textwrap.dedent("\n".join(lines)))
+        tree = parse_python(textwrap.dedent("\n".join(lines)))
     except SyntaxError:
         return None
     fn = tree.body[0] if tree.body else None

@@ -107,8 +107,8 @@ def test_a_rule_broken_while_running_is_an_error_at_its_line(verdicts, document)
     assert v["status"] == "rule-broken" and "[NK001]" in v["message"], v
     assert LINES[v["line"] - 1].strip().startswith("tile = nl.ndarray((rows, d)")
     # docs/specs.md: a broken NeuronCore rule is an error (KV008), so CI fails on it at the default --fail-on.
-    [problem] = [p for p in document["problems"] if p["code"] == "KV008"]
-    assert problem["severity"] == "error" and problem["line"] == v["line"], problem
+    [problem] = [p for p in document["problems"] if p["code"] == "KV008" and p["line"] == v["line"]]
+    assert problem["severity"] == "error", problem
     assert document["exit_code"] == 1
 
 

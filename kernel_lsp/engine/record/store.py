@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from analyzers.source import parse_python
+
 FORMAT = "kernel-lsp-launches"
 VERSION = 1
 STORE_NAME = "launches.json"
@@ -54,7 +56,7 @@ def source_hash(text: str, qualname: str) -> str | None:
     """sha256 of a function's own source, from its `def` line to its last line, dedented, trailing blanks removed:
     edits elsewhere in the file, decorators and indentation leave it alone. None when the function is not there."""
     try:
-        tree = ast.parse(text)
+        tree = parse_python(text)
     except (SyntaxError, ValueError):
         return None
     node = _function_node(tree, qualname)
@@ -69,7 +71,7 @@ def source_hash(text: str, qualname: str) -> str | None:
 def _qualnames(text: str) -> dict[int, str]:
     """def line (1-based) -> qualified name as Python spells it (`test_x.<locals>.kernel`, `Ops.kernel`)."""
     try:
-        tree = ast.parse(text)
+        tree = parse_python(text)
     except (SyntaxError, ValueError):
         return {}
     out: dict[int, str] = {}
