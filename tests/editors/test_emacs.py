@@ -66,20 +66,25 @@ DRIVER = r"""
 """
 
 
+def run_driver(emacs: str, driver_text: str, kernel: Path, tmp_path: Path, marker: str, *, timeout: int) -> dict:
+    """The JSON object a driver printed, from `emacs --batch` on `kernel` with editors/emacs on its load path."""
+    driver = tmp_path / "driver.el"
+    driver.write_text(driver_text)
+    env = {"KERNEL_LSP_EL": str(ROOT / "editors" / "emacs"), "KERNEL_LSP_PYTHON": sys.executable,
+           "KERNEL_LSP_FILE": str(kernel), "HOME": str(tmp_path), "PATH": "/usr/bin:/bin"}
+    run = subprocess.run([emacs, "--batch", "-l", str(driver)], check=False, capture_output=True, text=True,
+                         timeout=timeout, env=env, cwd=tmp_path, stdin=subprocess.DEVNULL)
+    # The server's one-time trust question leaves its minibuffer prompt in front of the printed result.
+    lines = [line[line.index(marker):] for line in run.stdout.splitlines() if marker in line]
+    assert run.returncode == 0 and lines, f"emacs failed:\n{run.stdout}\n{run.stderr}"
+    return json.loads(lines[-1])
+
+
 def test_eglot_shows_the_server_diagnostics_through_flymake(emacs: str, tmp_path: Path):
     (tmp_path / ".git").mkdir()  # the project root eglot uses
     kernel = tmp_path / "kernels.py"
     kernel.write_text(TYPO)
-    driver = tmp_path / "driver.el"
-    driver.write_text(DRIVER)
-    env = {"KERNEL_LSP_EL": str(ROOT / "editors" / "emacs"), "KERNEL_LSP_PYTHON": sys.executable,
-           "KERNEL_LSP_FILE": str(kernel), "HOME": str(tmp_path), "PATH": "/usr/bin:/bin"}
-    run = subprocess.run([emacs, "--batch", "-l", str(driver)], check=False, capture_output=True, text=True,
-                         timeout=90, env=env, cwd=tmp_path, stdin=subprocess.DEVNULL)
-    # The server's one-time trust question leaves its minibuffer prompt in front of the printed result.
-    lines = [line[line.index('{"server"'):] for line in run.stdout.splitlines() if '{"server"' in line]
-    assert run.returncode == 0 and lines, f"emacs failed:\n{run.stdout}\n{run.stderr}"
-    result = json.loads(lines[-1])
+    result = run_driver(emacs, DRIVER, kernel, tmp_path, '{"server"', timeout=90)
     assert result["server"] == "kernel-lsp-server"
     typo = [d for d in result["diagnostics"] if "TR007" in d["text"]]
     assert typo and typo[0]["line"] == TYPO_LINE, result
@@ -130,15 +135,7 @@ def test_show_ir_and_the_jump_back_without_a_tags_table_in_a_project_without_git
     (tmp_path / "pkg").mkdir()
     kernel = tmp_path / "pkg" / "kernels.py"
     kernel.write_text(GOOD)
-    driver = tmp_path / "driver.el"
-    driver.write_text(IR_DRIVER)
-    env = {"KERNEL_LSP_EL": str(ROOT / "editors" / "emacs"), "KERNEL_LSP_PYTHON": sys.executable,
-           "KERNEL_LSP_FILE": str(kernel), "HOME": str(tmp_path), "PATH": "/usr/bin:/bin"}
-    run = subprocess.run([emacs, "--batch", "-l", str(driver)], check=False, capture_output=True, text=True,
-                         timeout=240, env=env, cwd=tmp_path, stdin=subprocess.DEVNULL)
-    lines = [line[line.index('{"root"'):] for line in run.stdout.splitlines() if '{"root"' in line]
-    assert run.returncode == 0 and lines, f"emacs failed:\n{run.stdout}\n{run.stderr}"
-    result = json.loads(lines[-1])
+    result = run_driver(emacs, IR_DRIVER, kernel, tmp_path, '{"root"', timeout=240)
     assert Path(result["root"]) == tmp_path  # the folder with pyproject.toml, not the file's own
     assert result["backend"] == "kernel-lsp-ir" and result["irFile"].endswith(".ttgir")
     assert result["jumpedTo"] == str(kernel)
