@@ -57,7 +57,7 @@ COMMANDS: tuple[ServerCommand, ...] = (
                   "file) against the PyTorch reference of its spec, now.", "position"),
     ServerCommand(OPTIMIZE_TILING, "Optimize tiling", "Search the tiling of the kernel under the cursor (block "
                   "sizes, num_warps, num_stages or its autotune configs): measured on a GPU, else ranked by the "
-                  "roofline model; the verified winner is proposed as an edit to confirm.", "position"),
+                  "latency model; the verified winner is proposed as an edit to confirm.", "position"),
     ServerCommand(ASSISTANT_OPTIMIZE, "Optimize tiling (assistant)", "Ask the model for a plan to make the kernel "
                   "under the cursor faster; after `refine` with \"go\", candidates are compiled, checked against the "
                   "spec and timed, and the fastest correct one is proposed as an edit to confirm.", "position"),

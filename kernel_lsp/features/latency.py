@@ -220,7 +220,7 @@ async def optimize_tiling(ls: "KernelLanguageServer", *args: Any) -> dict[str, A
         [t.config, f"{t.estimated_us:.1f} µs" if t.estimated_us else "-",
          f"{t.measured_us:.1f} µs" if t.measured_us else "-", t.note or ""] for t in found.table]
     what = ("measured on the GPU" if found.source == "measured"
-            else f"ranked by the roofline model for {found.device} "
+            else f"ranked by the latency model for {found.device} "
                  f"({found.not_measured_because or 'no GPU'}: not measured)")
     if not found.edits:
         reason = "; ".join(found.errors) or f"the current configuration ({found.current}) is already the best " \

@@ -67,7 +67,7 @@ async def test_estimates_after_a_check_and_an_optimize_tiling_proposal(start):
         assert "no tiling change proposed" in answer["error"] and len(answer["table"]) > 1, answer
         return
     proposal = answer["proposal"]
-    assert "ranked by the roofline model for H200 (no GPU: not measured)" in proposal["summary"], proposal
+    assert "ranked by the latency model for H200 (no GPU: not measured)" in proposal["summary"], proposal
     assert "correct on" in proposal["summary"]  # the winner passed the spec's check
     edit = proposal["edit"]
     assert edit["changeAnnotations"]["kernel-lsp.proposal"]["needsConfirmation"] is True

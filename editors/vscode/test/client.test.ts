@@ -132,7 +132,7 @@ describe('the extension with the real server', () => {
     const shown = await hover.provideHover(specced, new vscode.Position(KERNEL_LINE, 6), token());
     const contents = Array.isArray(shown.contents) ? shown.contents : [shown.contents];
     const text = contents.map((c: any) => c.value ?? String(c)).join('\n');
-    expect(text).toContain('**Latency** (estimated by the roofline model, no GPU)');
+    expect(text).toContain('**Latency** (estimated by the latency model, no GPU)');
     expect(text).toContain('| (16777216,) | float32 | H200 |');
   }, 200_000);
 

@@ -48,7 +48,7 @@ return {
     user = "KernelOptimize",
     argument = "position",
     title = "Optimize tiling",
-    description = "Search the tiling of the kernel under the cursor (block sizes, num_warps, num_stages or its autotune configs): measured on a GPU, else ranked by the roofline model; the verified winner is proposed as an edit to confirm.",
+    description = "Search the tiling of the kernel under the cursor (block sizes, num_warps, num_stages or its autotune configs): measured on a GPU, else ranked by the latency model; the verified winner is proposed as an edit to confirm.",
   },
   {
     name = "kernel-lsp.assistantOptimize",
