@@ -287,30 +287,20 @@ def _wrap_run(orig, interpreted: bool):
     return run
 
 
-def _wrap_autotuner_run(orig):
-    def run(self, *args, **kwargs):
-        outer = getattr(_state, "autotuner", None)
-        _state.autotuner = self
+def _holding(orig, attr: str, value, default):
+    """`orig` wrapped so that, while it runs, `_state.<attr>` holds value(self) (then what it held before, or
+    `default`): the autotuner whose run is under way, whether it is benchmarking."""
+    def wrapper(self, *args, **kwargs):
+        outer = getattr(_state, attr, default)
+        setattr(_state, attr, value(self))
         try:
             return orig(self, *args, **kwargs)
         finally:
-            _state.autotuner = outer
+            setattr(_state, attr, outer)
 
-    run.__wrapped__ = orig  # type: ignore[attr-defined]
-    return run
-
-
-def _wrap_bench(orig):
-    def bench(self, *args, **kwargs):
-        outer = getattr(_state, "benchmarking", False)
-        _state.benchmarking = True
-        try:
-            return orig(self, *args, **kwargs)
-        finally:
-            _state.benchmarking = outer
-
-    bench.__wrapped__ = orig  # type: ignore[attr-defined]
-    return bench
+    wrapper.__wrapped__ = orig  # type: ignore[attr-defined]
+    wrapper.__name__ = getattr(orig, "__name__", "wrapper")
+    return wrapper
 
 
 def _patch(name: str, module: Any) -> None:
@@ -328,10 +318,10 @@ def _patch(name: str, module: Any) -> None:
         elif name == "triton.runtime.autotuner":
             cls = module.Autotuner
             if not hasattr(cls.run, "__wrapped__"):
-                cls.run = _wrap_autotuner_run(cls.run)
+                cls.run = _holding(cls.run, "autotuner", lambda tuner: tuner, None)
                 _patched.append("Autotuner.run")
             if hasattr(cls, "_bench") and not hasattr(cls._bench, "__wrapped__"):
-                cls._bench = _wrap_bench(cls._bench)
+                cls._bench = _holding(cls._bench, "benchmarking", lambda _: True, False)
                 _patched.append("Autotuner._bench")
     except Exception:  # noqa: BLE001 - a triton whose classes look different: recorded as missing, never fatal
         _note_error(f"patch {name}")
